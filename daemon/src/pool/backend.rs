@@ -1,0 +1,133 @@
+use std::fs::File;
+use std::io::{Cursor, Read};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use super::error::{IoContext, Result};
+
+/// What every engine of either tier implements. Keys and values are opaque
+/// bytes: an engine never interprets a key (the pool uses sha256 digests).
+pub trait Backend: Send + Sync + 'static {
+    /// The engine's name, as `status` shows it.
+    fn name(&self) -> &'static str;
+    fn has(&self, key: &[u8]) -> Result<bool>;
+    /// The value's length, without reading it.
+    fn size(&self, key: &[u8]) -> Result<Option<u64>>;
+    fn get(&self, key: &[u8]) -> Result<Option<Blob>>;
+    /// Stores `value` under `key`; a key already present is left as it is.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Removes `key`; true when it was there.
+    fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Every key, each once. GC deletes whatever this omits from the live
+    /// set, so it must be complete and hold keys, never values.
+    fn list(&self) -> Result<Vec<Vec<u8>>>;
+    /// Starts a write whose bytes the engine holds aside until `commit`;
+    /// dropping it uncommitted leaves nothing behind.
+    fn stage(&self) -> Result<Box<dyn Staged + '_>>;
+    /// Entries and bytes held.
+    fn stats(&self) -> Result<TierStats> {
+        let keys = self.list()?;
+        let mut bytes = 0;
+        for key in &keys {
+            bytes += self.size(key)?.unwrap_or(0);
+        }
+        Ok(TierStats {
+            entries: keys.len() as u64,
+            bytes,
+        })
+    }
+}
+
+/// A write in progress. The pool hashes exactly the bytes it hands to `write`,
+/// so the verified digest is the digest of the stored artifact.
+pub trait Staged: Send {
+    fn write(&mut self, bytes: &[u8]) -> Result<()>;
+    /// Makes the staged bytes durable and visible under `key`.
+    fn commit(self: Box<Self>, key: &[u8]) -> Result<()>;
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TierStats {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// A stored value: bytes for the kv tier, an open read-only file for the
+/// large tier (never loaded whole).
+#[derive(Debug)]
+pub enum Blob {
+    Bytes(Vec<u8>),
+    File { file: File, len: u64, path: PathBuf },
+}
+
+impl Blob {
+    pub fn len(&self) -> u64 {
+        match self {
+            Blob::Bytes(b) => b.len() as u64,
+            Blob::File { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The committed file behind a large blob, for hard links into repos.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Blob::Bytes(_) => None,
+            Blob::File { path, .. } => Some(path),
+        }
+    }
+
+    /// Reads up to `len` bytes at `offset` (pread for files). A range running
+    /// past the end is cut at the end; `offset > len()` is for the caller to refuse.
+    pub fn read_at(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let end = self.len().min(offset.saturating_add(len));
+        let start = offset.min(end);
+        match self {
+            Blob::Bytes(b) => Ok(b[start as usize..end as usize].to_vec()),
+            Blob::File { file, path, .. } => {
+                let mut buf = vec![0u8; (end - start) as usize];
+                file.read_exact_at(&mut buf, start).at("read", path)?;
+                Ok(buf)
+            }
+        }
+    }
+
+    /// A reader over the whole value.
+    pub fn into_reader(self) -> Box<dyn Read + Send> {
+        match self {
+            Blob::Bytes(b) => Box::new(Cursor::new(b)),
+            Blob::File { file, .. } => Box::new(file),
+        }
+    }
+
+    pub fn to_vec(self) -> Result<Vec<u8>> {
+        match self {
+            Blob::Bytes(b) => Ok(b),
+            Blob::File { mut file, len, path } => {
+                let mut out = Vec::with_capacity(len as usize);
+                file.read_to_end(&mut out).at("read", &path)?;
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// The stage of a kv engine: the value is small, so it waits in memory.
+pub(crate) struct MemStage<'a, B: Backend + ?Sized> {
+    pub(crate) engine: &'a B,
+    pub(crate) buf: Vec<u8>,
+}
+
+impl<B: Backend + ?Sized> Staged for MemStage<'_, B> {
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>, key: &[u8]) -> Result<()> {
+        self.engine.put(key, &self.buf)
+    }
+}

@@ -1,0 +1,471 @@
+use std::collections::{BTreeSet, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+
+use sha2::{Digest, Sha256};
+
+use super::backend::{Backend, Blob, Staged, TierStats};
+use super::error::{IoContext, PoolError, Result};
+use super::local::LocalEngine;
+use super::pins::{Pin, Pins};
+use super::sqlite::SqliteEngine;
+use super::Oid;
+
+/// Blobs shorter than this go to the kv tier, the rest to the large tier.
+pub const DEFAULT_THRESHOLD: u64 = 128 * 1024;
+/// The read and write size of streaming large puts.
+const CHUNK: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Kv,
+    Large,
+}
+
+/// What a put did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Put {
+    pub oid: Oid,
+    pub len: u64,
+    pub tier: Tier,
+    /// False when the pool had the key already (the put was a no-op).
+    pub stored: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TierReport {
+    pub tier: Tier,
+    pub engine: String,
+    #[serde(flatten)]
+    pub stats: TierStats,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PoolStats {
+    pub threshold: u64,
+    pub tiers: Vec<TierReport>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub kept: usize,
+    pub deleted: Vec<Vec<u8>>,
+    /// Not live, but pinned by a put or batch in flight.
+    pub pinned: usize,
+}
+
+/// An entry whose bytes no longer hash to its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadEntry {
+    pub key: Vec<u8>,
+    pub tier: Tier,
+    pub problem: String,
+}
+
+/// The two-tier content-addressed pool. Routing is a pure function of length:
+/// `len < threshold` goes to kv, the rest to large, whatever path put it, so
+/// one content never sits in two tiers and nothing ever migrates.
+pub struct Pool {
+    kv: Arc<dyn Backend>,
+    large: Arc<dyn Backend>,
+    threshold: u64,
+    pins: Pins,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PoolFile {
+    threshold: u64,
+}
+
+impl Pool {
+    /// Opens or creates the default pool at `dir`: sqlite kv in `kv.sqlite`,
+    /// local files under `large/`. The threshold is fixed when the pool is
+    /// created (`pool.json`); `threshold` must then match it or be `None`.
+    pub fn open(dir: &Path, threshold: Option<u64>) -> Result<Pool> {
+        std::fs::create_dir_all(dir).at("create pool folder", dir)?;
+        let threshold = Self::settle_threshold(dir, threshold)?;
+        let kv = SqliteEngine::open(&dir.join("kv.sqlite"))?;
+        let large = LocalEngine::open(&dir.join("large"))?;
+        Ok(Pool::with_engines(Arc::new(kv), Arc::new(large), threshold))
+    }
+
+    fn settle_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
+        let path = dir.join("pool.json");
+        match std::fs::read(&path) {
+            Ok(text) => {
+                let file: PoolFile = serde_json::from_slice(&text).map_err(|e| PoolError::Config {
+                    path: path.clone(),
+                    why: e.to_string(),
+                })?;
+                match wanted {
+                    Some(t) if t != file.threshold => Err(PoolError::Config {
+                        path,
+                        why: format!(
+                            "the pool was built with threshold {} and cannot change to {t}: \
+                             content would then route to another tier",
+                            file.threshold
+                        ),
+                    }),
+                    _ => Ok(file.threshold),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let threshold = wanted.unwrap_or(DEFAULT_THRESHOLD);
+                let text = serde_json::to_vec(&PoolFile { threshold }).expect("plain struct");
+                let tmp = tempfile::NamedTempFile::new_in(dir).at("create file in", dir)?;
+                std::fs::write(tmp.path(), text).at("write", tmp.path())?;
+                tmp.persist(&path).map_err(|e| PoolError::Io {
+                    op: "write",
+                    path: path.clone(),
+                    source: e.error,
+                })?;
+                Ok(threshold)
+            }
+            Err(e) => Err(e).at("read", path),
+        }
+    }
+
+    /// A pool over any two engines. Passing the same engine twice gives a
+    /// one-engine pool, which is how the contract suite drives each engine.
+    pub fn with_engines(kv: Arc<dyn Backend>, large: Arc<dyn Backend>, threshold: u64) -> Pool {
+        Pool {
+            kv,
+            large,
+            threshold,
+            pins: Pins::default(),
+        }
+    }
+
+    /// `$XDG_DATA_HOME/drsd/pool` (or the platform's equivalent).
+    pub fn default_dir() -> Option<PathBuf> {
+        directories::ProjectDirs::from("", "", "drsd").map(|d| d.data_dir().join("pool"))
+    }
+
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    pub fn tier_for(&self, len: u64) -> Tier {
+        if len < self.threshold {
+            Tier::Kv
+        } else {
+            Tier::Large
+        }
+    }
+
+    fn engine(&self, tier: Tier) -> &dyn Backend {
+        match tier {
+            Tier::Kv => &*self.kv,
+            Tier::Large => &*self.large,
+        }
+    }
+
+    /// The tiers with distinct engines (one for a one-engine pool).
+    fn tiers(&self) -> Vec<(Tier, &dyn Backend)> {
+        let mut out = vec![(Tier::Kv, &*self.kv)];
+        if !Arc::ptr_eq(&self.kv, &self.large) {
+            out.push((Tier::Large, &*self.large));
+        }
+        out
+    }
+
+    pub fn has(&self, oid: &Oid) -> Result<bool> {
+        Ok(self.kv.has(oid.as_bytes())? || self.large.has(oid.as_bytes())?)
+    }
+
+    pub fn size(&self, oid: &Oid) -> Result<Option<u64>> {
+        match self.kv.size(oid.as_bytes())? {
+            Some(n) => Ok(Some(n)),
+            None => self.large.size(oid.as_bytes()),
+        }
+    }
+
+    pub fn get(&self, oid: &Oid) -> Result<Option<Blob>> {
+        match self.kv.get(oid.as_bytes())? {
+            Some(b) => Ok(Some(b)),
+            None => self.large.get(oid.as_bytes()),
+        }
+    }
+
+    /// Up to `len` bytes at `offset` (pread for large blobs); `None` when the
+    /// pool lacks the key, an error when `offset` is past the end.
+    pub fn read_range(&self, oid: &Oid, offset: u64, len: u64) -> Result<Option<Vec<u8>>> {
+        let Some(blob) = self.get(oid)? else {
+            return Ok(None);
+        };
+        if offset > blob.len() {
+            return Err(PoolError::Range {
+                key: *oid,
+                offset,
+                len,
+                size: blob.len(),
+            });
+        }
+        blob.read_at(offset, len).map(Some)
+    }
+
+    pub fn delete(&self, oid: &Oid) -> Result<bool> {
+        let mut found = false;
+        for (_, engine) in self.tiers() {
+            found |= engine.delete(oid.as_bytes())?;
+        }
+        Ok(found)
+    }
+
+    /// Every key in the pool, each once, in order.
+    pub fn list(&self) -> Result<Vec<Vec<u8>>> {
+        let mut keys = BTreeSet::new();
+        for (_, engine) in self.tiers() {
+            keys.extend(engine.list()?);
+        }
+        Ok(keys.into_iter().collect())
+    }
+
+    pub fn pin(&self, oid: &Oid) -> Pin {
+        self.pins.pin(*oid)
+    }
+
+    /// Puts whose keys stay pinned until the batch is dropped.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            pool: self,
+            pins: Vec::new(),
+        }
+    }
+
+    /// Stores `bytes` under `oid` after checking that they hash to it.
+    pub fn put(&self, oid: &Oid, bytes: &[u8]) -> Result<Put> {
+        self.put_pinned(oid, bytes).map(|(put, _)| put)
+    }
+
+    fn put_pinned(&self, oid: &Oid, bytes: &[u8]) -> Result<(Put, Pin)> {
+        let pin = self.pin(oid);
+        let len = bytes.len() as u64;
+        let tier = self.tier_for(len);
+        let engine = self.engine(tier);
+        let mut put = Put {
+            oid: *oid,
+            len,
+            tier,
+            stored: false,
+        };
+        if engine.has(oid.as_bytes())? {
+            return Ok((put, pin));
+        }
+        let got = Oid::of(bytes);
+        if got != *oid {
+            return Err(PoolError::HashMismatch {
+                expected: *oid,
+                got,
+                len,
+            });
+        }
+        engine.put(oid.as_bytes(), bytes)?;
+        put.stored = true;
+        Ok((put, pin))
+    }
+
+    /// Stores a stream of unknown length. Up to the threshold it waits in
+    /// memory; past it the prefix goes into a fresh stage file and the rest
+    /// follows (the source is never read twice). The sha256 of exactly the
+    /// bytes stored must equal `expect` when given; otherwise it names the
+    /// entry. Any error lands nothing and leaves no stage file. With
+    /// `expect` already present the source is not read at all.
+    pub fn put_stream(&self, expect: Option<&Oid>, src: impl Read) -> Result<Put> {
+        self.put_stream_pinned(expect, src).map(|(put, _)| put)
+    }
+
+    fn put_stream_pinned(&self, expect: Option<&Oid>, mut src: impl Read) -> Result<(Put, Pin)> {
+        let early_pin = expect.map(|oid| self.pin(oid));
+        if let Some(oid) = expect {
+            if let Some(len) = self.size(oid)? {
+                let put = Put {
+                    oid: *oid,
+                    len,
+                    tier: self.tier_for(len),
+                    stored: false,
+                };
+                return Ok((put, early_pin.expect("pinned above")));
+            }
+        }
+        let mut prefix = Vec::new();
+        (&mut src)
+            .take(self.threshold)
+            .read_to_end(&mut prefix)
+            .map_err(|source| PoolError::Stream {
+                at: prefix.len() as u64,
+                source,
+            })?;
+        if (prefix.len() as u64) < self.threshold {
+            let oid = Oid::of(&prefix);
+            check(expect, oid, prefix.len() as u64)?;
+            return self.put_pinned(&oid, &prefix);
+        }
+        let mut staged = self.large.stage()?;
+        let (oid, len) = stream_into(&mut *staged, prefix, src)?;
+        check(expect, oid, len)?;
+        let pin = early_pin.unwrap_or_else(|| self.pin(&oid));
+        let stored = !self.large.has(oid.as_bytes())?;
+        if stored {
+            staged.commit(oid.as_bytes())?;
+        }
+        let put = Put {
+            oid,
+            len,
+            tier: Tier::Large,
+            stored,
+        };
+        Ok((put, pin))
+    }
+
+    /// Stores the file at `path` (see [`Pool::put_stream`]).
+    pub fn put_file(&self, expect: Option<&Oid>, path: &Path) -> Result<Put> {
+        let file = std::fs::File::open(path).at("open", path)?;
+        self.put_stream(expect, file)
+    }
+
+    /// Deletes every entry, in both tiers, that is neither in `live` nor
+    /// pinned. Each check-and-delete holds the pin table, so a put that pins
+    /// its key first can never lose it to a concurrent sweep.
+    pub fn sweep(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        for (_, engine) in self.tiers() {
+            for key in engine.list()? {
+                let oid = Oid::from_key(&key);
+                if oid.is_some_and(|o| live.contains(&o)) {
+                    report.kept += 1;
+                    continue;
+                }
+                let pins = self.pins.lock();
+                if oid.is_some_and(|o| pins.contains_key(&o)) {
+                    report.pinned += 1;
+                    continue;
+                }
+                if engine.delete(&key)? {
+                    report.deleted.push(key);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Entries and bytes per tier.
+    pub fn stats(&self) -> Result<PoolStats> {
+        let mut tiers = Vec::new();
+        for (tier, engine) in self.tiers() {
+            tiers.push(TierReport {
+                tier,
+                engine: engine.name().to_string(),
+                stats: engine.stats()?,
+            });
+        }
+        Ok(PoolStats {
+            threshold: self.threshold,
+            tiers,
+        })
+    }
+
+    /// Re-hashes every entry; returns the ones whose bytes do not match their key.
+    pub fn verify(&self) -> Result<Vec<BadEntry>> {
+        let mut bad = Vec::new();
+        for (tier, engine) in self.tiers() {
+            for key in engine.list()? {
+                let problem = match engine.get(&key)? {
+                    None => continue, // deleted meanwhile
+                    Some(blob) => verify_blob(&key, blob)?,
+                };
+                if let Some(problem) = problem {
+                    bad.push(BadEntry { key, tier, problem });
+                }
+            }
+        }
+        Ok(bad)
+    }
+}
+
+fn check(expect: Option<&Oid>, got: Oid, len: u64) -> Result<()> {
+    match expect {
+        Some(expected) if *expected != got => Err(PoolError::HashMismatch {
+            expected: *expected,
+            got,
+            len,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn verify_blob(key: &[u8], blob: Blob) -> Result<Option<String>> {
+    let Some(want) = Oid::from_key(key) else {
+        return Ok(Some(format!("key of {} bytes is not a sha256", key.len())));
+    };
+    let path = blob.path().map(Path::to_path_buf);
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut blob.into_reader(), &mut hasher)
+        .at("read", path.unwrap_or_else(|| want.to_hex().into()))?;
+    let got = Oid::from_digest(hasher.finalize().into());
+    Ok((got != want).then(|| format!("content hashes to {got}")))
+}
+
+/// Writes `prefix` and then the rest of `src` into `staged`, hashing on a
+/// second thread the very buffers handed to the stage, so hashing overlaps
+/// the I/O. Returns the digest and length of everything written.
+fn stream_into(staged: &mut dyn Staged, prefix: Vec<u8>, mut src: impl Read) -> Result<(Oid, u64)> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel::<Arc<Vec<u8>>>(4);
+        let hasher = scope.spawn(move || {
+            let mut h = Sha256::new();
+            for chunk in rx {
+                h.update(&chunk[..]);
+            }
+            Oid::from_digest(h.finalize().into())
+        });
+        let mut len = 0u64;
+        let mut chunk = Arc::new(prefix);
+        let written = loop {
+            if chunk.is_empty() {
+                break Ok(());
+            }
+            // The hasher only stops early if it panicked; join reports that.
+            let _ = tx.send(Arc::clone(&chunk));
+            if let Err(e) = staged.write(&chunk) {
+                break Err(e);
+            }
+            len += chunk.len() as u64;
+            let mut next = Vec::with_capacity(CHUNK);
+            if let Err(source) = (&mut src).take(CHUNK as u64).read_to_end(&mut next) {
+                break Err(PoolError::Stream { at: len, source });
+            }
+            chunk = Arc::new(next);
+        };
+        drop(tx);
+        let oid = hasher.join().expect("the sha256 thread does not panic");
+        written.map(|()| (oid, len))
+    })
+}
+
+/// Puts whose keys stay pinned (safe from any sweep) until the batch drops,
+/// so the caller can record them as live first.
+pub struct Batch<'a> {
+    pool: &'a Pool,
+    pins: Vec<Pin>,
+}
+
+impl Batch<'_> {
+    pub fn put(&mut self, oid: &Oid, bytes: &[u8]) -> Result<Put> {
+        let (put, pin) = self.pool.put_pinned(oid, bytes)?;
+        self.pins.push(pin);
+        Ok(put)
+    }
+
+    pub fn put_stream(&mut self, expect: Option<&Oid>, src: impl Read) -> Result<Put> {
+        let (put, pin) = self.pool.put_stream_pinned(expect, src)?;
+        self.pins.push(pin);
+        Ok(put)
+    }
+
+    pub fn pin(&mut self, oid: &Oid) {
+        self.pins.push(self.pool.pin(oid));
+    }
+}

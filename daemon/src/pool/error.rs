@@ -1,0 +1,64 @@
+use std::path::PathBuf;
+
+use super::Oid;
+
+/// What went wrong in the pool, with the path or key and what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sqlite {op} in {path}: {source}")]
+    Sqlite {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("reading the source stream after {at} bytes: {source}")]
+    Stream {
+        at: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("content does not match its key: expected sha256 {expected}, got {got} ({len} bytes); nothing stored")]
+    HashMismatch { expected: Oid, got: Oid, len: u64 },
+    #[error("range {offset}+{len} is outside blob {key} of {size} bytes")]
+    Range {
+        key: Oid,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("key {key:?} is not usable by the {engine} engine: {why}")]
+    BadKey {
+        engine: &'static str,
+        key: String,
+        why: &'static str,
+    },
+    #[error("pool settings in {path}: {why}")]
+    Config { path: PathBuf, why: String },
+    #[error("not a sha256 object id: {0:?} (want 64 hex digits)")]
+    BadOid(String),
+}
+
+pub type Result<T, E = PoolError> = std::result::Result<T, E>;
+
+/// Attaches the operation and path to an I/O error.
+pub(crate) trait IoContext<T> {
+    fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| PoolError::Io {
+            op,
+            path: path.into(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,59 @@
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+
+use super::backend::{Backend, Blob, MemStage, Staged};
+use super::error::Result;
+
+/// The kv engine that keeps everything in a `BTreeMap`: the contract's
+/// reference, and an ephemeral pool for tests.
+#[derive(Default)]
+pub struct MemEngine {
+    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl MemEngine {
+    pub fn new() -> MemEngine {
+        MemEngine::default()
+    }
+}
+
+impl Backend for MemEngine {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn has(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.map.read().unwrap().contains_key(key))
+    }
+
+    fn size(&self, key: &[u8]) -> Result<Option<u64>> {
+        Ok(self.map.read().unwrap().get(key).map(|v| v.len() as u64))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Blob>> {
+        Ok(self.map.read().unwrap().get(key).cloned().map(Blob::Bytes))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut map = self.map.write().unwrap();
+        if !map.contains_key(key) {
+            map.insert(key.to_vec(), value.to_vec());
+        }
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.map.write().unwrap().remove(key).is_some())
+    }
+
+    fn list(&self) -> Result<Vec<Vec<u8>>> {
+        Ok(self.map.read().unwrap().keys().cloned().collect())
+    }
+
+    fn stage(&self) -> Result<Box<dyn Staged + '_>> {
+        Ok(Box::new(MemStage {
+            engine: self,
+            buf: Vec::new(),
+        }))
+    }
+}

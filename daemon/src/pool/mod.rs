@@ -1,0 +1,28 @@
+//! The pool: one content-addressed, two-tier store shared by every repo.
+//!
+//! Small blobs live in a kv engine (SQLite by default), large ones as
+//! read-only files; [`Pool`] routes by length. Engines implement
+//! [`Backend`], and every engine passes one contract suite (`tests.rs`).
+
+mod backend;
+mod dispatch;
+mod error;
+mod local;
+mod mem;
+mod oid;
+mod pins;
+mod sqlite;
+
+#[cfg(test)]
+mod tests;
+
+pub use backend::{Backend, Blob, Staged, TierStats};
+pub use dispatch::{
+    BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Tier, TierReport, DEFAULT_THRESHOLD,
+};
+pub use error::{PoolError, Result};
+pub use local::LocalEngine;
+pub use mem::MemEngine;
+pub use oid::Oid;
+pub use pins::Pin;
+pub use sqlite::SqliteEngine;

@@ -1,0 +1,49 @@
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::Oid;
+
+/// Keys that a sweep must not delete: held by puts in flight and by batches
+/// until their caller has recorded what it stored.
+#[derive(Clone, Default)]
+pub(crate) struct Pins(Arc<Mutex<HashMap<Oid, usize>>>);
+
+impl Pins {
+    pub(crate) fn pin(&self, oid: Oid) -> Pin {
+        *self.0.lock().unwrap().entry(oid).or_insert(0) += 1;
+        Pin {
+            pins: self.clone(),
+            oid,
+        }
+    }
+
+    /// Held by a sweep across each check-then-delete, so a put cannot pin a
+    /// key between the check and the delete.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Oid, usize>> {
+        self.0.lock().unwrap()
+    }
+}
+
+/// Keeps one key out of every sweep while it lives.
+pub struct Pin {
+    pins: Pins,
+    oid: Oid,
+}
+
+impl Pin {
+    pub fn oid(&self) -> Oid {
+        self.oid
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let mut map = self.pins.0.lock().unwrap();
+        if let Some(n) = map.get_mut(&self.oid) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.oid);
+            }
+        }
+    }
+}

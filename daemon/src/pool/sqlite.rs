@@ -1,0 +1,169 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::backend::{Backend, Blob, MemStage, Staged, TierStats};
+use super::error::{PoolError, Result};
+
+const CREATE: &str =
+    "CREATE TABLE IF NOT EXISTS blobs (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL)";
+
+/// The default kv engine: one SQLite database in WAL mode with
+/// `synchronous=NORMAL` (a commit is durable once the WAL is checkpointed or
+/// the OS flushes it; a crash can lose the last commits but never corrupts).
+/// One writer connection; readers take pooled connections, so reads run
+/// beside a write.
+pub struct SqliteEngine {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    table_ready: AtomicBool,
+}
+
+impl SqliteEngine {
+    pub fn open(path: &Path) -> Result<SqliteEngine> {
+        let engine = SqliteEngine {
+            path: path.to_path_buf(),
+            writer: Mutex::new(Self::connect(path)?),
+            readers: Mutex::new(Vec::new()),
+            table_ready: AtomicBool::new(false),
+        };
+        Ok(engine)
+    }
+
+    fn connect(path: &Path) -> Result<Connection> {
+        let err = |source| PoolError::Sqlite {
+            op: "open",
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        Ok(conn)
+    }
+
+    fn error(&self, op: &'static str) -> impl Fn(rusqlite::Error) -> PoolError + '_ {
+        move |source| PoolError::Sqlite {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Runs a read on a pooled connection. A database with no table yet
+    /// reads as an empty store: `empty` is the answer then.
+    fn read<T>(
+        &self,
+        op: &'static str,
+        empty: T,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        let conn = match self.readers.lock().unwrap().pop() {
+            Some(conn) => conn,
+            None => Self::connect(&self.path)?,
+        };
+        let out = f(&conn);
+        self.readers.lock().unwrap().push(conn);
+        match out {
+            Err(e) if is_missing_table(&e) => Ok(empty),
+            other => other.map_err(self.error(op)),
+        }
+    }
+
+    fn ensure_table(&self, conn: &Connection) -> Result<()> {
+        if !self.table_ready.load(Ordering::Acquire) {
+            conn.execute(CREATE, []).map_err(self.error("create table"))?;
+            self.table_ready.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+fn is_missing_table(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.starts_with("no such table"))
+}
+
+impl Backend for SqliteEngine {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn has(&self, key: &[u8]) -> Result<bool> {
+        self.read("has", false, |c| {
+            c.prepare_cached("SELECT 1 FROM blobs WHERE key = ?1")?
+                .exists([key])
+        })
+    }
+
+    fn size(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.read("size", None, |c| {
+            c.prepare_cached("SELECT length(value) FROM blobs WHERE key = ?1")?
+                .query_row([key], |r| r.get::<_, u64>(0))
+                .optional()
+        })
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Blob>> {
+        let value = self.read("get", None, |c| {
+            c.prepare_cached("SELECT value FROM blobs WHERE key = ?1")?
+                .query_row([key], |r| r.get::<_, Vec<u8>>(0))
+                .optional()
+        })?;
+        Ok(value.map(Blob::Bytes))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let conn = self.writer.lock().unwrap();
+        self.ensure_table(&conn)?;
+        conn.prepare_cached("INSERT OR IGNORE INTO blobs (key, value) VALUES (?1, ?2)")
+            .and_then(|mut s| s.execute(params![key, value]))
+            .map_err(self.error("put"))?;
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<bool> {
+        let conn = self.writer.lock().unwrap();
+        let out = conn
+            .prepare_cached("DELETE FROM blobs WHERE key = ?1")
+            .and_then(|mut s| s.execute([key]));
+        match out {
+            Err(e) if is_missing_table(&e) => Ok(false),
+            other => Ok(other.map_err(self.error("delete"))? > 0),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<Vec<u8>>> {
+        self.read("list", Vec::new(), |c| {
+            let mut stmt = c.prepare_cached("SELECT key FROM blobs")?;
+            let keys = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?;
+            keys.collect()
+        })
+    }
+
+    fn stage(&self) -> Result<Box<dyn Staged + '_>> {
+        Ok(Box::new(MemStage {
+            engine: self,
+            buf: Vec::new(),
+        }))
+    }
+
+    fn stats(&self) -> Result<TierStats> {
+        self.read("stats", TierStats::default(), |c| {
+            c.query_row(
+                "SELECT count(*), coalesce(sum(length(value)), 0) FROM blobs",
+                [],
+                |r| {
+                    Ok(TierStats {
+                        entries: r.get(0)?,
+                        bytes: r.get(1)?,
+                    })
+                },
+            )
+        })
+    }
+}

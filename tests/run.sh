@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every test of the project, from a fresh machine: installs what the tests
+# drive (system packages), builds the binaries, runs the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tests/ci/install-system-deps.sh
+# The end-to-end tests drive the real binaries: build them in the same profile.
+cargo build --workspace --bins
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
