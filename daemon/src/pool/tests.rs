@@ -1,0 +1,535 @@
+//! The contract suite: one set of test bodies, run against every engine on
+//! its own (as a one-engine pool) and against the dispatching pool.
+
+use std::collections::HashSet;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+
+use super::*;
+
+/// Small enough that large-regime tests stay fast.
+const T: u64 = 4096;
+
+struct Fixture {
+    pool: Pool,
+    /// Where the large engine stages, when it stages on disk.
+    stage: Option<PathBuf>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture(make: impl FnOnce(&Path) -> (Pool, Option<PathBuf>)) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, stage) = make(dir.path());
+    Fixture {
+        pool,
+        stage,
+        _dir: dir,
+    }
+}
+
+fn one_engine(engine: Arc<dyn Backend>) -> Pool {
+    Pool::with_engines(engine.clone(), engine, T)
+}
+
+fn mem(_: &Path) -> (Pool, Option<PathBuf>) {
+    (one_engine(Arc::new(MemEngine::new())), None)
+}
+
+fn sqlite(dir: &Path) -> (Pool, Option<PathBuf>) {
+    let engine = SqliteEngine::open(&dir.join("kv.sqlite")).unwrap();
+    (one_engine(Arc::new(engine)), None)
+}
+
+fn local(dir: &Path) -> (Pool, Option<PathBuf>) {
+    let engine = LocalEngine::open(dir).unwrap();
+    (one_engine(Arc::new(engine)), Some(dir.join("stage")))
+}
+
+fn pool(dir: &Path) -> (Pool, Option<PathBuf>) {
+    (Pool::open(dir, Some(T)).unwrap(), Some(dir.join("large/stage")))
+}
+
+fn pool_default(dir: &Path) -> (Pool, Option<PathBuf>) {
+    (Pool::open(dir, None).unwrap(), Some(dir.join("large/stage")))
+}
+
+/// One test per engine for a contract case: `<case>::<engine>`.
+macro_rules! for_every_engine {
+    ($case:ident) => {
+        mod $case {
+            #[test]
+            fn mem() {
+                super::$case(&super::fixture(super::mem));
+            }
+            #[test]
+            fn sqlite() {
+                super::$case(&super::fixture(super::sqlite));
+            }
+            #[test]
+            fn local() {
+                super::$case(&super::fixture(super::local));
+            }
+            #[test]
+            fn pool() {
+                super::$case(&super::fixture(super::pool));
+            }
+            #[test]
+            fn pool_default_threshold() {
+                super::$case(&super::fixture(super::pool_default));
+            }
+        }
+    };
+}
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {$( for_every_engine!($case); )*};
+}
+
+contract!(
+    roundtrip_in_both_regimes,
+    empty_value,
+    known_length_put_refuses_a_wrong_key,
+    stream_lengths_around_the_threshold,
+    stream_error_midway_lands_nothing,
+    stream_hash_mismatch_lands_nothing,
+    present_key_is_not_read_again,
+    sweep_leaves_exactly_the_live_set,
+    pinned_keys_survive_a_sweep,
+    batch_puts_survive_concurrent_sweeps,
+    concurrent_puts_of_one_key,
+    range_reads_at_the_edges,
+    delete_removes_once,
+    stats_count_entries_and_bytes,
+    verify_passes_on_good_entries,
+);
+
+fn bytes(seed: u64, len: u64) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = vec![0u8; len as usize];
+    rng.fill(&mut out[..]);
+    out
+}
+
+/// A source that yields its bytes in uneven pieces and can fail after `fail_at`.
+struct Source {
+    data: Vec<u8>,
+    pos: usize,
+    fail_at: Option<usize>,
+}
+
+impl Source {
+    fn new(data: Vec<u8>) -> Source {
+        Source {
+            data,
+            pos: 0,
+            fail_at: None,
+        }
+    }
+
+    fn failing(data: Vec<u8>, at: usize) -> Source {
+        Source {
+            fail_at: Some(at),
+            ..Source::new(data)
+        }
+    }
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.fail_at.is_some_and(|at| self.pos >= at) {
+            return Err(io::Error::new(io::ErrorKind::ConnectionReset, "source broke"));
+        }
+        let limit = self.fail_at.unwrap_or(self.data.len()).min(self.data.len());
+        let piece = 1 + (self.pos * 7919) % 1531; // uneven, never a power of two
+        let n = buf.len().min(piece).min(limit - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+fn stage_files(f: &Fixture) -> usize {
+    f.stage
+        .as_ref()
+        .map_or(0, |dir| std::fs::read_dir(dir).unwrap().count())
+}
+
+fn keys(pool: &Pool) -> HashSet<Vec<u8>> {
+    let list = pool.list().unwrap();
+    let set: HashSet<_> = list.iter().cloned().collect();
+    assert_eq!(set.len(), list.len(), "list() names a key twice");
+    set
+}
+
+fn read_all(pool: &Pool, oid: &Oid) -> Vec<u8> {
+    pool.get(oid).unwrap().expect("entry present").to_vec().unwrap()
+}
+
+fn sizes(f: &Fixture) -> [u64; 2] {
+    let t = f.pool.threshold();
+    [t / 2, t * 3 + 17]
+}
+
+fn roundtrip_in_both_regimes(f: &Fixture) {
+    for (i, len) in sizes(f).into_iter().enumerate() {
+        let data = bytes(i as u64, len);
+        let oid = Oid::of(&data);
+        assert!(!f.pool.has(&oid).unwrap());
+        let put = f.pool.put(&oid, &data).unwrap();
+        assert!(put.stored);
+        assert_eq!(put.tier, f.pool.tier_for(len));
+        assert!(f.pool.has(&oid).unwrap());
+        assert_eq!(f.pool.size(&oid).unwrap(), Some(len));
+        assert_eq!(read_all(&f.pool, &oid), data);
+        assert!(!f.pool.put(&oid, &data).unwrap().stored, "second put is a no-op");
+        let blob = f.pool.get(&oid).unwrap().unwrap();
+        if put.tier == Tier::Large && f.stage.is_some() {
+            assert!(matches!(blob, Blob::File { .. }), "a large get yields a file handle");
+        }
+    }
+    assert_eq!(keys(&f.pool).len(), 2);
+    assert_eq!(stage_files(f), 0);
+}
+
+fn empty_value(f: &Fixture) {
+    let put = f.pool.put_stream(None, io::empty()).unwrap();
+    assert_eq!(put.oid, Oid::of(b""));
+    assert_eq!(put.len, 0);
+    assert_eq!(read_all(&f.pool, &put.oid), b"");
+    assert_eq!(keys(&f.pool).len(), 1);
+}
+
+fn known_length_put_refuses_a_wrong_key(f: &Fixture) {
+    for len in sizes(f) {
+        let data = bytes(7, len);
+        let wrong = Oid::of(b"something else");
+        let err = f.pool.put(&wrong, &data).unwrap_err();
+        assert!(matches!(err, PoolError::HashMismatch { .. }), "{err}");
+        assert!(err.to_string().contains(&wrong.to_hex()));
+    }
+    assert!(keys(&f.pool).is_empty());
+    assert_eq!(stage_files(f), 0);
+}
+
+fn stream_lengths_around_the_threshold(f: &Fixture) {
+    let t = f.pool.threshold();
+    for (i, len) in [t - 1, t, t + 1].into_iter().enumerate() {
+        let data = bytes(100 + i as u64, len);
+        let put = f.pool.put_stream(None, Source::new(data.clone())).unwrap();
+        assert_eq!(put.oid, Oid::of(&data));
+        assert_eq!(put.len, len);
+        assert!(put.stored);
+        let want = if len < t { Tier::Kv } else { Tier::Large };
+        assert_eq!(put.tier, want, "len {len}");
+        assert_eq!(read_all(&f.pool, &put.oid), data);
+        // Same content by the known-length path: same tier, nothing new.
+        let again = f.pool.put(&put.oid, &data).unwrap();
+        assert_eq!((again.tier, again.stored), (want, false));
+    }
+    assert_eq!(keys(&f.pool).len(), 3);
+    assert_eq!(stage_files(f), 0);
+}
+
+fn stream_error_midway_lands_nothing(f: &Fixture) {
+    let t = f.pool.threshold() as usize;
+    let kept = f.pool.put_stream(None, Source::new(bytes(1, 10))).unwrap();
+    for fail_at in [t / 2, t * 2 + 3] {
+        let data = bytes(2, (t * 4) as u64);
+        let err = f
+            .pool
+            .put_stream(None, Source::failing(data.clone(), fail_at))
+            .unwrap_err();
+        assert!(matches!(err, PoolError::Stream { .. }), "{err}");
+        assert!(!f.pool.has(&Oid::of(&data)).unwrap());
+        assert!(!f.pool.has(&Oid::of(&data[..fail_at])).unwrap());
+        assert_eq!(stage_files(f), 0, "failing at {fail_at} left a stage file");
+    }
+    assert_eq!(keys(&f.pool), HashSet::from([kept.oid.as_bytes().to_vec()]));
+}
+
+fn stream_hash_mismatch_lands_nothing(f: &Fixture) {
+    for len in sizes(f) {
+        let data = bytes(3, len);
+        let wrong = Oid::of(b"not this");
+        let err = f
+            .pool
+            .put_stream(Some(&wrong), Source::new(data.clone()))
+            .unwrap_err();
+        match err {
+            PoolError::HashMismatch { expected, got, .. } => {
+                assert_eq!((expected, got), (wrong, Oid::of(&data)))
+            }
+            other => panic!("want a hash mismatch, got {other}"),
+        }
+        assert_eq!(stage_files(f), 0);
+    }
+    assert!(keys(&f.pool).is_empty());
+}
+
+fn present_key_is_not_read_again(f: &Fixture) {
+    for len in sizes(f) {
+        let data = bytes(4, len);
+        let oid = Oid::of(&data);
+        f.pool.put(&oid, &data).unwrap();
+        let put = f
+            .pool
+            .put_stream(Some(&oid), Source::failing(data, 0))
+            .unwrap();
+        assert!(!put.stored);
+        assert_eq!(put.len, len);
+    }
+}
+
+fn put_many(pool: &Pool, n: u64) -> Vec<Oid> {
+    let t = pool.threshold();
+    (0..n)
+        .map(|i| {
+            let len = if i % 2 == 0 { i * 13 % t } else { t + i * 101 };
+            let put = pool.put_stream(None, Source::new(bytes(1000 + i, len))).unwrap();
+            assert_eq!(put.tier, pool.tier_for(len));
+            put.oid
+        })
+        .collect()
+}
+
+fn sweep_leaves_exactly_the_live_set(f: &Fixture) {
+    let all = put_many(&f.pool, 12);
+    let live: HashSet<Oid> = all.iter().step_by(3).copied().collect();
+    let report = f.pool.sweep(&live).unwrap();
+    let want: HashSet<Vec<u8>> = live.iter().map(|o| o.as_bytes().to_vec()).collect();
+    assert_eq!(keys(&f.pool), want);
+    assert_eq!(report.kept, live.len());
+    assert_eq!(report.deleted.len(), all.len() - live.len());
+    for oid in &live {
+        assert_eq!(Oid::of(&read_all(&f.pool, oid)), *oid);
+    }
+    // Live keys the pool does not hold change nothing.
+    let mut more = live.clone();
+    more.insert(Oid::of(b"absent"));
+    assert!(f.pool.sweep(&more).unwrap().deleted.is_empty());
+    f.pool.sweep(&HashSet::new()).unwrap();
+    assert!(keys(&f.pool).is_empty());
+}
+
+fn pinned_keys_survive_a_sweep(f: &Fixture) {
+    let all = put_many(&f.pool, 4);
+    let pins: Vec<Pin> = all.iter().map(|o| f.pool.pin(o)).collect();
+    let report = f.pool.sweep(&HashSet::new()).unwrap();
+    assert_eq!((report.pinned, report.deleted.len()), (4, 0));
+    drop(pins);
+    f.pool.sweep(&HashSet::new()).unwrap();
+    assert!(keys(&f.pool).is_empty());
+}
+
+fn batch_puts_survive_concurrent_sweeps(f: &Fixture) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.pool.sweep(&HashSet::new()).unwrap();
+            }
+        });
+        let writers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let pool = &f.pool;
+                s.spawn(move || {
+                    for i in 0..20u64 {
+                        let mut batch = pool.batch();
+                        let len = if i % 2 == 0 { 100 } else { pool.threshold() + 5 };
+                        // Every writer puts the same contents, so puts race sweeps of one key.
+                        let put = batch.put_stream(None, Source::new(bytes(i, len))).unwrap();
+                        assert!(pool.has(&put.oid).unwrap(), "writer {w}: swept while pinned");
+                        assert_eq!(Oid::of(&read_all(pool, &put.oid)), put.oid);
+                    }
+                })
+            })
+            .collect();
+        let results: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+        // Stop the sweeper before reporting, or a failure would hang the scope.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in results {
+            r.unwrap();
+        }
+    });
+    assert_eq!(stage_files(f), 0);
+}
+
+fn concurrent_puts_of_one_key(f: &Fixture) {
+    for len in sizes(f) {
+        let data = bytes(5, len);
+        let oid = Oid::of(&data);
+        let stored: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|i| {
+                    let data = data.clone();
+                    let pool = &f.pool;
+                    s.spawn(move || {
+                        let put = if i % 2 == 0 {
+                            pool.put(&oid, &data).unwrap()
+                        } else {
+                            pool.put_stream(None, Source::new(data)).unwrap()
+                        };
+                        assert_eq!(put.oid, oid);
+                        put.stored as usize
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert!(stored >= 1);
+        assert_eq!(read_all(&f.pool, &oid), data);
+    }
+    assert_eq!(keys(&f.pool).len(), 2);
+    assert_eq!(stage_files(f), 0);
+}
+
+fn range_reads_at_the_edges(f: &Fixture) {
+    for len in sizes(f) {
+        let data = bytes(6, len);
+        let oid = Oid::of(&data);
+        f.pool.put(&oid, &data).unwrap();
+        let read = |off, n| f.pool.read_range(&oid, off, n).unwrap().unwrap();
+        assert_eq!(read(0, 0), b"");
+        assert_eq!(read(0, len), data);
+        assert_eq!(read(0, 1), &data[..1]);
+        assert_eq!(read(len - 1, 1), &data[len as usize - 1..]);
+        assert_eq!(read(len - 1, 100), &data[len as usize - 1..], "cut at the end");
+        assert_eq!(read(len, 5), b"", "at the end: empty");
+        assert_eq!(read(7, 300), &data[7..307]);
+        let err = f.pool.read_range(&oid, len + 1, 1).unwrap_err();
+        assert!(matches!(err, PoolError::Range { .. }), "{err}");
+    }
+    assert_eq!(f.pool.read_range(&Oid::of(b"absent"), 0, 1).unwrap(), None);
+}
+
+fn delete_removes_once(f: &Fixture) {
+    for (i, oid) in put_many(&f.pool, 2).iter().enumerate() {
+        assert!(f.pool.delete(oid).unwrap(), "entry {i}");
+        assert!(!f.pool.delete(oid).unwrap());
+        assert!(!f.pool.has(oid).unwrap());
+        assert!(f.pool.get(oid).unwrap().is_none());
+    }
+}
+
+fn stats_count_entries_and_bytes(f: &Fixture) {
+    let [small, large] = sizes(f);
+    f.pool.put_stream(None, Source::new(bytes(8, small))).unwrap();
+    f.pool.put_stream(None, Source::new(bytes(9, large))).unwrap();
+    let stats = f.pool.stats().unwrap();
+    let entries: u64 = stats.tiers.iter().map(|t| t.stats.entries).sum();
+    let total: u64 = stats.tiers.iter().map(|t| t.stats.bytes).sum();
+    assert_eq!((entries, total), (2, small + large));
+}
+
+fn verify_passes_on_good_entries(f: &Fixture) {
+    put_many(&f.pool, 4);
+    assert_eq!(f.pool.verify().unwrap(), vec![]);
+}
+
+// Engine-specific parts of the contract.
+
+#[test]
+fn sqlite_without_tables_reads_as_empty_and_reads_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("virgin.sqlite");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("CREATE TABLE other (x)", [])
+        .unwrap();
+    let engine = SqliteEngine::open(&path).unwrap();
+    let key = Oid::of(b"x");
+    assert!(!engine.has(key.as_bytes()).unwrap());
+    assert!(engine.get(key.as_bytes()).unwrap().is_none());
+    assert_eq!(engine.size(key.as_bytes()).unwrap(), None);
+    assert!(engine.list().unwrap().is_empty());
+    assert!(!engine.delete(key.as_bytes()).unwrap());
+    assert_eq!(engine.stats().unwrap(), TierStats::default());
+    let tables: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'blobs'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tables, 0);
+    engine.put(key.as_bytes(), b"x").unwrap();
+    assert!(engine.has(key.as_bytes()).unwrap());
+}
+
+#[test]
+fn sqlite_runs_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kv.sqlite");
+    SqliteEngine::open(&path).unwrap();
+    let mode: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn local_layout_is_sharded_read_only_and_ignores_strangers() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = LocalEngine::open(dir.path()).unwrap();
+    let oid = Oid::of(b"blob");
+    engine.put(oid.as_bytes(), b"blob").unwrap();
+    let hex = oid.to_hex();
+    let path = dir.path().join(&hex[..2]).join(&hex[2..4]).join(&hex);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o444);
+    std::fs::write(dir.path().join("README"), "not a blob").unwrap();
+    std::fs::write(path.with_file_name("zz-not-hex"), "").unwrap();
+    std::fs::write(dir.path().join(&hex[..2]).join(&hex[2..4]).join("abcd"), "").unwrap();
+    assert_eq!(engine.list().unwrap(), vec![oid.as_bytes().to_vec()]);
+}
+
+#[test]
+fn local_open_clears_a_crash_s_stage_files_but_not_a_live_opener_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = LocalEngine::open(dir.path()).unwrap();
+    let mut staged = first.stage().unwrap();
+    staged.write(b"in flight").unwrap();
+    // A second opener while the first is alive must not clear its stage.
+    let second = LocalEngine::open(dir.path()).unwrap();
+    assert_eq!(second.staged_files().unwrap(), 1);
+    staged.commit(Oid::of(b"in flight").as_bytes()).unwrap();
+    drop((first, second));
+    std::fs::write(dir.path().join("stage/leftover"), "crash").unwrap();
+    let third = LocalEngine::open(dir.path()).unwrap();
+    assert_eq!(third.staged_files().unwrap(), 0);
+    assert!(third.has(Oid::of(b"in flight").as_bytes()).unwrap());
+}
+
+#[test]
+fn pool_threshold_is_fixed_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(Pool::open(dir.path(), Some(1000)).unwrap().threshold(), 1000);
+    assert_eq!(Pool::open(dir.path(), None).unwrap().threshold(), 1000);
+    let err = Pool::open(dir.path(), Some(2000)).err().unwrap();
+    assert!(err.to_string().contains("pool.json"), "{err}");
+}
+
+#[test]
+fn pool_verify_names_corrupt_entries_in_both_tiers() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::open(dir.path(), Some(T)).unwrap();
+    let small = pool.put_stream(None, &bytes(1, 10)[..]).unwrap().oid;
+    let large = pool.put_stream(None, &bytes(2, T * 2)[..]).unwrap().oid;
+    let good = pool.put_stream(None, &bytes(3, T * 2)[..]).unwrap().oid;
+    rusqlite::Connection::open(dir.path().join("kv.sqlite"))
+        .unwrap()
+        .execute("UPDATE blobs SET value = x'00' WHERE key = ?1", [small.as_bytes()])
+        .unwrap();
+    let path = pool.get(&large).unwrap().unwrap().path().unwrap().to_path_buf();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&path, b"flipped").unwrap();
+    let bad: HashSet<Vec<u8>> = pool.verify().unwrap().into_iter().map(|b| b.key).collect();
+    assert_eq!(
+        bad,
+        HashSet::from([small.as_bytes().to_vec(), large.as_bytes().to_vec()])
+    );
+    assert!(!bad.contains(&good.as_bytes().to_vec()));
+}
