@@ -6,6 +6,9 @@ use std::path::PathBuf;
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary knows its path");
     // target/<profile>/deps/e2e-<hash> -> target/<profile>/<name>
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
     dir.join(name)
 }

@@ -65,11 +65,17 @@ fn stats(pool: &Pool, dir: &std::path::Path, json: bool) -> Result<()> {
     }
     println!("pool       {}", dir.display());
     println!("threshold  {} bytes", stats.threshold);
-    println!("{:<6} {:<7} {:>10} {:>16}", "tier", "engine", "entries", "bytes");
+    println!(
+        "{:<6} {:<7} {:>10} {:>16}",
+        "tier", "engine", "entries", "bytes"
+    );
     for t in &stats.tiers {
         let tier = serde_json::to_value(t.tier)?;
         let tier = tier.as_str().unwrap_or("?");
-        println!("{tier:<6} {:<7} {:>10} {:>16}", t.engine, t.stats.entries, t.stats.bytes);
+        println!(
+            "{tier:<6} {:<7} {:>10} {:>16}",
+            t.engine, t.stats.entries, t.stats.bytes
+        );
     }
     Ok(())
 }
@@ -97,7 +103,12 @@ fn get(pool: &Pool, oid: &Oid) -> Result<()> {
 fn verify(pool: &Pool) -> Result<()> {
     let bad = pool.verify()?;
     for entry in &bad {
-        println!("bad {} ({:?}): {}", hex::encode(&entry.key), entry.tier, entry.problem);
+        println!(
+            "bad {} ({:?}): {}",
+            hex::encode(&entry.key),
+            entry.tier,
+            entry.problem
+        );
     }
     if !bad.is_empty() {
         bail!("{} bad entries", bad.len());

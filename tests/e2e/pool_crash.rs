@@ -39,7 +39,11 @@ fn sigkill_in_the_middle_of_a_large_put_lands_nothing_and_keeps_the_rest() {
         let pool = Pool::open(&pool_dir, Some(T)).unwrap();
         (0..6u64)
             .map(|i| {
-                let len = if i % 2 == 0 { 1000 * i as usize + 1 } else { 3 * T as usize + i as usize };
+                let len = if i % 2 == 0 {
+                    1000 * i as usize + 1
+                } else {
+                    3 * T as usize + i as usize
+                };
                 let data = random(i, len);
                 (pool.put_stream(None, &data[..]).unwrap().oid, data)
             })
@@ -60,10 +64,16 @@ fn sigkill_in_the_middle_of_a_large_put_lands_nothing_and_keeps_the_rest() {
     stdin.flush().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while largest_stage_file(&pool_dir) < 2 * T {
-        assert!(Instant::now() < deadline, "drsd put never staged past the threshold");
+        assert!(
+            Instant::now() < deadline,
+            "drsd put never staged past the threshold"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(child.try_wait().unwrap().is_none(), "the put must still be in flight");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the put must still be in flight"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     drop(stdin);
@@ -72,9 +82,17 @@ fn sigkill_in_the_middle_of_a_large_put_lands_nothing_and_keeps_the_rest() {
     assert!(!pool.has(&Oid::of(&big)).unwrap());
     assert!(!pool.has(&Oid::of(&big[..4 * MIB])).unwrap());
     assert_eq!(largest_stage_file(&pool_dir), 0);
-    assert_eq!(std::fs::read_dir(pool_dir.join("large/stage")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(pool_dir.join("large/stage"))
+            .unwrap()
+            .count(),
+        0
+    );
     let want: HashSet<Vec<u8>> = earlier.iter().map(|(o, _)| o.as_bytes().to_vec()).collect();
-    assert_eq!(pool.list().unwrap().into_iter().collect::<HashSet<_>>(), want);
+    assert_eq!(
+        pool.list().unwrap().into_iter().collect::<HashSet<_>>(),
+        want
+    );
     for (oid, data) in &earlier {
         assert_eq!(&pool.get(oid).unwrap().unwrap().to_vec().unwrap(), data);
     }
@@ -95,7 +113,11 @@ fn drsd_put_get_and_stats_work_as_commands() {
             .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "drsd {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "drsd {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out.stdout
     };
     let oid = String::from_utf8(drsd(&["put", file.to_str().unwrap()])).unwrap();

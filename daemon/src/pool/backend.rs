@@ -15,7 +15,8 @@ pub trait Backend: Send + Sync + 'static {
     fn size(&self, key: &[u8]) -> Result<Option<u64>>;
     fn get(&self, key: &[u8]) -> Result<Option<Blob>>;
     /// Stores `value` under `key`; a key already present is left as it is.
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// True when this call stored it.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<bool>;
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
     /// Every key, each once. GC deletes whatever this omits from the live
@@ -106,7 +107,11 @@ impl Blob {
     pub fn to_vec(self) -> Result<Vec<u8>> {
         match self {
             Blob::Bytes(b) => Ok(b),
-            Blob::File { mut file, len, path } => {
+            Blob::File {
+                mut file,
+                len,
+                path,
+            } => {
                 let mut out = Vec::with_capacity(len as usize);
                 file.read_to_end(&mut out).at("read", &path)?;
                 Ok(out)
@@ -128,6 +133,6 @@ impl<B: Backend + ?Sized> Staged for MemStage<'_, B> {
     }
 
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()> {
-        self.engine.put(key, &self.buf)
+        self.engine.put(key, &self.buf).map(drop)
     }
 }

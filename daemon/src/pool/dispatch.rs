@@ -95,10 +95,11 @@ impl Pool {
         let path = dir.join("pool.json");
         match std::fs::read(&path) {
             Ok(text) => {
-                let file: PoolFile = serde_json::from_slice(&text).map_err(|e| PoolError::Config {
-                    path: path.clone(),
-                    why: e.to_string(),
-                })?;
+                let file: PoolFile =
+                    serde_json::from_slice(&text).map_err(|e| PoolError::Config {
+                        path: path.clone(),
+                        why: e.to_string(),
+                    })?;
                 match wanted {
                     Some(t) if t != file.threshold => Err(PoolError::Config {
                         path,
@@ -251,19 +252,13 @@ impl Pool {
             tier,
             stored: false,
         };
-        if engine.has(oid.as_bytes())? {
+        // A large blob already there is not hashed or written again; a small
+        // one costs less to hash than to look up first.
+        if tier == Tier::Large && engine.has(oid.as_bytes())? {
             return Ok((put, pin));
         }
-        let got = Oid::of(bytes);
-        if got != *oid {
-            return Err(PoolError::HashMismatch {
-                expected: *oid,
-                got,
-                len,
-            });
-        }
-        engine.put(oid.as_bytes(), bytes)?;
-        put.stored = true;
+        check(Some(oid), Oid::of(bytes), len)?;
+        put.stored = engine.put(oid.as_bytes(), bytes)?;
         Ok((put, pin))
     }
 

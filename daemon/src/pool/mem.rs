@@ -34,12 +34,13 @@ impl Backend for MemEngine {
         Ok(self.map.read().unwrap().get(key).cloned().map(Blob::Bytes))
     }
 
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         let mut map = self.map.write().unwrap();
-        if !map.contains_key(key) {
-            map.insert(key.to_vec(), value.to_vec());
+        if map.contains_key(key) {
+            return Ok(false);
         }
-        Ok(())
+        map.insert(key.to_vec(), value.to_vec());
+        Ok(true)
     }
 
     fn delete(&self, key: &[u8]) -> Result<bool> {

@@ -70,9 +70,11 @@ mod tests {
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
         assert_eq!(oid.to_hex().parse::<Oid>().unwrap(), oid);
-        assert!("2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824"
-            .parse::<Oid>()
-            .is_err());
+        assert!(
+            "2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824"
+                .parse::<Oid>()
+                .is_err()
+        );
         assert!("abc".parse::<Oid>().is_err());
         assert!(format!("{}z", &oid.to_hex()[1..]).parse::<Oid>().is_err());
     }

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -21,15 +21,34 @@ pub struct SqliteEngine {
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     table_ready: AtomicBool,
+    // Wakes the checkpointer; dropping it ends the checkpointer's thread.
+    checkpoint: mpsc::SyncSender<()>,
+    commits: AtomicU64,
 }
+
+/// Commits between nudges to the background checkpointer.
+const CHECKPOINT_EVERY: u64 = 256;
+/// WAL pages at which a writer checkpoints by itself: only reached when the
+/// background checkpointer falls behind.
+const WAL_SAFETY_PAGES: i64 = 16_384;
 
 impl SqliteEngine {
     pub fn open(path: &Path) -> Result<SqliteEngine> {
+        let writer = Self::connect(path)?;
+        writer
+            .pragma_update(None, "wal_autocheckpoint", WAL_SAFETY_PAGES)
+            .map_err(|source| PoolError::Sqlite {
+                op: "configure",
+                path: path.to_path_buf(),
+                source,
+            })?;
         let engine = SqliteEngine {
             path: path.to_path_buf(),
-            writer: Mutex::new(Self::connect(path)?),
+            writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
             table_ready: AtomicBool::new(false),
+            checkpoint: spawn_checkpointer(Self::connect(path)?),
+            commits: AtomicU64::new(0),
         };
         Ok(engine)
     }
@@ -42,8 +61,10 @@ impl SqliteEngine {
         };
         let conn = Connection::open(path).map_err(err)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
         Ok(conn)
     }
 
@@ -77,11 +98,30 @@ impl SqliteEngine {
 
     fn ensure_table(&self, conn: &Connection) -> Result<()> {
         if !self.table_ready.load(Ordering::Acquire) {
-            conn.execute(CREATE, []).map_err(self.error("create table"))?;
+            conn.execute(CREATE, [])
+                .map_err(self.error("create table"))?;
             self.table_ready.store(true, Ordering::Release);
         }
         Ok(())
     }
+}
+
+/// Copies the WAL back into the database off the put path: with
+/// `synchronous=NORMAL` a checkpoint is the only write that fsyncs, and a
+/// put should not wait for it.
+fn spawn_checkpointer(conn: Connection) -> mpsc::SyncSender<()> {
+    let (tx, rx) = mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                // PASSIVE never blocks the writer or readers; a failure
+                // only leaves the WAL longer until the next try.
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
+        })
+        .expect("spawn the sqlite checkpoint thread");
+    tx
 }
 
 fn is_missing_table(e: &rusqlite::Error) -> bool {
@@ -117,13 +157,18 @@ impl Backend for SqliteEngine {
         Ok(value.map(Blob::Bytes))
     }
 
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         let conn = self.writer.lock().unwrap();
         self.ensure_table(&conn)?;
-        conn.prepare_cached("INSERT OR IGNORE INTO blobs (key, value) VALUES (?1, ?2)")
+        let changed = conn
+            .prepare_cached("INSERT OR IGNORE INTO blobs (key, value) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute(params![key, value]))
             .map_err(self.error("put"))?;
-        Ok(())
+        drop(conn);
+        if self.commits.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
+            let _ = self.checkpoint.try_send(()); // one nudge pending is enough
+        }
+        Ok(changed > 0)
     }
 
     fn delete(&self, key: &[u8]) -> Result<bool> {

@@ -49,11 +49,17 @@ fn local(dir: &Path) -> (Pool, Option<PathBuf>) {
 }
 
 fn pool(dir: &Path) -> (Pool, Option<PathBuf>) {
-    (Pool::open(dir, Some(T)).unwrap(), Some(dir.join("large/stage")))
+    (
+        Pool::open(dir, Some(T)).unwrap(),
+        Some(dir.join("large/stage")),
+    )
 }
 
 fn pool_default(dir: &Path) -> (Pool, Option<PathBuf>) {
-    (Pool::open(dir, None).unwrap(), Some(dir.join("large/stage")))
+    (
+        Pool::open(dir, None).unwrap(),
+        Some(dir.join("large/stage")),
+    )
 }
 
 /// One test per engine for a contract case: `<case>::<engine>`.
@@ -140,7 +146,10 @@ impl Source {
 impl Read for Source {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.fail_at.is_some_and(|at| self.pos >= at) {
-            return Err(io::Error::new(io::ErrorKind::ConnectionReset, "source broke"));
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "source broke",
+            ));
         }
         let limit = self.fail_at.unwrap_or(self.data.len()).min(self.data.len());
         let piece = 1 + (self.pos * 7919) % 1531; // uneven, never a power of two
@@ -165,7 +174,11 @@ fn keys(pool: &Pool) -> HashSet<Vec<u8>> {
 }
 
 fn read_all(pool: &Pool, oid: &Oid) -> Vec<u8> {
-    pool.get(oid).unwrap().expect("entry present").to_vec().unwrap()
+    pool.get(oid)
+        .unwrap()
+        .expect("entry present")
+        .to_vec()
+        .unwrap()
 }
 
 fn sizes(f: &Fixture) -> [u64; 2] {
@@ -184,10 +197,16 @@ fn roundtrip_in_both_regimes(f: &Fixture) {
         assert!(f.pool.has(&oid).unwrap());
         assert_eq!(f.pool.size(&oid).unwrap(), Some(len));
         assert_eq!(read_all(&f.pool, &oid), data);
-        assert!(!f.pool.put(&oid, &data).unwrap().stored, "second put is a no-op");
+        assert!(
+            !f.pool.put(&oid, &data).unwrap().stored,
+            "second put is a no-op"
+        );
         let blob = f.pool.get(&oid).unwrap().unwrap();
         if put.tier == Tier::Large && f.stage.is_some() {
-            assert!(matches!(blob, Blob::File { .. }), "a large get yields a file handle");
+            assert!(
+                matches!(blob, Blob::File { .. }),
+                "a large get yields a file handle"
+            );
         }
     }
     assert_eq!(keys(&f.pool).len(), 2);
@@ -288,7 +307,9 @@ fn put_many(pool: &Pool, n: u64) -> Vec<Oid> {
     (0..n)
         .map(|i| {
             let len = if i % 2 == 0 { i * 13 % t } else { t + i * 101 };
-            let put = pool.put_stream(None, Source::new(bytes(1000 + i, len))).unwrap();
+            let put = pool
+                .put_stream(None, Source::new(bytes(1000 + i, len)))
+                .unwrap();
             assert_eq!(put.tier, pool.tier_for(len));
             put.oid
         })
@@ -338,10 +359,17 @@ fn batch_puts_survive_concurrent_sweeps(f: &Fixture) {
                 s.spawn(move || {
                     for i in 0..20u64 {
                         let mut batch = pool.batch();
-                        let len = if i % 2 == 0 { 100 } else { pool.threshold() + 5 };
+                        let len = if i % 2 == 0 {
+                            100
+                        } else {
+                            pool.threshold() + 5
+                        };
                         // Every writer puts the same contents, so puts race sweeps of one key.
                         let put = batch.put_stream(None, Source::new(bytes(i, len))).unwrap();
-                        assert!(pool.has(&put.oid).unwrap(), "writer {w}: swept while pinned");
+                        assert!(
+                            pool.has(&put.oid).unwrap(),
+                            "writer {w}: swept while pinned"
+                        );
                         assert_eq!(Oid::of(&read_all(pool, &put.oid)), put.oid);
                     }
                 })
@@ -396,7 +424,11 @@ fn range_reads_at_the_edges(f: &Fixture) {
         assert_eq!(read(0, len), data);
         assert_eq!(read(0, 1), &data[..1]);
         assert_eq!(read(len - 1, 1), &data[len as usize - 1..]);
-        assert_eq!(read(len - 1, 100), &data[len as usize - 1..], "cut at the end");
+        assert_eq!(
+            read(len - 1, 100),
+            &data[len as usize - 1..],
+            "cut at the end"
+        );
         assert_eq!(read(len, 5), b"", "at the end: empty");
         assert_eq!(read(7, 300), &data[7..307]);
         let err = f.pool.read_range(&oid, len + 1, 1).unwrap_err();
@@ -416,8 +448,12 @@ fn delete_removes_once(f: &Fixture) {
 
 fn stats_count_entries_and_bytes(f: &Fixture) {
     let [small, large] = sizes(f);
-    f.pool.put_stream(None, Source::new(bytes(8, small))).unwrap();
-    f.pool.put_stream(None, Source::new(bytes(9, large))).unwrap();
+    f.pool
+        .put_stream(None, Source::new(bytes(8, small)))
+        .unwrap();
+    f.pool
+        .put_stream(None, Source::new(bytes(9, large)))
+        .unwrap();
     let stats = f.pool.stats().unwrap();
     let entries: u64 = stats.tiers.iter().map(|t| t.stats.entries).sum();
     let total: u64 = stats.tiers.iter().map(|t| t.stats.bytes).sum();
@@ -449,7 +485,11 @@ fn sqlite_without_tables_reads_as_empty_and_reads_create_nothing() {
     assert_eq!(engine.stats().unwrap(), TierStats::default());
     let tables: i64 = rusqlite::Connection::open(&path)
         .unwrap()
-        .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'blobs'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'blobs'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(tables, 0);
     engine.put(key.as_bytes(), b"x").unwrap();
@@ -505,7 +545,10 @@ fn local_open_clears_a_crash_s_stage_files_but_not_a_live_opener_s() {
 #[test]
 fn pool_threshold_is_fixed_at_creation() {
     let dir = tempfile::tempdir().unwrap();
-    assert_eq!(Pool::open(dir.path(), Some(1000)).unwrap().threshold(), 1000);
+    assert_eq!(
+        Pool::open(dir.path(), Some(1000)).unwrap().threshold(),
+        1000
+    );
     assert_eq!(Pool::open(dir.path(), None).unwrap().threshold(), 1000);
     let err = Pool::open(dir.path(), Some(2000)).err().unwrap();
     assert!(err.to_string().contains("pool.json"), "{err}");
@@ -521,9 +564,18 @@ fn pool_verify_names_corrupt_entries_in_both_tiers() {
     let good = pool.put_stream(None, &bytes(3, T * 2)[..]).unwrap().oid;
     rusqlite::Connection::open(dir.path().join("kv.sqlite"))
         .unwrap()
-        .execute("UPDATE blobs SET value = x'00' WHERE key = ?1", [small.as_bytes()])
+        .execute(
+            "UPDATE blobs SET value = x'00' WHERE key = ?1",
+            [small.as_bytes()],
+        )
         .unwrap();
-    let path = pool.get(&large).unwrap().unwrap().path().unwrap().to_path_buf();
+    let path = pool
+        .get(&large)
+        .unwrap()
+        .unwrap()
+        .path()
+        .unwrap()
+        .to_path_buf();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(&path, b"flipped").unwrap();
     let bad: HashSet<Vec<u8>> = pool.verify().unwrap().into_iter().map(|b| b.key).collect();

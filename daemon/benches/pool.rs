@@ -1,0 +1,256 @@
+//! Pool benchmark, printed as the markdown tables in docs/benchmarks.md.
+//!
+//!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large]
+//!
+//! Small blobs: puts/s and gets/s of the sqlite kv engine against the local
+//! files engine at 1-256 KiB, each engine alone behind a pool, so puts pay
+//! what the pool really pays (sha256 check, engine write, durability).
+//! Large blobs: `Pool::put_file` of one file against `cp` of the same file.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsd::pool::{Backend, LocalEngine, Oid, Pool, SqliteEngine};
+use rand::{Rng, SeedableRng};
+
+const BUDGET: Duration = Duration::from_millis(1500);
+const MAX_OPS: usize = 20_000;
+
+fn main() {
+    let large_mib: u64 = std::env::args()
+        .skip_while(|a| a != "--large-mib")
+        .nth(1)
+        .map(|n| n.parse().expect("--large-mib N"))
+        .unwrap_or(1024);
+    let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or("/var/tmp".into()))
+        .expect("bench folder");
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let wants = |part: &str| only.as_deref().is_none_or(|o| o == part);
+    println!("{}", machine());
+    if wants("small") {
+        small_blobs(dir.path());
+        concurrent_small_puts(dir.path());
+    }
+    if wants("large") {
+        large_put_vs_cp(dir.path(), large_mib);
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    format!(
+        "machine: {} cores, {cpu}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
+}
+
+/// A pool whose every put goes to `engine` (`threshold` picks the tier).
+fn one_engine_pool(engine: Arc<dyn Backend>, threshold: u64) -> Pool {
+    Pool::with_engines(engine.clone(), engine, threshold)
+}
+
+fn sqlite_pool(dir: &Path, tag: &str) -> Pool {
+    let engine = SqliteEngine::open(&dir.join(format!("kv-{tag}.sqlite"))).unwrap();
+    one_engine_pool(Arc::new(engine), u64::MAX)
+}
+
+fn local_pool(dir: &Path, tag: &str) -> Pool {
+    let engine = LocalEngine::open(&dir.join(format!("large-{tag}"))).unwrap();
+    one_engine_pool(Arc::new(engine), 0)
+}
+
+/// Distinct blobs of `len` bytes: a random base with a counter in front.
+struct Blobs {
+    base: Vec<u8>,
+    n: u64,
+}
+
+impl Blobs {
+    fn new(len: usize) -> Blobs {
+        let mut base = vec![0u8; len];
+        rand::rngs::StdRng::seed_from_u64(len as u64).fill(&mut base[..]);
+        Blobs { base, n: 0 }
+    }
+
+    fn next(&mut self) -> (Oid, &[u8]) {
+        self.n += 1;
+        self.base[..8].copy_from_slice(&self.n.to_le_bytes());
+        (Oid::of(&self.base), &self.base)
+    }
+}
+
+struct Rates {
+    puts: f64,
+    gets: f64,
+}
+
+fn measure(pool: &Pool, len: usize) -> Rates {
+    let mut blobs = Blobs::new(len);
+    let mut oids = Vec::new();
+    let mut spent = Duration::ZERO;
+    while spent < BUDGET && oids.len() < MAX_OPS {
+        let (oid, bytes) = blobs.next();
+        let t = Instant::now();
+        pool.put(&oid, bytes).unwrap();
+        spent += t.elapsed();
+        oids.push(oid);
+    }
+    let puts = oids.len() as f64 / spent.as_secs_f64();
+    // Read back in a shuffled order, whole values, as a client would.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    for i in (1..oids.len()).rev() {
+        oids.swap(i, rng.gen_range(0..=i));
+    }
+    let t = Instant::now();
+    let mut n = 0;
+    for oid in &oids {
+        let value = pool.get(oid).unwrap().unwrap().to_vec().unwrap();
+        assert_eq!(value.len(), len);
+        n += 1;
+        if t.elapsed() > BUDGET {
+            break;
+        }
+    }
+    let gets = n as f64 / t.elapsed().as_secs_f64();
+    Rates { puts, gets }
+}
+
+fn small_blobs(dir: &Path) {
+    println!("\n### Small blobs: sqlite kv engine vs local files engine (one thread)\n");
+    println!("| size | sqlite puts/s | files puts/s | put ratio | sqlite gets/s | files gets/s | get ratio |");
+    println!("|---|---|---|---|---|---|---|");
+    for kib in [1usize, 4, 16, 64, 128, 256] {
+        let len = kib * 1024;
+        let kv = measure(&sqlite_pool(dir, &kib.to_string()), len);
+        let files = measure(&local_pool(dir, &kib.to_string()), len);
+        println!(
+            "| {kib} KiB | {:.0} | {:.0} | {:.1}× | {:.0} | {:.0} | {:.1}× |",
+            kv.puts,
+            files.puts,
+            kv.puts / files.puts,
+            kv.gets,
+            files.gets,
+            kv.gets / files.gets
+        );
+    }
+}
+
+fn concurrent_puts(pool: &Pool, threads: usize, len: usize) -> f64 {
+    let t = Instant::now();
+    let done: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut blobs = Blobs::new(len);
+                    blobs.base[8] = w as u8;
+                    let mut n = 0;
+                    while t.elapsed() < BUDGET && n < MAX_OPS {
+                        let (oid, bytes) = blobs.next();
+                        pool.put(&oid, bytes).unwrap();
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    done as f64 / t.elapsed().as_secs_f64()
+}
+
+fn concurrent_small_puts(dir: &Path) {
+    println!("\n### 4 KiB puts from several threads at once\n");
+    println!("| threads | sqlite puts/s | files puts/s | ratio |");
+    println!("|---|---|---|---|");
+    for threads in [1usize, 4, 16] {
+        let tag = format!("c{threads}");
+        let kv = concurrent_puts(&sqlite_pool(dir, &tag), threads, 4096);
+        let files = concurrent_puts(&local_pool(dir, &tag), threads, 4096);
+        println!("| {threads} | {kv:.0} | {files:.0} | {:.1}× |", kv / files);
+    }
+}
+
+/// Best of `runs`, each started with nothing dirty in the page cache, so no
+/// run pays for the writeback of the one before.
+fn best_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    (0..runs)
+        .map(|_| {
+            run(&mut Command::new("sync"));
+            f()
+        })
+        .min()
+        .unwrap()
+}
+
+fn run(cmd: &mut Command) {
+    let status = cmd.status().expect("run baseline command");
+    assert!(status.success(), "{cmd:?} failed");
+}
+
+fn large_put_vs_cp(dir: &Path, mib: u64) {
+    let src = dir.join("source.bin");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&src).unwrap());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut buf = vec![0u8; 1 << 20];
+        for _ in 0..mib {
+            rng.fill(&mut buf[..]);
+            f.write_all(&buf).unwrap();
+        }
+    }
+    run(Command::new("cat")
+        .arg(&src)
+        .stdout(std::process::Stdio::null())); // warm the cache
+    let dst = dir.join("copy.bin");
+    let cp = best_of(3, || {
+        let _ = std::fs::remove_file(&dst);
+        let t = Instant::now();
+        run(Command::new("cp").arg(&src).arg(&dst));
+        t.elapsed()
+    });
+    let cp_sync = best_of(3, || {
+        let _ = std::fs::remove_file(&dst);
+        let t = Instant::now();
+        run(Command::new("cp").arg(&src).arg(&dst));
+        run(Command::new("sync").arg(&dst));
+        t.elapsed()
+    });
+    let _ = std::fs::remove_file(&dst);
+    let pool = Pool::open(&dir.join("pool-large"), None).unwrap();
+    let put = best_of(3, || {
+        let t = Instant::now();
+        let put = pool.put_file(None, &src).unwrap();
+        let spent = t.elapsed();
+        assert!(put.stored);
+        pool.delete(&put.oid).unwrap();
+        spent
+    });
+    let rate = |d: Duration| mib as f64 / d.as_secs_f64();
+    println!("\n### Large put: {mib} MiB file, page cache warm, best of 3\n");
+    println!("| what | MiB/s | put / it |");
+    println!("|---|---|---|");
+    println!(
+        "| `Pool::put_file` (read, sha256, stage, fsync, rename) | {:.0} | 1.00× |",
+        rate(put)
+    );
+    println!(
+        "| `cp` | {:.0} | {:.2}× |",
+        rate(cp),
+        cp.as_secs_f64() / put.as_secs_f64()
+    );
+    println!(
+        "| `cp` then `sync FILE` (durable, as the pool is) | {:.0} | {:.2}× |",
+        rate(cp_sync),
+        cp_sync.as_secs_f64() / put.as_secs_f64()
+    );
+}
