@@ -245,21 +245,30 @@ impl Pool {
         let pin = self.pin(oid);
         let len = bytes.len() as u64;
         let tier = self.tier_for(len);
-        let engine = self.engine(tier);
-        let mut put = Put {
-            oid: *oid,
-            len,
-            tier,
-            stored: false,
-        };
         // A large blob already there is not hashed or written again; a small
         // one costs less to hash than to look up first.
-        if tier == Tier::Large && engine.has(oid.as_bytes())? {
+        if tier == Tier::Large && self.large.has(oid.as_bytes())? {
+            let put = Put {
+                oid: *oid,
+                len,
+                tier,
+                stored: false,
+            };
             return Ok((put, pin));
         }
         check(Some(oid), Oid::of(bytes), len)?;
-        put.stored = engine.put(oid.as_bytes(), bytes)?;
-        Ok((put, pin))
+        Ok((self.store(oid, bytes, tier)?, pin))
+    }
+
+    /// Writes verified bytes into their tier's engine.
+    fn store(&self, oid: &Oid, bytes: &[u8], tier: Tier) -> Result<Put> {
+        let stored = self.engine(tier).put(oid.as_bytes(), bytes)?;
+        Ok(Put {
+            oid: *oid,
+            len: bytes.len() as u64,
+            tier,
+            stored,
+        })
     }
 
     /// Stores a stream of unknown length. Up to the threshold it waits in
@@ -296,7 +305,8 @@ impl Pool {
         if (prefix.len() as u64) < self.threshold {
             let oid = Oid::of(&prefix);
             check(expect, oid, prefix.len() as u64)?;
-            return self.put_pinned(&oid, &prefix);
+            let pin = early_pin.unwrap_or_else(|| self.pin(&oid));
+            return Ok((self.store(&oid, &prefix, Tier::Kv)?, pin));
         }
         let mut staged = self.large.stage()?;
         let (oid, len) = stream_into(&mut *staged, prefix, src)?;

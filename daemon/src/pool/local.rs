@@ -37,7 +37,12 @@ impl LocalEngine {
         if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             for entry in fs::read_dir(&stage).at("list stage folder", &stage)? {
                 let path = entry.at("list stage folder", &stage)?.path();
-                remove_quietly(&path).at("remove stale stage file", &path)?;
+                let removed = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    remove_quietly(&path)
+                };
+                removed.at("remove stale stage file", &path)?;
             }
         }
         flock(&lock, libc::LOCK_SH).at("lock", &lock_path)?;
