@@ -5,5 +5,7 @@
 //! One folder per concern, each with a small public face:
 //! - [`pool`]: the two-tier content-addressed store (kv for small blobs, large
 //!   files for the rest), dispatched by length.
+//! - [`remote`]: S3-compatible stores (Ceph RGW) and object URLs.
 
 pub mod pool;
+pub mod remote;

@@ -1,1 +1,2 @@
 mod pool_crash;
+mod s3;

@@ -1,0 +1,190 @@
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::RemoteError;
+
+/// Where credentials came from, for error messages (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    Environment,
+    Profile { name: String, path: PathBuf },
+    Anonymous,
+}
+
+impl fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CredentialSource::Environment => f.write_str("the environment (AWS_ACCESS_KEY_ID)"),
+            CredentialSource::Profile { name, path } => {
+                write!(f, "profile [{name}] in {}", path.display())
+            }
+            CredentialSource::Anonymous => f.write_str("nowhere (anonymous requests)"),
+        }
+    }
+}
+
+/// Credentials found the way the AWS tools find them: `AWS_ACCESS_KEY_ID` /
+/// `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, else the profile
+/// (`AWS_PROFILE`, default `default`) in `AWS_SHARED_CREDENTIALS_FILE` or
+/// `~/.aws/credentials`, else anonymous.
+#[derive(Clone)]
+pub struct S3Credentials {
+    pub(crate) keys: Option<rusty_s3::Credentials>,
+    pub source: CredentialSource,
+}
+
+impl fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "S3Credentials(from {})", self.source)
+    }
+}
+
+impl S3Credentials {
+    pub fn from_env() -> Result<S3Credentials, RemoteError> {
+        let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+        Self::resolve(|name| std::env::var(name).ok(), home.as_deref())
+    }
+
+    /// The chain over any variable lookup, so it can be tested hermetically.
+    pub fn resolve(
+        var: impl Fn(&str) -> Option<String>,
+        home: Option<&Path>,
+    ) -> Result<S3Credentials, RemoteError> {
+        if let (Some(key), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+        {
+            return Ok(S3Credentials {
+                keys: Some(with_token(key, secret, var("AWS_SESSION_TOKEN"))),
+                source: CredentialSource::Environment,
+            });
+        }
+        let path = match var("AWS_SHARED_CREDENTIALS_FILE") {
+            Some(p) => PathBuf::from(p),
+            None => match home {
+                Some(h) => h.join(".aws/credentials"),
+                None => return Ok(Self::anonymous()),
+            },
+        };
+        let name = var("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::anonymous()),
+            Err(e) => {
+                return Err(RemoteError::Credentials {
+                    path,
+                    why: e.to_string(),
+                })
+            }
+        };
+        let keys = profile_keys(&text, &name).map_err(|why| RemoteError::Credentials {
+            path: path.clone(),
+            why,
+        })?;
+        Ok(S3Credentials {
+            keys: Some(keys),
+            source: CredentialSource::Profile { name, path },
+        })
+    }
+
+    pub fn anonymous() -> S3Credentials {
+        S3Credentials {
+            keys: None,
+            source: CredentialSource::Anonymous,
+        }
+    }
+
+    pub fn new(key: &str, secret: &str) -> S3Credentials {
+        S3Credentials {
+            keys: Some(rusty_s3::Credentials::new(key, secret)),
+            source: CredentialSource::Environment,
+        }
+    }
+}
+
+fn with_token(key: String, secret: String, token: Option<String>) -> rusty_s3::Credentials {
+    match token {
+        Some(t) => rusty_s3::Credentials::new_with_token(key, secret, t),
+        None => rusty_s3::Credentials::new(key, secret),
+    }
+}
+
+/// The keys of `[name]` in an AWS credentials file (INI).
+fn profile_keys(text: &str, name: &str) -> Result<rusty_s3::Credentials, String> {
+    let (mut key, mut secret, mut token) = (None, None, None);
+    let mut inside = false;
+    for line in text.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = section.trim() == name;
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if !inside {
+            continue;
+        }
+        let v = Some(v.trim().to_string());
+        match k.trim() {
+            "aws_access_key_id" => key = v,
+            "aws_secret_access_key" => secret = v,
+            "aws_session_token" => token = v,
+            _ => {}
+        }
+    }
+    match (key, secret) {
+        (Some(k), Some(s)) => Ok(with_token(k, s, token)),
+        _ => Err(format!(
+            "profile [{name}] has no aws_access_key_id and aws_secret_access_key"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_first_then_profile_then_anonymous() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".aws/credentials");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "[default]\naws_access_key_id = A\naws_secret_access_key = B\n\
+             [ci]\naws_access_key_id=C\naws_secret_access_key=D\naws_session_token=T\n[empty]\n",
+        )
+        .unwrap();
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = S3Credentials::resolve(
+            env(&[("AWS_ACCESS_KEY_ID", "E"), ("AWS_SECRET_ACCESS_KEY", "F")]),
+            Some(dir.path()),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.source, c.keys.unwrap().key().to_string()),
+            (CredentialSource::Environment, "E".into())
+        );
+        let c = S3Credentials::resolve(env(&[]), Some(dir.path())).unwrap();
+        assert_eq!(c.keys.unwrap().secret(), "B");
+        let c = S3Credentials::resolve(env(&[("AWS_PROFILE", "ci")]), Some(dir.path())).unwrap();
+        let keys = c.keys.clone().unwrap();
+        assert_eq!((keys.key(), keys.token()), ("C", Some("T")));
+        assert!(c.source.to_string().contains("[ci]"));
+        assert!(
+            !format!("{c:?}").contains('D'),
+            "Debug must not show the secret"
+        );
+        let err =
+            S3Credentials::resolve(env(&[("AWS_PROFILE", "empty")]), Some(dir.path())).unwrap_err();
+        assert!(err.to_string().contains("[empty]"), "{err}");
+        let none = tempfile::tempdir().unwrap();
+        let c = S3Credentials::resolve(env(&[]), Some(none.path())).unwrap();
+        assert_eq!(c.source, CredentialSource::Anonymous);
+    }
+}

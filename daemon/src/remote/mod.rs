@@ -1,0 +1,14 @@
+//! Remote object stores: S3-compatible (Ceph RGW, AWS S3) through presigned
+//! requests (rusty-s3 signs, reqwest sends), with the credential chain of the
+//! AWS tools. Errors name the object and the credential source, never a
+//! signed URL or a secret.
+
+mod credentials;
+mod error;
+mod s3;
+mod url;
+
+pub use credentials::{CredentialSource, S3Credentials};
+pub use error::RemoteError;
+pub use s3::{ObjectMeta, Retry, S3Client, S3Config};
+pub use url::ObjectUrl;

@@ -1,0 +1,505 @@
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::{RequestBuilder, Response, StatusCode};
+use rusty_s3::{Bucket, S3Action, UrlStyle};
+use tokio::io::AsyncReadExt;
+
+use super::{RemoteError, S3Credentials};
+
+/// How long a presigned request stays valid: long enough for one slow part.
+const SIGN_FOR: Duration = Duration::from_secs(3600);
+
+/// Bounded retries with doubling delays, for 5xx, 429, timeouts and refused
+/// connections; a 4xx other than 429 is final at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub attempts: u32,
+    pub first_delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry {
+            attempts: 5,
+            first_delay: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Where the S3 API is and how to address it.
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    pub endpoint: url::Url,
+    pub region: String,
+    /// `http://host/bucket/key` (Ceph RGW, MinIO) rather than `bucket.host`.
+    pub path_style: bool,
+    pub retry: Retry,
+    pub timeout: Duration,
+}
+
+impl S3Config {
+    /// From `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (path-style when set,
+    /// as RGW wants) and `AWS_REGION` / `AWS_DEFAULT_REGION`.
+    pub fn from_env() -> Result<S3Config, RemoteError> {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        let custom = var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL"));
+        let text = custom
+            .clone()
+            .unwrap_or_else(|| "https://s3.amazonaws.com".into());
+        let endpoint = url::Url::parse(&text).map_err(|e| RemoteError::BadUrl {
+            url: text.clone(),
+            why: format!("S3 endpoint: {e}"),
+        })?;
+        Ok(S3Config {
+            endpoint,
+            region: var("AWS_REGION")
+                .or_else(|| var("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".into()),
+            path_style: custom.is_some(),
+            retry: Retry::default(),
+            timeout: Duration::from_secs(60),
+        })
+    }
+}
+
+/// What a HEAD tells about an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub size: u64,
+    /// Without its quotes; `None` when the store sent none (or an empty one).
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+    pub version_id: Option<String>,
+}
+
+/// An S3 client over presigned requests.
+pub struct S3Client {
+    config: S3Config,
+    creds: S3Credentials,
+    http: reqwest::Client,
+}
+
+impl S3Client {
+    pub fn new(config: S3Config, creds: S3Credentials) -> Result<S3Client, RemoteError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(config.timeout)
+            .build()
+            .map_err(|e| RemoteError::Protocol {
+                op: "configure",
+                object: config.endpoint.to_string(),
+                why: chain(&e),
+            })?;
+        Ok(S3Client {
+            config,
+            creds,
+            http,
+        })
+    }
+
+    pub fn credentials(&self) -> &S3Credentials {
+        &self.creds
+    }
+
+    fn bucket(&self, name: &str) -> Result<Bucket, RemoteError> {
+        let style = if self.config.path_style {
+            UrlStyle::Path
+        } else {
+            UrlStyle::VirtualHost
+        };
+        Bucket::new(
+            self.config.endpoint.clone(),
+            style,
+            name.to_string(),
+            self.config.region.clone(),
+        )
+        .map_err(|e| RemoteError::BadUrl {
+            url: format!("s3://{name}"),
+            why: e.to_string(),
+        })
+    }
+
+    pub async fn create_bucket(&self, bucket: &str) -> Result<(), RemoteError> {
+        let b = self.bucket(bucket)?;
+        let keys = self.keys("create bucket", &format!("s3://{bucket}"))?;
+        let url = b.create_bucket(keys).sign(SIGN_FOR);
+        let object = format!("s3://{bucket}");
+        self.send("create bucket", &object, &[StatusCode::CONFLICT], || {
+            self.http.put(url.clone())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The object's metadata, or `None` when it does not exist.
+    pub async fn head(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>, RemoteError> {
+        let b = self.bucket(bucket)?;
+        let url = b.head_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        let resp = self
+            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
+                self.http.head(url.clone())
+            })
+            .await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        meta(&resp, "HEAD", &object).map(Some)
+    }
+
+    /// A GET of the object or of `range` of it, ready to stream.
+    pub async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<Response, RemoteError> {
+        let b = self.bucket(bucket)?;
+        let url = b.get_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        self.send("GET", &object, &[], || {
+            let req = self.http.get(url.clone());
+            match &range {
+                Some(r) => req.header("range", format!("bytes={}-{}", r.start, r.end - 1)),
+                None => req,
+            }
+        })
+        .await
+    }
+
+    /// The whole body of a GET, refused when shorter than its Content-Length.
+    pub async fn get_bytes(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let object = format!("s3://{bucket}/{key}");
+        let resp = self.get(bucket, key, range).await?;
+        let want = resp.content_length();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| transport("GET", &object, 1, &e))?;
+        if want.is_some_and(|n| n != body.len() as u64) {
+            return Err(RemoteError::Protocol {
+                op: "GET",
+                object,
+                why: format!(
+                    "body truncated: {} of {} bytes",
+                    body.len(),
+                    want.unwrap_or(0)
+                ),
+            });
+        }
+        Ok(body.to_vec())
+    }
+
+    /// A single PUT; returns the ETag.
+    pub async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+    ) -> Result<Option<String>, RemoteError> {
+        let b = self.bucket(bucket)?;
+        let url = b.put_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        let resp = self
+            .send("PUT", &object, &[], || {
+                self.http.put(url.clone()).body(body.clone())
+            })
+            .await?;
+        Ok(etag(&resp))
+    }
+
+    /// Uploads the file at `path` in parts of exactly `part_size` bytes (the
+    /// last one shorter), so the same file always gets the same ETag; then
+    /// HEADs the object for its real ETag (RGW answers the completion with
+    /// an empty one). An upload that fails is aborted, leaving nothing.
+    pub async fn put_multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        path: &Path,
+        part_size: u64,
+    ) -> Result<ObjectMeta, RemoteError> {
+        let object = format!("s3://{bucket}/{key}");
+        let b = self.bucket(bucket)?;
+        let url = b
+            .create_multipart_upload(self.creds.keys.as_ref(), key)
+            .sign(SIGN_FOR);
+        let resp = self
+            .send("start upload", &object, &[], || self.http.post(url.clone()))
+            .await?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| transport("start upload", &object, 1, &e))?;
+        let created =
+            rusty_s3::actions::CreateMultipartUpload::parse_response(&text).map_err(|e| {
+                RemoteError::Protocol {
+                    op: "start upload",
+                    object: object.clone(),
+                    why: format!("unreadable answer: {e}"),
+                }
+            })?;
+        let upload_id = created.upload_id().to_string();
+        let done = self
+            .upload_parts(&b, &object, key, &upload_id, path, part_size)
+            .await;
+        let etags = match done {
+            Ok(etags) => etags,
+            Err(e) => {
+                let abort = b.abort_multipart_upload(self.creds.keys.as_ref(), key, &upload_id);
+                let url = abort.sign(SIGN_FOR);
+                let _ = self.http.delete(url).send().await; // best effort: the error below matters
+                return Err(e);
+            }
+        };
+        let complete = b.complete_multipart_upload(
+            self.creds.keys.as_ref(),
+            key,
+            &upload_id,
+            etags.iter().map(String::as_str),
+        );
+        let url = complete.sign(SIGN_FOR);
+        let body = complete.body();
+        let resp = self
+            .send("complete upload", &object, &[], || {
+                self.http.post(url.clone()).body(body.clone())
+            })
+            .await?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| transport("complete upload", &object, 1, &e))?;
+        if text.contains("<Error>") {
+            return Err(RemoteError::Protocol {
+                op: "complete upload",
+                object,
+                why: format!("the store refused it: {}", error_code(&text)),
+            });
+        }
+        self.head(bucket, key).await?.ok_or(RemoteError::Protocol {
+            op: "HEAD after upload",
+            object,
+            why: "the object is not there".into(),
+        })
+    }
+
+    async fn upload_parts(
+        &self,
+        b: &Bucket,
+        object: &str,
+        key: &str,
+        upload_id: &str,
+        path: &Path,
+        part_size: u64,
+    ) -> Result<Vec<String>, RemoteError> {
+        let io_err = |e: std::io::Error| RemoteError::Protocol {
+            op: "upload",
+            object: object.to_string(),
+            why: format!("reading {}: {e}", path.display()),
+        };
+        let mut file = tokio::fs::File::open(path).await.map_err(io_err)?;
+        let mut etags = Vec::new();
+        for number in 1u16.. {
+            let mut part = Vec::with_capacity(part_size as usize);
+            (&mut file)
+                .take(part_size)
+                .read_to_end(&mut part)
+                .await
+                .map_err(io_err)?;
+            if part.is_empty() && number > 1 {
+                break;
+            }
+            let part = Bytes::from(part);
+            let url = b
+                .upload_part(self.creds.keys.as_ref(), key, number, upload_id)
+                .sign(SIGN_FOR);
+            let resp = self
+                .send("upload part", object, &[], || {
+                    self.http.put(url.clone()).body(part.clone())
+                })
+                .await?;
+            etags.push(etag(&resp).ok_or_else(|| RemoteError::Protocol {
+                op: "upload part",
+                object: object.to_string(),
+                why: format!("part {number} came back without an ETag"),
+            })?);
+            if (part.len() as u64) < part_size {
+                break;
+            }
+        }
+        Ok(etags)
+    }
+
+    pub async fn delete(&self, bucket: &str, key: &str) -> Result<(), RemoteError> {
+        let b = self.bucket(bucket)?;
+        let url = b
+            .delete_object(self.creds.keys.as_ref(), key)
+            .sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        self.send("DELETE", &object, &[StatusCode::NOT_FOUND], || {
+            self.http.delete(url.clone())
+        })
+        .await?;
+        Ok(())
+    }
+
+    fn keys(&self, op: &'static str, object: &str) -> Result<&rusty_s3::Credentials, RemoteError> {
+        self.creds.keys.as_ref().ok_or_else(|| RemoteError::Auth {
+            op,
+            object: object.into(),
+            status: 0,
+            code: ": no credentials".into(),
+            source_: self.creds.source.to_string(),
+        })
+    }
+
+    /// Sends with bounded retries. Success and the statuses in `accept` come
+    /// back as responses; everything else becomes an error naming `object`.
+    async fn send(
+        &self,
+        op: &'static str,
+        object: &str,
+        accept: &[StatusCode],
+        make: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, RemoteError> {
+        let Retry {
+            attempts,
+            first_delay,
+        } = self.config.retry;
+        let mut delay = first_delay;
+        for attempt in 1..=attempts.max(1) {
+            let last = attempt >= attempts;
+            match make().send().await {
+                Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
+                    return Ok(resp)
+                }
+                Ok(resp) if retryable(resp.status()) && !last => {}
+                Ok(resp) => return Err(self.status_error(op, object, attempt, resp).await),
+                Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
+                Err(e) => return Err(transport(op, object, attempt, &e)),
+            }
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    async fn status_error(
+        &self,
+        op: &'static str,
+        object: &str,
+        attempt: u32,
+        resp: Response,
+    ) -> RemoteError {
+        let status = resp.status();
+        let code = match resp.text().await {
+            Ok(text) if text.contains("<Code>") => format!(" {}", error_code(&text)),
+            _ => String::new(),
+        };
+        if matches!(status, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) {
+            return RemoteError::Auth {
+                op,
+                object: object.into(),
+                status: status.as_u16(),
+                code,
+                source_: self.creds.source.to_string(),
+            };
+        }
+        RemoteError::Http {
+            op,
+            object: object.into(),
+            status: status.as_u16(),
+            code,
+            tries: if attempt > 1 {
+                format!(" (after {attempt} attempts)")
+            } else {
+                String::new()
+            },
+        }
+    }
+}
+
+fn retryable(status: StatusCode) -> bool {
+    status.is_server_error()
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::REQUEST_TIMEOUT
+}
+
+/// The error and its causes, without the request URL (it carries the signature).
+fn chain(e: &reqwest::Error) -> String {
+    let mut out = String::new();
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    let mut first = true;
+    while let Some(err) = cur {
+        let text = if first {
+            // reqwest prints "... for url (...)": keep what comes before.
+            let t = err.to_string();
+            t.split(" for url").next().unwrap_or("").to_string()
+        } else {
+            err.to_string()
+        };
+        if !text.is_empty() && !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        first = false;
+        cur = err.source();
+    }
+    out
+}
+
+fn transport(op: &'static str, object: &str, attempts: u32, e: &reqwest::Error) -> RemoteError {
+    RemoteError::Transport {
+        op,
+        object: object.into(),
+        attempts,
+        why: chain(e),
+    }
+}
+
+fn error_code(xml: &str) -> String {
+    xml.split("<Code>")
+        .nth(1)
+        .and_then(|s| s.split("</Code>").next())
+        .unwrap_or("unknown error")
+        .to_string()
+}
+
+fn header(resp: &Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn etag(resp: &Response) -> Option<String> {
+    header(resp, "etag")
+        .map(|e| e.trim_matches('"').to_string())
+        .filter(|e| !e.is_empty())
+}
+
+fn meta(resp: &Response, op: &'static str, object: &str) -> Result<ObjectMeta, RemoteError> {
+    let size = header(resp, "content-length")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| RemoteError::Protocol {
+            op,
+            object: object.into(),
+            why: "no Content-Length".into(),
+        })?;
+    Ok(ObjectMeta {
+        size,
+        etag: etag(resp),
+        last_modified: header(resp, "last-modified"),
+        version_id: header(resp, "x-amz-version-id"),
+    })
+}

@@ -1,0 +1,148 @@
+//! The S3 client against the real Ceph RGW that tests/run.sh starts.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use drsd::remote::{RemoteError, Retry, S3Client, S3Config, S3Credentials};
+use md5::{Digest, Md5};
+
+/// The RGW of tests/run.sh; these tests fail (never skip) without it.
+fn rgw() -> S3Config {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL").is_ok(),
+        "AWS_ENDPOINT_URL is not set: run the suite with tests/run.sh, which starts Ceph RGW"
+    );
+    S3Config::from_env().unwrap()
+}
+
+fn client() -> S3Client {
+    S3Client::new(rgw(), S3Credentials::from_env().unwrap()).unwrap()
+}
+
+async fn fresh_bucket(c: &S3Client, tag: &str) -> String {
+    let name = format!("t-{tag}-{}", std::process::id());
+    c.create_bucket(&name).await.unwrap();
+    name
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn put_head_get_and_ranges() {
+    rt().block_on(async {
+        let c = client();
+        let b = fresh_bucket(&c, "basic").await;
+        let etag = c
+            .put(&b, "dir/hello.txt", Bytes::from_static(b"hello world"))
+            .await
+            .unwrap();
+        let md5 = hex::encode(Md5::digest(b"hello world"));
+        assert_eq!(etag.as_deref(), Some(md5.as_str()));
+        let meta = c.head(&b, "dir/hello.txt").await.unwrap().unwrap();
+        assert_eq!((meta.size, meta.etag.as_deref()), (11, Some(md5.as_str())));
+        assert!(meta.last_modified.is_some());
+        assert_eq!(
+            c.get_bytes(&b, "dir/hello.txt", Some(6..11)).await.unwrap(),
+            b"world"
+        );
+        assert_eq!(
+            c.get_bytes(&b, "dir/hello.txt", None).await.unwrap(),
+            b"hello world"
+        );
+        assert_eq!(c.head(&b, "absent").await.unwrap(), None);
+        c.delete(&b, "dir/hello.txt").await.unwrap();
+        assert_eq!(c.head(&b, "dir/hello.txt").await.unwrap(), None);
+    });
+}
+
+#[test]
+fn multipart_etags_are_reproducible_and_headed_after_completion() {
+    rt().block_on(async {
+        let c = client();
+        let b = fresh_bucket(&c, "multi").await;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reads.bam");
+        let data: Vec<u8> = (0..11 * 1024 * 1024u32)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let part = 5 * 1024 * 1024;
+        let one = c
+            .put_multipart(&b, "a/reads.bam", &path, part)
+            .await
+            .unwrap();
+        let two = c
+            .put_multipart(&b, "b/reads.bam", &path, part)
+            .await
+            .unwrap();
+        assert_eq!(one.size, data.len() as u64);
+        let etag = one
+            .etag
+            .clone()
+            .expect("a HEAD after completion has the real ETag");
+        assert!(etag.ends_with("-3"), "three parts: {etag}");
+        assert_eq!(one.etag, two.etag, "same file, same part size, same ETag");
+        // The multipart ETag is md5 of the parts' md5s, as S3 defines it.
+        let mut outer = Md5::new();
+        for chunk in data.chunks(part as usize) {
+            outer.update(Md5::digest(chunk));
+        }
+        assert_eq!(etag, format!("{}-3", hex::encode(outer.finalize())));
+        assert_eq!(c.get_bytes(&b, "a/reads.bam", None).await.unwrap(), data);
+    });
+}
+
+#[test]
+fn a_wrong_secret_is_an_auth_error_naming_the_source_and_no_signature() {
+    rt().block_on(async {
+        let good = client();
+        let b = fresh_bucket(&good, "auth").await;
+        good.put(&b, "k", Bytes::from_static(b"x")).await.unwrap();
+        let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap();
+        let bad = S3Client::new(rgw(), S3Credentials::new(&key, "wrong-secret")).unwrap();
+        let err = bad.get_bytes(&b, "k", None).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, RemoteError::Auth { status: 403, .. }),
+            "{text}"
+        );
+        assert!(text.contains(&format!("s3://{b}/k")), "{text}");
+        assert!(
+            text.contains("environment"),
+            "names the credential source: {text}"
+        );
+        assert!(
+            !text.contains("X-Amz-Signature") && !text.contains("wrong-secret"),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn an_unreachable_store_is_retried_then_named() {
+    rt().block_on(async {
+        let mut config = rgw();
+        config.endpoint = "http://127.0.0.1:9".parse().unwrap(); // discard port: nothing listens
+        config.retry = Retry {
+            attempts: 3,
+            first_delay: Duration::from_millis(10),
+        };
+        let c = S3Client::new(config, S3Credentials::new("AKID", "SECRET")).unwrap();
+        let err = c.head("bkt", "reads.bam").await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, RemoteError::Transport { attempts: 3, .. }),
+            "{text}"
+        );
+        assert!(text.contains("s3://bkt/reads.bam"), "{text}");
+        assert!(
+            !text.contains("X-Amz") && !text.contains("SECRET"),
+            "{text}"
+        );
+    });
+}
