@@ -146,3 +146,184 @@ fn an_unreachable_store_is_retried_then_named() {
         );
     });
 }
+
+mod fetch {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use drsd::pool::{Oid, Pool, Tier};
+    use drsd::remote::{fetch_into_pool, Fetch, FetchError, FetchOptions};
+    use md5::{Digest, Md5};
+
+    use super::{client, fresh_bucket, rt};
+
+    const MIB: usize = 1 << 20;
+
+    fn data(len: usize, seed: u32) -> Vec<u8> {
+        (0..len as u32)
+            .map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 13) as u8)
+            .collect()
+    }
+
+    fn opts() -> FetchOptions {
+        FetchOptions {
+            chunk: MIB as u64,
+            parallel: 4,
+        }
+    }
+
+    fn partial_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir.join("partial"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    }
+
+    #[test]
+    fn parallel_ranges_land_hashed_in_the_pool_with_md5_checked() {
+        rt().block_on(async {
+            let c = client();
+            let b = fresh_bucket(&c, "fetch").await;
+            let dir = tempfile::tempdir().unwrap();
+            let pool = Arc::new(Pool::open(dir.path(), None).unwrap());
+            let body = data(5 * MIB + 123, 1);
+            let etag = c
+                .put(&b, "big.bam", Bytes::from(body.clone()))
+                .await
+                .unwrap()
+                .unwrap();
+            let seen = std::sync::Mutex::new(0u64);
+            let req = Fetch {
+                bucket: &b,
+                key: "big.bam",
+                size: body.len() as u64,
+                etag: Some(&etag),
+                expect: None,
+                md5: true,
+            };
+            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|n| {
+                *seen.lock().unwrap() = n
+            })
+            .await
+            .unwrap();
+            assert_eq!(got.put.oid, Oid::of(&body));
+            assert_eq!(
+                (got.put.tier, got.put.stored, got.resumed_from),
+                (Tier::Large, true, 0)
+            );
+            assert_eq!(got.md5.unwrap().as_slice(), Md5::digest(&body).as_slice());
+            assert_eq!(*seen.lock().unwrap(), body.len() as u64);
+            assert_eq!(
+                pool.get(&got.put.oid).unwrap().unwrap().to_vec().unwrap(),
+                body
+            );
+            assert!(
+                partial_files(dir.path()).is_empty(),
+                "the partial file was adopted"
+            );
+
+            // A small object lands in the kv tier.
+            let small = data(1000, 2);
+            let etag = c
+                .put(&b, "small.txt", Bytes::from(small.clone()))
+                .await
+                .unwrap()
+                .unwrap();
+            let req = Fetch {
+                key: "small.txt",
+                size: 1000,
+                etag: Some(&etag),
+                ..req_of(&b)
+            };
+            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|_| {})
+                .await
+                .unwrap();
+            assert_eq!((got.put.oid, got.put.tier), (Oid::of(&small), Tier::Kv));
+        });
+    }
+
+    fn req_of(b: &str) -> Fetch<'_> {
+        Fetch {
+            bucket: b,
+            key: "",
+            size: 0,
+            etag: None,
+            expect: None,
+            md5: true,
+        }
+    }
+
+    #[test]
+    fn an_interrupted_download_resumes_and_a_bad_prefix_is_caught() {
+        rt().block_on(async {
+            let c = client();
+            let b = fresh_bucket(&c, "resume").await;
+            let dir = tempfile::tempdir().unwrap();
+            let pool = Arc::new(Pool::open(dir.path(), None).unwrap());
+            let body = data(4 * MIB + 7, 3);
+            let etag = c
+                .put(&b, "r.cram", Bytes::from(body.clone()))
+                .await
+                .unwrap()
+                .unwrap();
+            let req = Fetch {
+                key: "r.cram",
+                size: body.len() as u64,
+                etag: Some(&etag),
+                expect: Some(Oid::of(&body)),
+                ..req_of(&b)
+            };
+            // A wrong ETag refuses every range: what arrived stays for a resume.
+            let stale = Fetch {
+                etag: Some("0123456789abcdef0123456789abcdef"),
+                ..req.clone()
+            };
+            let err = fetch_into_pool(&c, pool.clone(), stale, opts(), &|_| {})
+                .await
+                .unwrap_err();
+            assert!(matches!(err, FetchError::Changed { .. }), "{err}");
+            assert!(!pool.has(&Oid::of(&body)).unwrap());
+
+            assert!(
+                partial_files(dir.path()).is_empty(),
+                "a changed object keeps no partial"
+            );
+
+            // What an earlier try left: 2.5 MiB of the right bytes.
+            let part = dir.path().join("partial");
+            let name = {
+                let id = format!("s3://{b}/r.cram\n{etag}\n{}", body.len());
+                format!("{}.part", Oid::of(id.as_bytes()))
+            };
+            std::fs::write(part.join(&name), &body[..5 * MIB / 2]).unwrap();
+            let got = fetch_into_pool(&c, pool.clone(), req.clone(), opts(), &|_| {})
+                .await
+                .unwrap();
+            assert_eq!(
+                got.resumed_from,
+                2 * MIB as u64,
+                "resumes at the last whole chunk"
+            );
+            assert_eq!(got.put.oid, Oid::of(&body));
+            assert_eq!(got.md5.unwrap().as_slice(), Md5::digest(&body).as_slice());
+
+            // A partial file holding wrong bytes fails the hash and is discarded.
+            pool.delete(&got.put.oid).unwrap();
+            std::fs::write(part.join(&name), vec![0u8; 3 * MIB]).unwrap();
+            let err = fetch_into_pool(&c, pool.clone(), req.clone(), opts(), &|_| {})
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, FetchError::Mismatch { what: "sha256", .. }),
+                "{err}"
+            );
+            assert!(partial_files(dir.path()).is_empty());
+            assert!(!pool.has(&Oid::of(&body)).unwrap());
+            // ... and the next try starts over and succeeds.
+            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|_| {})
+                .await
+                .unwrap();
+            assert_eq!((got.resumed_from, got.put.oid), (0, Oid::of(&body)));
+        });
+    }
+}

@@ -1,7 +1,7 @@
 use std::fs::File;
 use std::io::{Cursor, Read};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::error::{IoContext, Result};
 
@@ -25,6 +25,15 @@ pub trait Backend: Send + Sync + 'static {
     /// Starts a write whose bytes the engine holds aside until `commit`;
     /// dropping it uncommitted leaves nothing behind.
     fn stage(&self) -> Result<Box<dyn Staged + '_>>;
+    /// Takes the finished file at `path` (on the engine's filesystem, its
+    /// bytes already verified against `key`) as the value of `key`; the file
+    /// is gone afterwards either way. True when this call stored it.
+    fn adopt(&self, key: &[u8], path: &Path) -> Result<bool> {
+        let value = std::fs::read(path).at("read", path)?;
+        let stored = self.put(key, &value)?;
+        std::fs::remove_file(path).at("remove", path)?;
+        Ok(stored)
+    }
     /// Entries and bytes held.
     fn stats(&self) -> Result<TierStats> {
         let keys = self.list()?;

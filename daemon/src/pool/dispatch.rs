@@ -72,6 +72,7 @@ pub struct Pool {
     large: Arc<dyn Backend>,
     threshold: u64,
     pins: Pins,
+    partial: Option<PathBuf>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -88,7 +89,11 @@ impl Pool {
         let threshold = Self::settle_threshold(dir, threshold)?;
         let kv = SqliteEngine::open(&dir.join("kv.sqlite"))?;
         let large = LocalEngine::open(&dir.join("large"))?;
-        Ok(Pool::with_engines(Arc::new(kv), Arc::new(large), threshold))
+        let partial = dir.join("partial");
+        std::fs::create_dir_all(&partial).at("create folder", &partial)?;
+        let mut pool = Pool::with_engines(Arc::new(kv), Arc::new(large), threshold);
+        pool.partial = Some(partial);
+        Ok(pool)
     }
 
     fn settle_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
@@ -136,7 +141,30 @@ impl Pool {
             large,
             threshold,
             pins: Pins::default(),
+            partial: None,
         }
+    }
+
+    /// Where resumable downloads keep their partial files: on the large
+    /// tier's filesystem, so a finished one is adopted by a rename. `None`
+    /// for pools built from engines.
+    pub fn partial_dir(&self) -> Option<&Path> {
+        self.partial.as_deref()
+    }
+
+    /// Takes the finished file at `path` as the entry `oid`, moving it (no
+    /// copy) when it goes to the large tier. The caller hashed exactly these
+    /// `len` bytes as they were written; the file is gone afterwards.
+    pub(crate) fn adopt_verified(&self, path: &Path, oid: &Oid, len: u64) -> Result<Put> {
+        let _pin = self.pin(oid);
+        let tier = self.tier_for(len);
+        let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
+        Ok(Put {
+            oid: *oid,
+            len,
+            tier,
+            stored,
+        })
     }
 
     /// `$XDG_DATA_HOME/drsd/pool` (or the platform's equivalent).

@@ -115,6 +115,20 @@ fn remove_quietly(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// fsync, read-only, rename into `{hex[0:2]}/{hex[2:4]}/{hex}`, fsync the folder.
+fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Result<()> {
+    let dest = engine.path_for(key)?;
+    file.sync_all().at("fsync", path)?;
+    file.set_permissions(Permissions::from_mode(0o444))
+        .at("make read-only", path)?;
+    let dir = dest.parent().expect("blob paths have a shard folder");
+    create_durable_dirs(&engine.root, dir)?;
+    // The same key means the same bytes: a concurrent commit that got there
+    // first is as good as ours.
+    fs::rename(path, &dest).at("commit (rename) into", &dest)?;
+    fsync_dir(dir)
+}
+
 fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
@@ -208,6 +222,16 @@ impl Backend for LocalEngine {
         Ok(keys)
     }
 
+    fn adopt(&self, key: &[u8], path: &Path) -> Result<bool> {
+        if self.has(key)? {
+            fs::remove_file(path).at("remove", path)?;
+            return Ok(false);
+        }
+        let file = File::open(path).at("open", path)?;
+        commit_file(self, &file, path, key)?;
+        Ok(true)
+    }
+
     fn stage(&self) -> Result<Box<dyn Staged + '_>> {
         let file = NamedTempFile::new_in(&self.stage).at("create stage file in", &self.stage)?;
         Ok(Box::new(LocalStage {
@@ -267,23 +291,9 @@ impl Staged for LocalStage<'_> {
 
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()> {
         let LocalStage { engine, file, .. } = *self;
-        let dest = engine.path_for(key)?;
-        let stage_path = file.path().to_path_buf();
-        file.as_file()
-            .sync_all()
-            .at("fsync stage file", &stage_path)?;
-        file.as_file()
-            .set_permissions(Permissions::from_mode(0o444))
-            .at("make read-only", &stage_path)?;
-        let dir = dest.parent().expect("blob paths have a shard folder");
-        create_durable_dirs(&engine.root, dir)?;
-        // The same key means the same bytes: a concurrent commit that got
-        // there first is as good as ours.
-        file.persist(&dest).map_err(|e| PoolError::Io {
-            op: "commit (rename) into",
-            path: dest.clone(),
-            source: e.error,
-        })?;
-        fsync_dir(dir)
+        // On failure the NamedTempFile still owns the path and removes it.
+        commit_file(engine, file.as_file(), file.path(), key)?;
+        let _ = file.into_temp_path().keep();
+        Ok(())
     }
 }

@@ -4,11 +4,13 @@
 //! signed URL or a secret.
 
 mod credentials;
+mod download;
 mod error;
 mod s3;
 mod url;
 
 pub use credentials::{CredentialSource, S3Credentials};
+pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched};
 pub use error::RemoteError;
 pub use s3::{ObjectMeta, Retry, S3Client, S3Config};
 pub use url::ObjectUrl;

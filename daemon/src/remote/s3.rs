@@ -157,15 +157,29 @@ impl S3Client {
         key: &str,
         range: Option<Range<u64>>,
     ) -> Result<Response, RemoteError> {
+        self.get_if(bucket, key, range, None).await
+    }
+
+    /// A GET that fails with HTTP 412 unless the object still has `etag`.
+    pub async fn get_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<Range<u64>>,
+        etag: Option<&str>,
+    ) -> Result<Response, RemoteError> {
         let b = self.bucket(bucket)?;
         let url = b.get_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         self.send("GET", &object, &[], || {
-            let req = self.http.get(url.clone());
-            match &range {
-                Some(r) => req.header("range", format!("bytes={}-{}", r.start, r.end - 1)),
-                None => req,
+            let mut req = self.http.get(url.clone());
+            if let Some(r) = &range {
+                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
             }
+            if let Some(tag) = etag {
+                req = req.header("if-match", format!("\"{tag}\""));
+            }
+            req
         })
         .await
     }

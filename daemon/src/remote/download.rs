@@ -1,0 +1,361 @@
+//! Downloads into the pool: parallel range requests delivered in order to
+//! one writer that hashes (sha256, and md5 when asked) in the same pass,
+//! resumable from a partial file that survives errors and restarts.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use md5::Md5;
+use sha2::{Digest, Sha256};
+
+use super::{RemoteError, S3Client};
+use crate::pool::{Oid, Pool, PoolError, Put};
+
+/// One object to fetch, with what we already know about it.
+#[derive(Debug, Clone)]
+pub struct Fetch<'a> {
+    pub bucket: &'a str,
+    pub key: &'a str,
+    pub size: u64,
+    /// Every range is requested `If-Match` this ETag, so a change on the
+    /// server mid-download is refused, and partial files resume only when
+    /// they belong to it.
+    pub etag: Option<&'a str>,
+    /// The content oid, when known: the download must hash to it.
+    pub expect: Option<Oid>,
+    /// Compute md5 too (and check a single-part ETag with it).
+    pub md5: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct FetchOptions {
+    pub chunk: u64,
+    pub parallel: usize,
+}
+
+impl Default for FetchOptions {
+    fn default() -> FetchOptions {
+        FetchOptions {
+            chunk: 8 << 20,
+            parallel: 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub put: Put,
+    pub md5: Option<[u8; 16]>,
+    /// Bytes taken from an earlier, interrupted download.
+    pub resumed_from: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("{object} changed on the server since it was added: {why}")]
+    Changed { object: String, why: String },
+    #[error(
+        "{object}: {what} mismatch: expected {expected}, got {got}; the download was discarded"
+    )]
+    Mismatch {
+        object: String,
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error("{object}: {why}")]
+    Short { object: String, why: String },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the pool has no folder for partial downloads")]
+    NoPartialDir,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> FetchError + 'a {
+    move |source| FetchError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Fetches the object into the pool and returns what landed. On a network
+/// error the bytes received so far stay in the partial file for the next
+/// try; on a hash or ETag mismatch nothing stays. `progress` gets the bytes
+/// held so far after each chunk.
+pub async fn fetch_into_pool(
+    client: &S3Client,
+    pool: Arc<Pool>,
+    req: Fetch<'_>,
+    opts: FetchOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Fetched, FetchError> {
+    let object = format!("s3://{}/{}", req.bucket, req.key);
+    let path = partial_path(&pool, &req)?;
+    let (file, start) = open_partial(&path, &req, opts.chunk)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(opts.parallel);
+    let sink = Sink::spawn(file, path.clone(), start, req.md5, rx);
+    let ranges = (start..req.size)
+        .step_by(opts.chunk.max(1) as usize)
+        .map(|from| {
+            let to = (from + opts.chunk).min(req.size);
+            from..to
+        });
+    let fetched = stream::iter(ranges)
+        .map(|range| fetch_range(client, &req, &object, range))
+        .buffered(opts.parallel.max(1))
+        .try_for_each(|chunk| {
+            let tx = tx.clone();
+            let object = &object;
+            async move {
+                tx.send(chunk).await.map_err(|_| FetchError::Short {
+                    object: object.clone(),
+                    why: "the writer stopped".into(),
+                })
+            }
+        })
+        .await;
+    drop(tx);
+    let done = tokio::task::spawn_blocking(move || sink.finish())
+        .await
+        .expect("the download writer does not panic")?;
+    progress(done.len);
+    // A network error keeps the bytes for a resume; a changed object or a
+    // mismatch makes them worthless.
+    let checked = fetched.and_then(|()| verify(&req, &object, &done));
+    if matches!(
+        checked,
+        Err(FetchError::Changed { .. } | FetchError::Mismatch { .. })
+    ) {
+        let _ = std::fs::remove_file(&path);
+    }
+    checked?;
+    let oid = done.sha256;
+    let put = tokio::task::spawn_blocking(move || pool.adopt_verified(&path, &oid, done.len))
+        .await
+        .expect("adopt does not panic")?;
+    Ok(Fetched {
+        put,
+        md5: done.md5,
+        resumed_from: start,
+    })
+}
+
+/// `partial/<sha256 of what identifies this version>.part`.
+fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
+    let dir = pool.partial_dir().ok_or(FetchError::NoPartialDir)?;
+    let id = format!(
+        "s3://{}/{}\n{}\n{}",
+        req.bucket,
+        req.key,
+        req.etag.unwrap_or(""),
+        req.size
+    );
+    Ok(dir.join(format!("{}.part", Oid::of(id.as_bytes()))))
+}
+
+/// Opens the partial file and decides where to resume: at the last whole
+/// chunk of an earlier try, or at 0 when the version is not pinned by an ETag.
+fn open_partial(path: &Path, req: &Fetch<'_>, chunk: u64) -> Result<(File, u64), FetchError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io("open", path))?;
+    let have = file.metadata().map_err(io("stat", path))?.len();
+    let start = if req.etag.is_none() || have > req.size {
+        0
+    } else {
+        have - have % chunk.max(1)
+    };
+    file.set_len(start).map_err(io("truncate", path))?;
+    Ok((file, start))
+}
+
+async fn fetch_range(
+    client: &S3Client,
+    req: &Fetch<'_>,
+    object: &str,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes, FetchError> {
+    let want = range.end - range.start;
+    let resp = client
+        .get_if(req.bucket, req.key, Some(range.clone()), req.etag)
+        .await
+        .map_err(|e| match e {
+            RemoteError::Http { status: 412, .. } => FetchError::Changed {
+                object: object.to_string(),
+                why: format!("its ETag is no longer {}", req.etag.unwrap_or("")),
+            },
+            other => other.into(),
+        })?;
+    let body = resp.bytes().await.map_err(|e| FetchError::Short {
+        object: object.to_string(),
+        why: format!(
+            "body of bytes {}-{} broke off: {e}",
+            range.start,
+            range.end - 1
+        ),
+    })?;
+    if body.len() as u64 != want {
+        return Err(FetchError::Short {
+            object: object.to_string(),
+            why: format!(
+                "bytes {}-{}: got {} of {want}",
+                range.start,
+                range.end - 1,
+                body.len()
+            ),
+        });
+    }
+    Ok(body)
+}
+
+fn verify(req: &Fetch<'_>, object: &str, done: &Done) -> Result<(), FetchError> {
+    let mismatch = |what, expected: String, got: String| FetchError::Mismatch {
+        object: object.to_string(),
+        what,
+        expected,
+        got,
+    };
+    if done.len != req.size {
+        return Err(FetchError::Changed {
+            object: object.to_string(),
+            why: format!("{} bytes instead of {}", done.len, req.size),
+        });
+    }
+    if let Some(want) = req.expect.filter(|w| *w != done.sha256) {
+        return Err(mismatch("sha256", want.to_hex(), done.sha256.to_hex()));
+    }
+    // A single-part ETag is the md5 of the content: check it when we have both.
+    if let (Some(etag), Some(md5)) = (req.etag, done.md5) {
+        let is_md5 = etag.len() == 32 && etag.bytes().all(|b| b.is_ascii_hexdigit());
+        if is_md5 && !etag.eq_ignore_ascii_case(&hex::encode(md5)) {
+            return Err(mismatch(
+                "md5 (the ETag)",
+                etag.to_string(),
+                hex::encode(md5),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the writer saw: every byte of the partial file, hashed.
+struct Done {
+    len: u64,
+    sha256: Oid,
+    md5: Option<[u8; 16]>,
+}
+
+/// The writer thread: rehashes the resumed prefix from disk, then appends
+/// chunks in order, feeding the hash threads the very bytes it writes.
+struct Sink {
+    thread: JoinHandle<Result<Done, FetchError>>,
+}
+
+impl Sink {
+    fn spawn(
+        file: File,
+        path: PathBuf,
+        start: u64,
+        md5: bool,
+        rx: tokio::sync::mpsc::Receiver<Bytes>,
+    ) -> Sink {
+        let thread = std::thread::spawn(move || write_and_hash(file, &path, start, md5, rx));
+        Sink { thread }
+    }
+
+    fn finish(self) -> Result<Done, FetchError> {
+        self.thread
+            .join()
+            .expect("the download writer does not panic")
+    }
+}
+
+fn write_and_hash(
+    mut file: File,
+    path: &Path,
+    start: u64,
+    want_md5: bool,
+    mut rx: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Result<Done, FetchError> {
+    let sha = Hasher::spawn::<Sha256>();
+    let md5 = want_md5.then(Hasher::spawn::<Md5>);
+    let feed = |chunk: Bytes| {
+        sha.send(chunk.clone());
+        if let Some(m) = &md5 {
+            m.send(chunk);
+        }
+    };
+    file.seek(SeekFrom::Start(0)).map_err(io("seek", path))?;
+    let mut left = start;
+    while left > 0 {
+        let mut buf = vec![0u8; left.min(8 << 20) as usize];
+        file.read_exact(&mut buf).map_err(io("read", path))?;
+        left -= buf.len() as u64;
+        feed(Bytes::from(buf));
+    }
+    let mut len = start;
+    let mut failed = None;
+    while let Some(chunk) = rx.blocking_recv() {
+        if let Err(e) = file.write_all(&chunk) {
+            failed = Some(e);
+            break;
+        }
+        len += chunk.len() as u64;
+        feed(chunk);
+    }
+    if let Some(e) = failed {
+        return Err(io("write", path)(e));
+    }
+    file.sync_data().map_err(io("fsync", path))?;
+    let sha256 = Oid::from_digest(sha.finish().try_into().expect("32 bytes"));
+    let md5 = md5.map(|m| m.finish().try_into().expect("16 bytes"));
+    Ok(Done { len, sha256, md5 })
+}
+
+/// A digest computed on its own thread, so sha256 and md5 run side by side.
+struct Hasher {
+    tx: mpsc::SyncSender<Bytes>,
+    thread: JoinHandle<Vec<u8>>,
+}
+
+impl Hasher {
+    fn spawn<D: Digest + Send + 'static>() -> Hasher {
+        let (tx, rx) = mpsc::sync_channel::<Bytes>(4);
+        let thread = std::thread::spawn(move || {
+            let mut d = D::new();
+            for chunk in rx {
+                d.update(&chunk);
+            }
+            d.finalize().to_vec()
+        });
+        Hasher { tx, thread }
+    }
+
+    fn send(&self, chunk: Bytes) {
+        let _ = self.tx.send(chunk); // the thread only ends when we drop tx
+    }
+
+    fn finish(self) -> Vec<u8> {
+        drop(self.tx);
+        self.thread.join().expect("hash threads do not panic")
+    }
+}
