@@ -73,11 +73,11 @@ fn multipart_etags_are_reproducible_and_headed_after_completion() {
         std::fs::write(&path, &data).unwrap();
         let part = 5 * 1024 * 1024;
         let one = c
-            .put_multipart(&b, "a/reads.bam", &path, part)
+            .put_multipart(&b, "a/reads.bam", &path, part, &[])
             .await
             .unwrap();
         let two = c
-            .put_multipart(&b, "b/reads.bam", &path, part)
+            .put_multipart(&b, "b/reads.bam", &path, part, &[])
             .await
             .unwrap();
         assert_eq!(one.size, data.len() as u64);
@@ -324,6 +324,73 @@ mod fetch {
                 .await
                 .unwrap();
             assert_eq!((got.resumed_from, got.put.oid), (0, Oid::of(&body)));
+        });
+    }
+}
+
+mod upload {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use drsd::pool::{Oid, Pool};
+    use drsd::remote::{upload_from_pool, ObjectLayout, UploadOptions, Uploaded};
+
+    use super::{client, fresh_bucket, rt};
+
+    #[test]
+    fn uploads_once_in_the_layout_and_skips_what_is_there() {
+        rt().block_on(async {
+            let c = client();
+            let b = fresh_bucket(&c, "up").await;
+            let layout = ObjectLayout::parse(&format!("s3://{b}/lfs")).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let pool = Arc::new(Pool::open(dir.path(), None).unwrap());
+            let opts = UploadOptions {
+                multipart_from: 8 << 20,
+                part_size: 5 << 20,
+            };
+            let mut oids = Vec::new();
+            for (i, len) in [1000usize, 6 << 20, 12 << 20].into_iter().enumerate() {
+                let data: Vec<u8> = (0..len).map(|j| (j * 7 + i) as u8).collect();
+                oids.push((pool.put_stream(None, &data[..]).unwrap().oid, len as u64));
+            }
+            for (oid, len) in &oids {
+                let sent = upload_from_pool(&c, pool.clone(), &layout, oid, opts)
+                    .await
+                    .unwrap();
+                let Uploaded::Sent(meta) = sent else {
+                    panic!("first upload of {oid} skipped")
+                };
+                assert_eq!(meta.size, *len);
+                assert_eq!(meta.sha256, Some(oid.to_hex()));
+                let key = layout.key(oid);
+                let back = c.get_bytes(&b, &key, None).await.unwrap();
+                assert_eq!(Oid::of(&back), *oid);
+                let again = upload_from_pool(&c, pool.clone(), &layout, oid, opts)
+                    .await
+                    .unwrap();
+                assert!(
+                    matches!(again, Uploaded::Skipped(_)),
+                    "second upload of {oid} sent again"
+                );
+            }
+            let multipart = c.head(&b, &layout.key(&oids[2].0)).await.unwrap().unwrap();
+            assert!(multipart.etag.unwrap().ends_with("-3"));
+
+            // Same key, other bytes, no sha256: not skipped, replaced.
+            let (oid, _) = oids[1];
+            c.put(&b, &layout.key(&oid), Bytes::from_static(b"impostor"))
+                .await
+                .unwrap();
+            let fixed = upload_from_pool(&c, pool.clone(), &layout, &oid, opts)
+                .await
+                .unwrap();
+            assert!(matches!(fixed, Uploaded::Sent(_)));
+            let missing = Oid::of(b"never stored");
+            let err = upload_from_pool(&c, pool, &layout, &missing, opts)
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(&missing.to_hex()), "{err}");
         });
     }
 }

@@ -73,7 +73,12 @@ pub struct ObjectMeta {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub version_id: Option<String>,
+    /// The `x-amz-meta-sha256` we attach to what we upload.
+    pub sha256: Option<String>,
 }
+
+/// The metadata header our uploads carry: the content oid.
+pub const SHA256_META: &str = "x-amz-meta-sha256";
 
 /// An S3 client over presigned requests.
 pub struct S3Client {
@@ -219,12 +224,27 @@ impl S3Client {
         key: &str,
         body: Bytes,
     ) -> Result<Option<String>, RemoteError> {
+        self.put_with(bucket, key, body, &[]).await
+    }
+
+    /// A single PUT carrying `headers` (signed, e.g. `x-amz-meta-*`).
+    pub async fn put_with(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<Option<String>, RemoteError> {
         let b = self.bucket(bucket)?;
-        let url = b.put_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
+        let mut action = b.put_object(self.creds.keys.as_ref(), key);
+        for (k, v) in headers {
+            action.headers_mut().insert(*k, *v);
+        }
+        let url = action.sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         let resp = self
             .send("PUT", &object, &[], || {
-                self.http.put(url.clone()).body(body.clone())
+                with_headers(self.http.put(url.clone()), headers).body(body.clone())
             })
             .await?;
         Ok(etag(&resp))
@@ -240,14 +260,19 @@ impl S3Client {
         key: &str,
         path: &Path,
         part_size: u64,
+        headers: &[(&str, &str)],
     ) -> Result<ObjectMeta, RemoteError> {
         let object = format!("s3://{bucket}/{key}");
         let b = self.bucket(bucket)?;
-        let url = b
-            .create_multipart_upload(self.creds.keys.as_ref(), key)
-            .sign(SIGN_FOR);
+        let mut action = b.create_multipart_upload(self.creds.keys.as_ref(), key);
+        for (k, v) in headers {
+            action.headers_mut().insert(*k, *v);
+        }
+        let url = action.sign(SIGN_FOR);
         let resp = self
-            .send("start upload", &object, &[], || self.http.post(url.clone()))
+            .send("start upload", &object, &[], || {
+                with_headers(self.http.post(url.clone()), headers)
+            })
             .await?;
         let text = resp
             .text()
@@ -441,6 +466,13 @@ impl S3Client {
     }
 }
 
+fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBuilder {
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req
+}
+
 fn retryable(status: StatusCode) -> bool {
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
@@ -515,5 +547,6 @@ fn meta(resp: &Response, op: &'static str, object: &str) -> Result<ObjectMeta, R
         etag: etag(resp),
         last_modified: header(resp, "last-modified"),
         version_id: header(resp, "x-amz-version-id"),
+        sha256: header(resp, SHA256_META),
     })
 }

@@ -1,0 +1,182 @@
+//! Uploads from the pool to a bucket under git-lfs's own layout, skipping
+//! what the bucket already holds.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{ObjectMeta, RemoteError, S3Client, SHA256_META};
+use crate::pool::{Blob, Oid, Pool, PoolError};
+
+/// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
+/// (the layout of `.git/lfs/objects`, so a listing reads like one). Each
+/// object carries its oid as `x-amz-meta-sha256`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectLayout {
+    pub bucket: String,
+    pub prefix: String,
+}
+
+impl ObjectLayout {
+    /// From `s3://bucket` or `s3://bucket/prefix`.
+    pub fn parse(text: &str) -> Result<ObjectLayout, RemoteError> {
+        let rest = text
+            .strip_prefix("s3://")
+            .ok_or_else(|| RemoteError::BadUrl {
+                url: text.into(),
+                why: "an object remote is s3://bucket[/prefix]".into(),
+            })?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(RemoteError::BadUrl {
+                url: text.into(),
+                why: "no bucket".into(),
+            });
+        }
+        Ok(ObjectLayout {
+            bucket: bucket.into(),
+            prefix: prefix.trim_matches('/').into(),
+        })
+    }
+
+    pub fn key(&self, oid: &Oid) -> String {
+        let hex = oid.to_hex();
+        let path = format!("{}/{}/{hex}", &hex[0..2], &hex[2..4]);
+        match self.prefix.as_str() {
+            "" => path,
+            p => format!("{p}/{path}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct UploadOptions {
+    /// Objects of at least this size go up in parts.
+    pub multipart_from: u64,
+    /// Fixed, so the same content always gets the same multipart ETag.
+    pub part_size: u64,
+}
+
+impl Default for UploadOptions {
+    fn default() -> UploadOptions {
+        UploadOptions {
+            multipart_from: 64 << 20,
+            part_size: 64 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Uploaded {
+    /// The bucket had it: same size, same sha256, readable.
+    Skipped(ObjectMeta),
+    Sent(ObjectMeta),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("the pool has no object {0} to upload")]
+    Missing(Oid),
+    #[error("{object}: after the upload the store reports {got} bytes, not {want}")]
+    Size { object: String, want: u64, got: u64 },
+}
+
+/// Uploads pool entry `oid` to `layout`, unless it is there already.
+pub async fn upload_from_pool(
+    client: &S3Client,
+    pool: Arc<Pool>,
+    layout: &ObjectLayout,
+    oid: &Oid,
+    opts: UploadOptions,
+) -> Result<Uploaded, UploadError> {
+    let key = layout.key(oid);
+    let object = format!("s3://{}/{key}", layout.bucket);
+    let (bucket, hex) = (layout.bucket.as_str(), oid.to_hex());
+    let blob = {
+        let (pool, oid) = (pool.clone(), *oid);
+        tokio::task::spawn_blocking(move || pool.get(&oid))
+            .await
+            .expect("pool reads do not panic")?
+            .ok_or(UploadError::Missing(oid))?
+    };
+    let len = blob.len();
+    if let Some(meta) = client.head(bucket, &key).await? {
+        let same = meta.size == len && meta.sha256.as_deref() == Some(hex.as_str());
+        if same && readable(client, bucket, &key, len).await? {
+            return Ok(Uploaded::Skipped(meta));
+        }
+    }
+    let headers = [(SHA256_META, hex.as_str())];
+    let meta = match blob {
+        Blob::File { ref path, .. } if len >= opts.multipart_from => {
+            client
+                .put_multipart(bucket, &key, path, opts.part_size, &headers)
+                .await?
+        }
+        blob => {
+            let bytes = tokio::task::spawn_blocking(move || blob.to_vec())
+                .await
+                .expect("pool reads do not panic")?;
+            client
+                .put_with(bucket, &key, Bytes::from(bytes), &headers)
+                .await?;
+            client
+                .head(bucket, &key)
+                .await?
+                .ok_or_else(|| RemoteError::Protocol {
+                    op: "HEAD after upload",
+                    object: object.clone(),
+                    why: "the object is not there".into(),
+                })?
+        }
+    };
+    if meta.size != len {
+        return Err(UploadError::Size {
+            object,
+            want: len,
+            got: meta.size,
+        });
+    }
+    Ok(Uploaded::Sent(meta))
+}
+
+/// A one-byte read: the object is not only listed but can be fetched.
+async fn readable(
+    client: &S3Client,
+    bucket: &str,
+    key: &str,
+    len: u64,
+) -> Result<bool, RemoteError> {
+    if len == 0 {
+        return Ok(true);
+    }
+    match client.get_bytes(bucket, key, Some(0..1)).await {
+        Ok(b) => Ok(b.len() == 1),
+        Err(RemoteError::Http { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_keys_follow_git_lfs_objects() {
+        let oid = Oid::of(b"x");
+        let hex = oid.to_hex();
+        let l = ObjectLayout::parse("s3://bkt/team/lfs/").unwrap();
+        assert_eq!(
+            l.key(&oid),
+            format!("team/lfs/{}/{}/{hex}", &hex[..2], &hex[2..4])
+        );
+        let l = ObjectLayout::parse("s3://bkt").unwrap();
+        assert_eq!(l.key(&oid), format!("{}/{}/{hex}", &hex[..2], &hex[2..4]));
+        assert!(ObjectLayout::parse("https://bkt").is_err());
+        assert!(ObjectLayout::parse("s3:///x").is_err());
+    }
+}
