@@ -172,6 +172,10 @@ impl Pool {
         directories::ProjectDirs::from("", "", "drsd").map(|d| d.data_dir().join("pool"))
     }
 
+    pub(crate) fn large_engine(&self) -> &dyn Backend {
+        &*self.large
+    }
+
     pub fn threshold(&self) -> u64 {
         self.threshold
     }
@@ -418,7 +422,7 @@ impl Pool {
     }
 }
 
-fn check(expect: Option<&Oid>, got: Oid, len: u64) -> Result<()> {
+pub(crate) fn check(expect: Option<&Oid>, got: Oid, len: u64) -> Result<()> {
     match expect {
         Some(expected) if *expected != got => Err(PoolError::HashMismatch {
             expected: *expected,

@@ -7,6 +7,7 @@
 mod backend;
 mod dispatch;
 mod error;
+mod files;
 mod local;
 mod mem;
 mod oid;
@@ -21,6 +22,7 @@ pub use dispatch::{
     BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Tier, TierReport, DEFAULT_THRESHOLD,
 };
 pub use error::{PoolError, Result};
+pub use files::Placed;
 pub use local::LocalEngine;
 pub use mem::MemEngine;
 pub use oid::Oid;

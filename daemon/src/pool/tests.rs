@@ -585,3 +585,103 @@ fn pool_verify_names_corrupt_entries_in_both_tiers() {
     );
     assert!(!bad.contains(&good.as_bytes().to_vec()));
 }
+
+#[test]
+fn export_links_large_entries_and_writes_small_ones() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::open(&dir.path().join("pool"), Some(T)).unwrap();
+    let large = bytes(1, T * 3);
+    let small = bytes(2, 10);
+    let large_oid = pool.put(&Oid::of(&large), &large).unwrap().oid;
+    let small_oid = pool.put(&Oid::of(&small), &small).unwrap().oid;
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+
+    let dest = repo.join("large");
+    assert_eq!(
+        pool.export(&large_oid, &dest).unwrap(),
+        Some(Placed::HardLink)
+    );
+    let pooled = pool
+        .get(&large_oid)
+        .unwrap()
+        .unwrap()
+        .path()
+        .unwrap()
+        .to_path_buf();
+    let (a, b) = (
+        std::fs::metadata(&dest).unwrap(),
+        std::fs::metadata(&pooled).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "one copy on disk");
+    assert_eq!(std::fs::read(&dest).unwrap(), large);
+    let err = pool.export(&large_oid, &dest).unwrap_err();
+    assert!(err.to_string().contains("repo/large"), "{err}");
+
+    let dest = repo.join("small");
+    assert_eq!(
+        pool.export(&small_oid, &dest).unwrap(),
+        Some(Placed::Written)
+    );
+    assert_eq!(std::fs::read(&dest).unwrap(), small);
+    assert_eq!(
+        pool.export(&Oid::of(b"absent"), &repo.join("x")).unwrap(),
+        None
+    );
+
+    // Deleting the repo's link leaves the pool's copy (what `git lfs prune` does).
+    std::fs::remove_file(repo.join("large")).unwrap();
+    assert_eq!(
+        pool.get(&large_oid).unwrap().unwrap().to_vec().unwrap(),
+        large
+    );
+}
+
+#[test]
+fn adopt_file_links_a_repo_object_in_and_checks_it() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::open(&dir.path().join("pool"), Some(T)).unwrap();
+    let data = bytes(3, T * 2 + 1);
+    let object = dir.path().join("object");
+    std::fs::write(&object, &data).unwrap();
+
+    let wrong = Oid::of(b"other");
+    let err = pool.adopt_file(&object, Some(&wrong)).unwrap_err();
+    assert!(matches!(err, PoolError::HashMismatch { .. }), "{err}");
+    assert!(pool.list().unwrap().is_empty());
+
+    let put = pool.adopt_file(&object, Some(&Oid::of(&data))).unwrap();
+    assert_eq!(
+        (put.oid, put.tier, put.stored),
+        (Oid::of(&data), Tier::Large, true)
+    );
+    let pooled = pool
+        .get(&put.oid)
+        .unwrap()
+        .unwrap()
+        .path()
+        .unwrap()
+        .to_path_buf();
+    assert_eq!(
+        std::fs::metadata(&pooled).unwrap().ino(),
+        std::fs::metadata(&object).unwrap().ino()
+    );
+    assert!(
+        !pool.adopt_file(&object, None).unwrap().stored,
+        "already there"
+    );
+    assert_eq!(
+        std::fs::read_dir(pool.partial_dir().unwrap())
+            .unwrap()
+            .count(),
+        0
+    );
+
+    let small = dir.path().join("small");
+    std::fs::write(&small, b"tiny").unwrap();
+    let put = pool.adopt_file(&small, None).unwrap();
+    assert_eq!((put.oid, put.tier), (Oid::of(b"tiny"), Tier::Kv));
+    assert!(pool.verify().unwrap().is_empty());
+}
