@@ -1,0 +1,169 @@
+//! Download benchmark: one object from Ceph RGW into the pool (parallel
+//! ranges, sha256 + md5 in the same pass, fsync, adopt) against `curl` of the
+//! same object, in one run.
+//!
+//!     tests/with-servers.sh cargo bench -p drsd --bench remote [-- --mib N]
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsd::pool::Pool;
+use drsd::remote::{fetch_into_pool, Fetch, FetchOptions, S3Client, S3Config, S3Credentials};
+use rusty_s3::S3Action;
+
+fn main() {
+    let mib: u64 = std::env::args()
+        .skip_while(|a| a != "--mib")
+        .nth(1)
+        .map(|n| n.parse().expect("--mib N"))
+        .unwrap_or(1024);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(run(mib));
+}
+
+async fn run(mib: u64) {
+    let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
+    let creds = S3Credentials::from_env().unwrap();
+    let client = S3Client::new(config.clone(), creds).unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let src = dir.path().join("object.bin");
+    let status = Command::new("head")
+        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
+        .stdout(std::fs::File::create(&src).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    client.create_bucket("bench").await.unwrap();
+    let meta = client
+        .put_multipart("bench", "object.bin", &src, 64 << 20, &[])
+        .await
+        .unwrap();
+    let etag = meta.etag.clone().unwrap();
+    std::fs::remove_file(&src).unwrap();
+
+    let url = presign(&config, "bench", "object.bin");
+    let curl = |out: &str| {
+        best_of(3, || {
+            let t = Instant::now();
+            let ok = Command::new("curl")
+                .args(["-sf", "-o", out, &url])
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "curl failed");
+            t.elapsed()
+        })
+    };
+    let curl_null = curl("/dev/null");
+    let out = dir.path().join("curl.out");
+    let curl_file = curl(out.to_str().unwrap());
+    let _ = std::fs::remove_file(&out);
+
+    let pool = Arc::new(Pool::open(&dir.path().join("pool"), None).unwrap());
+    let configs = [(1, false), (4, false), (8, false), (4, true)];
+    let mut rows = Vec::new();
+    for (parallel, md5) in configs {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            let req = Fetch {
+                bucket: "bench",
+                key: "object.bin",
+                size: meta.size,
+                etag: Some(&etag),
+                expect: None,
+                md5,
+            };
+            let opts = FetchOptions {
+                parallel,
+                ..FetchOptions::default()
+            };
+            let t = Instant::now();
+            let got = fetch_into_pool(&client, pool.clone(), req, opts, &|_| {})
+                .await
+                .unwrap();
+            best = best.min(t.elapsed());
+            pool.delete(&got.put.oid).unwrap();
+        }
+        rows.push((parallel, md5, best));
+    }
+    // The network and RGW alone: the same kind of ranges, bodies dropped.
+    let mut network = Vec::new();
+    for chunk_mib in [8u64, 32, 128] {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            use futures_util::stream::{self, StreamExt};
+            let chunk = chunk_mib << 20;
+            let t = Instant::now();
+            let total: usize = stream::iter((0..meta.size).step_by(chunk as usize))
+                .map(|from| {
+                    client.get_bytes(
+                        "bench",
+                        "object.bin",
+                        Some(from..(from + chunk).min(meta.size)),
+                    )
+                })
+                .buffered(4)
+                .map(|r| r.unwrap().len())
+                .fold(0, |a, n| async move { a + n })
+                .await;
+            assert_eq!(total as u64, meta.size);
+            best = best.min(t.elapsed());
+        }
+        network.push((format!("4 × {chunk_mib} MiB range GETs"), best));
+    }
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut resp = client.get("bench", "object.bin", None).await.unwrap();
+        let mut total = 0;
+        while let Some(c) = resp.chunk().await.unwrap() {
+            total += c.len();
+        }
+        assert_eq!(total as u64, meta.size);
+        best = best.min(t.elapsed());
+    }
+    network.push(("one streamed GET".to_string(), best));
+    let rate = |d: Duration| mib as f64 / d.as_secs_f64();
+    println!("### Download of a {mib} MiB object from Ceph RGW on loopback, best of 3\n");
+    println!("| what | MiB/s | / curl -o /dev/null | / curl -o FILE |");
+    println!("|---|---|---|---|");
+    for (parallel, md5, d) in rows {
+        let hashes = if md5 { "sha256 + md5" } else { "sha256" };
+        println!(
+            "| pool fetch: {parallel} × 8 MiB ranges, {hashes}, fsync, into the pool | {:.0} | {:.2}× | {:.2}× |",
+            rate(d),
+            rate(d) / rate(curl_null),
+            rate(d) / rate(curl_file)
+        );
+    }
+    for (what, d) in network {
+        println!(
+            "| reqwest, {what}, bodies dropped (no hash, no disk) | {:.0} | {:.2}× | {:.2}× |",
+            rate(d),
+            rate(d) / rate(curl_null),
+            rate(d) / rate(curl_file)
+        );
+    }
+    println!("| `curl -o /dev/null` | {:.0} | | |", rate(curl_null));
+    println!("| `curl -o FILE` | {:.0} | | |", rate(curl_file));
+}
+
+fn presign(config: &S3Config, bucket: &str, key: &str) -> String {
+    let b = rusty_s3::Bucket::new(
+        config.endpoint.clone(),
+        rusty_s3::UrlStyle::Path,
+        bucket.to_string(),
+        config.region.clone(),
+    )
+    .unwrap();
+    let creds = rusty_s3::Credentials::from_env().unwrap();
+    b.get_object(Some(&creds), key)
+        .sign(Duration::from_secs(3600))
+        .to_string()
+}
+
+fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    (0..n).map(|_| f()).min().unwrap()
+}
