@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use super::paths::lock_is_free;
 use super::{Client, IpcError};
 
 /// Set to `1` to make clients fail instead of starting a daemon.
@@ -74,8 +75,14 @@ pub async fn connect_or_start(
     let Some(start) = start.filter(|_| !autostart_disabled()) else {
         return Err(err);
     };
-    spawn_and_wait(socket, start).await?;
-    connect_until(socket, client, Instant::now() + start.timeout).await
+    let deadline = Instant::now() + start.timeout;
+    loop {
+        spawn_and_wait(socket, start).await?;
+        if let Some(client) = connect_until(socket, client, deadline).await? {
+            return Ok(client);
+        }
+        // The daemon that beat ours was stopping, not starting: try again.
+    }
 }
 
 /// Spawns `drsd serve --ready` detached, and returns once it is ready or has
@@ -120,16 +127,20 @@ fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child>
 }
 
 /// Retries the connection until `deadline`: the daemon that won a start race
-/// may still be binding its socket.
-async fn connect_until(socket: &Path, client: &str, deadline: Instant) -> Result<Client, IpcError> {
+/// may still be binding its socket. `None` when nobody answers and no daemon
+/// holds the lock any more (the winner was one that was stopping).
+async fn connect_until(socket: &Path, client: &str, deadline: Instant) -> Result<Option<Client>, IpcError> {
     let mut pause = Duration::from_millis(5);
     loop {
         match Client::connect(socket, client).await {
             Err(IpcError::NotRunning { .. }) if Instant::now() < deadline => {
+                if lock_is_free(socket) {
+                    return Ok(None);
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(100));
             }
-            other => return other,
+            other => return other.map(Some),
         }
     }
 }

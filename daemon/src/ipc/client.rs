@@ -16,6 +16,7 @@ pub struct Client {
     socket: PathBuf,
     next_id: u64,
     server: String,
+    pid: u32,
 }
 
 impl Client {
@@ -28,13 +29,14 @@ impl Client {
             socket: socket.to_path_buf(),
             next_id: 1,
             server: String::new(),
+            pid: 0,
         };
         let hello = Request::Hello {
             version: PROTOCOL_VERSION,
             client: client.to_string(),
         };
         match me.call(hello).await? {
-            Reply::Hello { server, .. } => me.server = server,
+            Reply::Hello { server, pid, .. } => (me.server, me.pid) = (server, pid),
             other => return Err(me.unexpected(&other)),
         }
         Ok(me)
@@ -43,6 +45,11 @@ impl Client {
     /// The daemon's name and version, from the handshake.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The daemon's process id, from the handshake.
+    pub fn server_pid(&self) -> u32 {
+        self.pid
     }
 
     pub fn socket(&self) -> &Path {

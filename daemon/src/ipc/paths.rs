@@ -35,6 +35,24 @@ pub fn default_socket() -> PathBuf {
     }
 }
 
+/// The daemons' start arbiter next to the socket: whoever holds its `flock` owns the socket.
+pub fn lock_path(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Whether no process holds the lock of `socket` (no daemon is starting,
+/// serving or draining there).
+pub fn lock_is_free(socket: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(lock_path(socket)) else {
+        return true;
+    };
+    // SAFETY: flock on a descriptor we own; closing it releases the lock.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 pub fn current_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }

@@ -8,25 +8,19 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use interprocess::local_socket::tokio::Listener;
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
 
 use super::DaemonError;
-use crate::ipc::paths::ensure_private_dir;
+use crate::ipc::paths::{ensure_private_dir, lock_path};
 
 pub(crate) struct Claimed {
     pub listener: Listener,
     /// Held for the daemon's lifetime.
     pub _lock: File,
-}
-
-pub(crate) fn lock_path(socket: &Path) -> PathBuf {
-    let mut name = socket.as_os_str().to_owned();
-    name.push(".lock");
-    PathBuf::from(name)
 }
 
 /// Takes the socket: private folder, lock, stale file check, bind (mode 0600).
