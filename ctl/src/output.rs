@@ -46,6 +46,7 @@ pub fn duration(secs: u64) -> String {
 
 fn state(state: RepoState) -> &'static str {
     match state {
+        RepoState::Pending => "pending",
         RepoState::Watching => "watching",
         RepoState::Polling => "polling",
         RepoState::Missing => "missing",

@@ -165,6 +165,8 @@ pub struct RepoReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RepoState {
+    /// Registered, first scan not done yet (just after a start).
+    Pending,
     /// Watched for changes through the OS.
     Watching,
     /// The OS refused a watch (e.g. the inotify limit): rescanned on a timer.

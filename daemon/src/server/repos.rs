@@ -21,8 +21,8 @@ pub(crate) struct RepoBook {
     pool: Arc<Pool>,
 }
 
-struct Inner {
-    repos: BTreeMap<PathBuf, RepoReport>,
+pub(super) struct Inner {
+    pub(super) repos: BTreeMap<PathBuf, RepoReport>,
     watcher: Watcher,
 }
 
@@ -41,7 +41,7 @@ impl RepoBook {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -198,8 +198,8 @@ impl Inner {
 fn fresh(path: PathBuf) -> RepoReport {
     RepoReport {
         path,
-        state: RepoState::Polling,
-        problem: Some("not scanned yet".into()),
+        state: RepoState::Pending,
+        problem: None,
         scan: None,
     }
 }

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use notify::event::{AccessKind, AccessMode, EventKind, MetadataKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{new_debouncer, DebounceEventResult, Debouncer};
+use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::lfs::scan::GitDirs;
@@ -35,7 +36,7 @@ pub enum WatchError {
 }
 
 pub struct Watcher {
-    debouncer: Debouncer<RecommendedWatcher>,
+    debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
     /// Watched folder -> the repo it belongs to.
     owners: std::sync::Arc<std::sync::Mutex<BTreeMap<PathBuf, PathBuf>>>,
     /// Repo -> its watched folders, to unwatch them.
@@ -51,17 +52,21 @@ impl Watcher {
         let handler = move |result: DebounceEventResult| match result {
             Ok(events) => {
                 let owners = lookup.lock().unwrap_or_else(|e| e.into_inner());
-                let mut repos: Vec<PathBuf> =
-                    events.iter().filter_map(|e| owner_of(&owners, &e.path)).collect();
+                let mut repos: Vec<PathBuf> = events
+                    .iter()
+                    .filter(|e| is_change(&e.event.kind))
+                    .flat_map(|e| e.event.paths.iter())
+                    .filter_map(|path| owner_of(&owners, path))
+                    .collect();
                 repos.sort();
                 repos.dedup();
                 if !repos.is_empty() {
                     let _ = changed.send(repos);
                 }
             }
-            Err(e) => log::warn!("file watcher: {e}"),
+            Err(errors) => errors.iter().for_each(|e| log::warn!("file watcher: {e}")),
         };
-        let debouncer = new_debouncer(debounce, handler).map_err(WatchError::Start)?;
+        let debouncer = new_debouncer(debounce, None, handler).map_err(WatchError::Start)?;
         Ok(Watcher {
             debouncer,
             owners,
@@ -74,7 +79,7 @@ impl Watcher {
         self.unwatch_repo(repo);
         let mut done = Vec::new();
         for (path, mode) in watch_list(dirs) {
-            if let Err(source) = self.debouncer.watcher().watch(&path, mode) {
+            if let Err(source) = self.debouncer.watch(&path, mode) {
                 self.forget(&done);
                 return Err(WatchError::Watch { path, source });
             }
@@ -101,7 +106,7 @@ impl Watcher {
         for path in paths {
             owners.remove(path);
             // A deleted folder has lost its watch already; that error means nothing.
-            let _ = self.debouncer.watcher().unwatch(path);
+            let _ = self.debouncer.unwatch(path);
         }
     }
 }
@@ -122,6 +127,18 @@ fn watch_list(dirs: &GitDirs) -> Vec<(PathBuf, RecursiveMode)> {
         list.push((lfs, RecursiveMode::NonRecursive));
     }
     list
+}
+
+/// Whether an event says something changed. Reads are not changes: the
+/// daemon's own scans open HEAD, refs and config, and reacting to those
+/// would rescan forever.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => false,
+        _ => true,
+    }
 }
 
 /// The repo owning the watched folder that contains `path`.
