@@ -254,7 +254,7 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config_in(dir.path());
     config.drain_timeout = Duration::from_millis(1);
-    fill_pool(&config.pool_dir, 4, 32);
+    fill_pool(&config.pool_dir, 6, 48);
     let daemon = start_in(dir, config).await;
     let mut client = daemon.client().await;
     let (started_tx, started_rx) = oneshot::channel();
