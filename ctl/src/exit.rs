@@ -16,16 +16,19 @@ pub struct Failure {
     pub error: anyhow::Error,
     /// The daemon's `{code, message}` when it sent one.
     pub wire_code: Option<ErrorCode>,
+    /// The command already printed its JSON answer (e.g. a verify report
+    /// naming bad entries); only the exit code and the message remain.
+    pub answered: bool,
 }
 
 impl Failure {
     pub fn other(error: anyhow::Error) -> Failure {
-        Failure { code: FAILED, error, wire_code: None }
+        Failure { code: FAILED, error, wire_code: None, answered: false }
     }
 
     /// Prints the error (as JSON on standard output too, with `--json`).
     pub fn report(self, json: bool) -> ExitCode {
-        if json {
+        if json && !self.answered {
             let code = self.wire_code.map(|c| c.to_string()).unwrap_or_else(|| kind(self.code).into());
             let body = serde_json::json!({"error": {"code": code, "message": format!("{:#}", self.error)}});
             println!("{body}");
@@ -54,7 +57,7 @@ impl From<IpcError> for Failure {
             IpcError::Daemon(w) if w.code == ErrorCode::VersionMismatch => (PROTOCOL, Some(w.code)),
             IpcError::Daemon(w) => (FAILED, Some(w.code)),
         };
-        Failure { code, error: e.into(), wire_code }
+        Failure { code, error: e.into(), wire_code, answered: false }
     }
 }
 

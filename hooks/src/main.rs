@@ -12,7 +12,7 @@ use drsd::ipc::{connect_or_start, paths, Autostart};
 #[command(
     version,
     about = "drs-hook: git hook entry point and git-lfs transfer agent for drsd",
-    long_about = "Installed by `drsctl init`; git and git-lfs run it, it relays to the drsd daemon \
+    long_about = "drs-hook: git hook entry point and git-lfs custom transfer agent for drsd.\n\nInstalled by `drsctl init`; git and git-lfs run it, it relays to the drsd daemon \
 over its socket, starting the daemon when none answers (unless DRSD_NO_AUTOSTART=1)."
 )]
 struct Cli {

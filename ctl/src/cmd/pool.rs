@@ -40,5 +40,6 @@ pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
         code: FAILED,
         error: anyhow::anyhow!("{} of {} pool entries are bad", report.bad.len(), report.entries),
         wire_code: None,
+        answered: true,
     })
 }

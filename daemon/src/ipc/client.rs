@@ -70,10 +70,14 @@ impl Client {
         let id = self.next_id;
         self.next_id += 1;
         let frame = RequestFrame { id, request };
-        self.io
-            .send(&frame)
-            .await
-            .map_err(|e| IpcError::io("write to", &self.socket, e))?;
+        if let Err(e) = self.io.send(&frame).await {
+            // The daemon may have answered and closed before reading us (a
+            // refused peer): its answer is still there to read.
+            return match self.read_frame().await {
+                Ok(ResponseFrame { body: Body::Error { error }, .. }) => Err(IpcError::Daemon(error)),
+                _ => Err(IpcError::io("write to", &self.socket, e)),
+            };
+        }
         loop {
             let response = self.read_frame().await?;
             if response.id.is_some() && response.id != Some(id) {
