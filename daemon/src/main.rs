@@ -116,10 +116,16 @@ fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<Exit
 
 async fn bind_and_serve(config: Config, ready: bool) -> Result<(), DaemonError> {
     let daemon = Daemon::bind(config).await?;
+    // Handlers first: a SIGTERM right after "ready" must drain, not kill.
+    let stop = stop_signal().map_err(|e| DaemonError::Io {
+        op: "install signal handlers for",
+        path: daemon.socket().to_path_buf(),
+        source: e,
+    })?;
     if ready {
         announce_ready();
     }
-    daemon.serve(stop_signal()).await
+    daemon.serve(stop).await
 }
 
 /// Tells the starting client we accept connections, then lets go of its
@@ -134,15 +140,18 @@ fn announce_ready() {
     }
 }
 
-/// SIGTERM (systemd, launchd, kill) or SIGINT (Ctrl-C).
-async fn stop_signal() {
+/// Resolves on SIGTERM (systemd, launchd, kill) or SIGINT (Ctrl-C); the
+/// handlers are installed before this returns.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => log::info!("SIGTERM: draining"),
-        _ = int.recv() => log::info!("SIGINT: draining"),
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => log::info!("SIGTERM: draining"),
+            _ = int.recv() => log::info!("SIGINT: draining"),
+        }
+    })
 }
 
 fn pool_command(cli: Cli) -> Result<()> {

@@ -111,6 +111,8 @@ async fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: impl F
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
+            // Stop requests first, so a flood of connections cannot starve them.
+            biased;
             _ = &mut shutdown => return,
             _ = shared.stop.cancelled() => return,
             accepted = listener.accept() => match accepted {
