@@ -113,6 +113,10 @@ pub struct StatusReport {
 pub struct PoolStatsReport {
     pub threshold: u64,
     pub tiers: Vec<TierLine>,
+    /// How old these figures are: the daemon measures the pool in the
+    /// background, not on each status request.
+    #[serde(default)]
+    pub age_secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +142,7 @@ impl From<PoolStats> for PoolStatsReport {
         PoolStatsReport {
             threshold: stats.threshold,
             tiers,
+            age_secs: 0,
         }
     }
 }

@@ -9,6 +9,7 @@ mod connection;
 mod error;
 mod handlers;
 mod listen;
+mod pool_stats;
 mod repos;
 mod state;
 
@@ -37,6 +38,7 @@ pub(crate) struct Shared {
     pub config: Config,
     pub pool: Arc<Pool>,
     pub repos: RepoBook,
+    pub pool_stats: pool_stats::PoolStatsCache,
     pub started: Instant,
     /// Cancelled when the daemon starts stopping.
     pub stop: CancellationToken,
@@ -68,6 +70,7 @@ impl Daemon {
             config,
             pool,
             repos,
+            pool_stats: Default::default(),
             started: Instant::now(),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -86,11 +89,13 @@ impl Daemon {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
         let Daemon { shared, claimed, changes } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
+        let measuring = tokio::spawn(measure_pool(shared.clone()));
         accept_loop(&shared, &claimed.listener, shutdown).await;
         shared.stop.cancel();
         drop(claimed.listener); // removes the socket file: no new connections
         drain(&shared).await;
         background.abort();
+        measuring.abort();
         log::info!("drsd stopped");
         Ok(())
     }
@@ -138,6 +143,15 @@ async fn drain(shared: &Shared) {
             "{} connection(s) still busy after the {bound:?} drain timeout; stopping anyway",
             shared.tasks.len()
         );
+    }
+}
+
+/// Keeps the pool figures of `status` fresh.
+async fn measure_pool(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(pool_stats::REFRESH);
+    loop {
+        tick.tick().await;
+        shared.pool_stats.refresh(&shared.pool).await;
     }
 }
 

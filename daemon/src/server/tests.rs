@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::ipc::*;
+use crate::pool::Tier;
 
 struct TestDaemon {
     dir: tempfile::TempDir,
@@ -274,6 +275,22 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     daemon.stop().await;
     assert!(stopping.elapsed() < Duration::from_millis(500), "{:?}", stopping.elapsed());
     assert!(shared.tasks.len() > 0, "verify was still running when the daemon gave up on it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_the_pool_per_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    let pool = crate::pool::Pool::open(&config.pool_dir, None).unwrap();
+    pool.put_stream(None, &b"small"[..]).unwrap();
+    pool.put_stream(None, &vec![7u8; 200_000][..]).unwrap();
+    drop(pool);
+    let daemon = start_in(dir, config).await;
+    let status = daemon.status().await;
+    let tiers: Vec<(Tier, u64, u64)> = status.pool.tiers.iter().map(|t| (t.tier, t.entries, t.bytes)).collect();
+    assert_eq!(tiers, [(Tier::Kv, 1, 5), (Tier::Large, 1, 200_000)]);
+    assert_eq!(status.pool.threshold, crate::pool::DEFAULT_THRESHOLD);
+    daemon.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,6 +32,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
             message: None,
         })
         .await;
+    shared.pool_stats.refresh(&shared.pool).await;
     let bad = bad
         .into_iter()
         .map(|b| BadEntryReport {
