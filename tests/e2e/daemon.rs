@@ -30,7 +30,8 @@ impl Home {
 
     /// `name` with this home's socket, pool and state in its environment.
     fn command(&self, name: &str) -> Command {
-        let mut cmd = Command::new(bin(name));
+        let program = if name.starts_with("drs") { bin(name) } else { PathBuf::from(name) };
+        let mut cmd = Command::new(program);
         cmd.env("DRSD_SOCKET", self.socket())
             .env("DRSD_POOL", self.pool())
             .env("DRSD_STATE_DIR", self.dir.path().join("state"))
@@ -368,4 +369,53 @@ fn drs_hook_has_help_and_reaches_the_daemon() {
     assert!(ping.status.success(), "{}", stderr(&ping));
     assert!(String::from_utf8_lossy(&ping.stdout).starts_with("drsd "));
     assert!(home.drsctl(&["shutdown"]).status.success());
+}
+
+/// Started by systemd (JOURNAL_STREAM names its standard error), drsd logs to
+/// the journal socket, not to standard error. The journal here is a datagram
+/// socket of ours, mounted at /run/systemd in drsd's own mount namespace.
+#[test]
+fn under_systemd_the_logs_go_to_the_journal() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    let fake_run = home.dir.path().join("run-systemd");
+    std::fs::create_dir_all(fake_run.join("journal")).unwrap();
+    let journal = std::os::unix::net::UnixDatagram::bind(fake_run.join("journal/socket")).unwrap();
+    journal.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let stderr_file = home.dir.path().join("stderr");
+    let stderr = std::fs::File::create(&stderr_file).unwrap();
+    let meta = stderr.metadata().unwrap();
+    let script = r#"mount --bind "$1" /run/systemd && shift && exec "$@""#;
+    let mut daemon = home
+        .command("unshare")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(&fake_run)
+        .arg(bin("drsd"))
+        .args(["serve", "--ready"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    if line.trim_end() != drsd::ipc::READY_LINE {
+        let status = daemon.wait().unwrap();
+        panic!("drsd did not get ready ({status}): {}", std::fs::read_to_string(&stderr_file).unwrap());
+    }
+    let mut buf = vec![0u8; 65536];
+    // The logger first sends an empty datagram to check the journal is there.
+    let entry = loop {
+        let n = journal.recv(&mut buf).expect("a journal entry arrives");
+        if n > 0 {
+            break String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+    };
+    assert!(entry.contains("SYSLOG_IDENTIFIER=drsd\n"), "{entry:?}");
+    // MESSAGE travels length-encoded (the journal's binary field form).
+    assert!(entry.contains("MESSAGE\n") && entry.contains(concat!("drsd ", env!("CARGO_PKG_VERSION"), " listening on")), "{entry:?}");
+    assert!(entry.contains("PRIORITY=5\n"), "info is logged as notice: {entry:?}");
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+    assert_eq!(std::fs::read_to_string(&stderr_file).unwrap(), "", "nothing on standard error");
 }
