@@ -49,20 +49,11 @@ impl RepoBook {
         self.lock().repos.keys().cloned().collect()
     }
 
-    /// Every repo's report; a repo whose folder vanished since its last scan
-    /// (moved or deleted without a watched event) is marked missing here.
+    /// Every repo's last report. No file system access here: status must stay
+    /// fast with many repos; a repo moved away without its watches seeing it
+    /// is found by the poll timer (`due_for_poll`).
     pub fn reports(&self) -> Vec<RepoReport> {
-        let mut inner = self.lock();
-        let gone: Vec<PathBuf> = inner
-            .repos
-            .iter()
-            .filter(|(path, r)| r.state != RepoState::Missing && !path.join(".git").exists())
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in gone {
-            inner.mark_missing(&path, "the folder or its .git no longer exists".into());
-        }
-        inner.repos.values().cloned().collect()
+        self.lock().repos.values().cloned().collect()
     }
 
     /// Registers the work tree containing `path`, watches and scans it.

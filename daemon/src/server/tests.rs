@@ -398,6 +398,23 @@ async fn a_repo_deleted_while_watched_is_reported_missing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repo_moved_away_is_found_missing_by_the_poll_and_back_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    config.poll_interval = Duration::from_millis(100);
+    let daemon = start_in(dir, config).await;
+    let repo = lfs_repo(daemon.dir.path(), "wanderer");
+    add_repo(&daemon, &repo).await;
+    let away = daemon.dir.path().join("elsewhere");
+    std::fs::rename(&repo, &away).unwrap();
+    wait_for(&daemon, &repo, |r| r.state == RepoState::Missing).await;
+    std::fs::rename(&away, &repo).unwrap();
+    let report = wait_for(&daemon, &repo, |r| r.state == RepoState::Watching).await;
+    assert_eq!(report.scan.unwrap().pointers, 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registered_repos_survive_a_restart() {
     let daemon = start().await;
     let repo = lfs_repo(daemon.dir.path(), "kept");
