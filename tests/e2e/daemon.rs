@@ -290,7 +290,7 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn verbose_flags_raise_the_log_level() {
     let home = Home::new();
-    let mut quiet = home.serve(&[]);
+    let quiet = home.serve(&[]);
     home.drsctl(&["status"]);
     signal(&quiet, libc::SIGTERM);
     let quiet_log = String::from_utf8(quiet.wait_with_output().unwrap().stderr).unwrap();
