@@ -33,6 +33,11 @@ pub enum ConfigError {
 
 pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
 
+/// Default timings: drain bound, debounce, poll interval.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+pub const POLL_INTERVAL: Duration = Duration::from_secs(30);
+
 impl Config {
     /// Explicit choices first, then the per-user defaults.
     pub fn resolve(
@@ -60,7 +65,9 @@ impl Config {
             pool_dir,
             threshold,
             state_dir,
-            ..Config::in_dir(Path::new("/"))
+            drain_timeout: DRAIN_TIMEOUT,
+            debounce: DEBOUNCE,
+            poll_interval: POLL_INTERVAL,
         })
     }
 
@@ -72,9 +79,9 @@ impl Config {
             pool_dir: dir.join("pool"),
             threshold: None,
             state_dir: dir.join("state"),
-            drain_timeout: Duration::from_secs(10),
-            debounce: Duration::from_millis(200),
-            poll_interval: Duration::from_secs(30),
+            drain_timeout: DRAIN_TIMEOUT,
+            debounce: DEBOUNCE,
+            poll_interval: POLL_INTERVAL,
         }
     }
 }

@@ -95,6 +95,9 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
         why,
     };
     super::paths::ensure_private_dir(socket.parent().unwrap_or(Path::new("/")))?;
+    // The daemon runs from `/`: it must not hold the client's folder, and so
+    // it needs the socket as an absolute path.
+    let socket = &std::path::absolute(socket).map_err(|e| failed(e.to_string()))?;
     let mut child = spawn(socket, start, &log).map_err(|e| failed(e.to_string()))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut first = String::new();
@@ -118,6 +121,7 @@ fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child>
         .arg("--socket")
         .arg(socket)
         .args(["serve", "--ready"])
+        .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)

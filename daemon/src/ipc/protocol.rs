@@ -235,8 +235,6 @@ pub enum ErrorCode {
     /// An argument names something that is not there or not usable.
     InvalidArgument,
     NotFound,
-    /// The daemon is stopping and takes no new work.
-    ShuttingDown,
     /// The daemon failed at something on its side.
     Internal,
 }
