@@ -419,3 +419,63 @@ fn under_systemd_the_logs_go_to_the_journal() {
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
     assert_eq!(std::fs::read_to_string(&stderr_file).unwrap(), "", "nothing on standard error");
 }
+
+/// Past the inotify watch limit a repo is polled, not half-watched, and
+/// changes still show up. The limit is lowered to 4 watches in a user
+/// namespace of drsd's own (`/proc/sys/user/max_inotify_watches` is per
+/// namespace), so nothing else on the machine is affected.
+#[test]
+fn past_the_inotify_limit_a_repo_is_polled() {
+    let home = Home::new();
+    let repo = home.dir.path().join("big");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@drsd.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["lfs", "install", "--local"]);
+    git(&["lfs", "track", "*.bam"]);
+    std::fs::write(repo.join("a.bam"), b"first").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "a"]);
+    let script = r#"echo 4 > /proc/sys/user/max_inotify_watches && exec "$@""#;
+    let mut daemon = home
+        .command("unshare")
+        .args(["-U", "-r", "sh", "-c", script, "sh"])
+        .arg(bin("drsd"))
+        .args(["serve", "--ready", "--poll-interval", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
+    let out = home.drsctl(&["--json", "repos", "add", repo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let added = json(&out);
+    assert_eq!(added["state"], "polling", "{added}");
+    assert!(added["problem"].as_str().unwrap().contains("max_user_watches"), "{added}");
+    std::fs::write(repo.join("b.bam"), b"second").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "b"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = json(&home.drsctl(&["--json", "repos", "list"]));
+        if list[0]["scan"]["pointers"] == 2 {
+            assert_eq!(list[0]["state"], "polling");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the poll never saw the commit: {list}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
