@@ -154,6 +154,32 @@ async fn malformed_and_oversized_lines_get_errors_and_the_connection_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_one_connection_run_concurrently_and_answer_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    fill_pool(&config.pool_dir, 3, 32);
+    let daemon = start_in(dir, config).await;
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.hello();
+    raw.send(b"{\"id\":10,\"method\":\"pool_verify\"}\n{\"id\":11,\"method\":\"status\"}\n");
+    let mut order = Vec::new();
+    while order.last() != Some(&(10, "result")) {
+        let answer = raw.answer();
+        let kind = match answer.body {
+            Body::Progress { .. } => "progress",
+            Body::Result { .. } => "result",
+            Body::Error { .. } => "error",
+        };
+        order.push((answer.id.unwrap(), kind));
+    }
+    // The quick status overtakes the slow verify; verify's progress precedes its result.
+    let status_at = order.iter().position(|a| *a == (11, "result")).expect("status answered");
+    assert!(status_at < order.len() - 1, "{order:?}");
+    assert!(order.contains(&(10, "progress")), "{order:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_before_hello_and_other_protocol_versions_are_refused() {
     let daemon = start().await;
     let mut raw = Raw::connect(&daemon.socket);
