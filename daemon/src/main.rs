@@ -193,7 +193,7 @@ fn stats(pool: &Pool, dir: &std::path::Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn put(pool: &Pool, file: &PathBuf, sha256: Option<Oid>) -> Result<()> {
+fn put(pool: &Pool, file: &std::path::Path, sha256: Option<Oid>) -> Result<()> {
     let put = if file.as_os_str() == "-" {
         pool.put_stream(sha256.as_ref(), std::io::stdin().lock())?
     } else {

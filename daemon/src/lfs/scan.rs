@@ -26,7 +26,7 @@ pub enum ScanError {
     Pool {
         repo: PathBuf,
         #[source]
-        source: PoolError,
+        source: Box<PoolError>,
     },
 }
 
@@ -124,7 +124,7 @@ pub fn scan_in(repo: &Path, dirs: &GitDirs, pool: &Pool) -> Result<ScanReport, S
             report.in_repo += 1;
         } else if pool.has(&pointer.oid).map_err(|source| ScanError::Pool {
             repo: repo.to_path_buf(),
-            source,
+            source: Box::new(source),
         })? {
             report.in_pool += 1;
         } else {
@@ -157,7 +157,7 @@ fn small_blobs(repo: &Path) -> Result<Vec<String>, ScanError> {
     let mut ids: Vec<String> = out
         .stdout
         .split(|b| *b == 0)
-        .filter_map(|entry| small_blob_id(entry))
+        .filter_map(small_blob_id)
         .collect();
     ids.sort();
     ids.dedup();

@@ -72,7 +72,7 @@ async fn read_requests(shared: Arc<Shared>, recv: ReadHalf<Stream>, tx: mpsc::Se
             Some(Ok(line)) => match parse(line) {
                 Ok(frame) => frame,
                 Err(answer) => {
-                    let _ = tx.send(answer).await;
+                    let _ = tx.send(*answer).await;
                     continue;
                 }
             },
@@ -101,8 +101,8 @@ async fn read_requests(shared: Arc<Shared>, recv: ReadHalf<Stream>, tx: mpsc::Se
 }
 
 /// A request frame, or the error answer for a line that is not one.
-fn parse(line: Line) -> Result<RequestFrame, ResponseFrame> {
-    let bad = |code, message: String| ResponseFrame::error(None, WireError::new(code, message));
+fn parse(line: Line) -> Result<RequestFrame, Box<ResponseFrame>> {
+    let bad = |code, message: String| Box::new(ResponseFrame::error(None, WireError::new(code, message)));
     let text = match line {
         Line::Text(text) => text,
         Line::TooLong => {
@@ -116,7 +116,7 @@ fn parse(line: Line) -> Result<RequestFrame, ResponseFrame> {
         let id = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| v.get("id").and_then(|id| id.as_u64()));
-        ResponseFrame::error(id, WireError::new(ErrorCode::BadRequest, format!("not a request: {e}")))
+        Box::new(ResponseFrame::error(id, WireError::new(ErrorCode::BadRequest, format!("not a request: {e}"))))
     })
 }
 

@@ -24,7 +24,7 @@ pub enum DaemonError {
     Pool {
         path: PathBuf,
         #[source]
-        source: PoolError,
+        source: Box<PoolError>,
     },
     #[error("the state file {path} {why}; fix or remove it (it lists the registered repos)")]
     State { path: PathBuf, why: String },

@@ -108,7 +108,7 @@ async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
         .expect("opening the pool panicked");
     opened.map(Arc::new).map_err(|source| DaemonError::Pool {
         path: config.pool_dir.clone(),
-        source,
+        source: Box::new(source),
     })
 }
 

@@ -300,7 +300,7 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     let stopping = Instant::now();
     daemon.stop().await;
     assert!(stopping.elapsed() < Duration::from_millis(500), "{:?}", stopping.elapsed());
-    assert!(shared.tasks.len() > 0, "verify was still running when the daemon gave up on it");
+    assert!(!shared.tasks.is_empty(), "verify was still running when the daemon gave up on it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
