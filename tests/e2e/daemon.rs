@@ -479,3 +479,62 @@ fn past_the_inotify_limit_a_repo_is_polled() {
     signal(&daemon, libc::SIGTERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
 }
+
+#[test]
+fn the_socket_defaults_to_the_runtime_dir_else_a_private_tmp_folder() {
+    let home = Home::new();
+    let runtime_dir = home.dir.path().join("xdg-run");
+    std::fs::create_dir(&runtime_dir).unwrap();
+    let tmp = home.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let cases = [
+        (Some(&runtime_dir), runtime_dir.join("drsd/drsd.sock")),
+        (None, tmp.join(format!("drsd-{}/drsd.sock", drsd::ipc::paths::current_uid()))),
+    ];
+    for (xdg, want) in cases {
+        let mut cmd = home.command("drsctl");
+        cmd.args(["--json", "status"]).env_remove("DRSD_SOCKET").env("TMPDIR", &tmp);
+        match xdg {
+            Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
+            None => cmd.env_remove("XDG_RUNTIME_DIR"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(json(&out)["socket"], want.to_str().unwrap());
+        let folder = std::fs::metadata(want.parent().unwrap()).unwrap();
+        assert_eq!(folder.permissions().mode() & 0o777, 0o700);
+        let out = home.command("drsctl").arg("shutdown").env("DRSD_SOCKET", &want).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_real_daemon_serves_two_hundred_clients_at_once() {
+    let home = Home::new();
+    let mut daemon = home.serve(&[]);
+    let socket = home.socket();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let pids = runtime.block_on(async {
+        let clients: Vec<_> = (0..200)
+            .map(|_| {
+                let socket = socket.clone();
+                tokio::spawn(async move {
+                    let mut client = Client::connect(&socket, "e2e").await.unwrap();
+                    match client.call(Request::Status).await.unwrap() {
+                        Reply::Status(status) => status.pid,
+                        other => panic!("{other:?}"),
+                    }
+                })
+            })
+            .collect();
+        let mut pids = Vec::new();
+        for client in clients {
+            pids.push(client.await.unwrap());
+        }
+        pids
+    });
+    assert_eq!(pids.len(), 200);
+    assert!(pids.iter().all(|pid| *pid == daemon.id()));
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
