@@ -1,17 +1,99 @@
 //! `drsctl`: the user's command line, a thin client of the drsd daemon.
 
-use anyhow::Result;
-use clap::Parser;
+mod cmd;
+mod exit;
+mod output;
+mod service;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use exit::Failure;
 
 #[derive(Parser)]
 #[command(
     version,
     about = "drsctl: add remote objects to Git LFS repos and drive the drsd daemon",
-    long_about = "drsctl talks to the per-user drsd daemon. Commands arrive with the daemon's socket protocol."
+    long_about = "drsctl talks to the per-user drsd daemon over its local socket, starting \
+the daemon when none answers (unless DRSD_NO_AUTOSTART=1).",
+    after_help = "Exit codes:\n  0  done\n  1  the command ran and failed, or found a problem \
+(a bad pool entry, an unknown repo)\n  2  bad usage\n  3  no daemon reachable (not running and not \
+started, or it failed to start)\n  4  the daemon spoke a protocol this drsctl cannot read (version mismatch)"
 )]
-struct Cli {}
+struct Cli {
+    /// Machine-readable JSON on standard output instead of tables
+    #[arg(long, global = true)]
+    json: bool,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
+    #[arg(long, env = "DRSD_SOCKET", global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+#[derive(Subcommand)]
+enum Command {
+    /// The daemon, the pool per tier, registered repos, the job queue
+    Status,
+    /// Register, unregister and list the repos the daemon watches
+    #[command(subcommand)]
+    Repos(ReposCommand),
+    /// Work on the content pool
+    #[command(subcommand)]
+    Pool(PoolCommand),
+    /// Stop the daemon (it drains requests in flight first)
+    Shutdown,
+    /// Install or remove the systemd user unit / launchd agent
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
+}
+
+#[derive(Subcommand)]
+enum ReposCommand {
+    /// Watch the repo containing PATH (default: the current folder)
+    Add { path: Option<PathBuf> },
+    /// Stop watching a repo
+    Remove { path: Option<PathBuf> },
+    /// The registered repos and their last scan
+    List,
+}
+
+#[derive(Subcommand)]
+enum PoolCommand {
+    /// Re-hash every entry and name the bad ones (exit 1 if any)
+    Verify,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(json),
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let socket = drsd::ipc::paths::socket_path(cli.socket.as_deref());
+    let out = output::Output { json: cli.json };
+    if let Command::Service(command) = cli.command {
+        return service::run(command, &out);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(anyhow::anyhow!("starting the async runtime: {e}")))?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Status => cmd::status::run(&socket, &out).await,
+            Command::Repos(ReposCommand::Add { path }) => cmd::repos::add(&socket, path, &out).await,
+            Command::Repos(ReposCommand::Remove { path }) => cmd::repos::remove(&socket, path, &out).await,
+            Command::Repos(ReposCommand::List) => cmd::repos::list(&socket, &out).await,
+            Command::Pool(PoolCommand::Verify) => cmd::pool::verify(&socket, &out).await,
+            Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
+            Command::Service(_) => unreachable!("handled above"),
+        }
+    })
 }

@@ -6,6 +6,20 @@
 //! - [`pool`]: the two-tier content-addressed store (kv for small blobs, large
 //!   files for the rest), dispatched by length.
 //! - [`remote`]: S3-compatible stores (Ceph RGW) and object URLs.
+//! - [`ipc`]: the wire protocol, socket location and client (all that
+//!   `drsctl` and the hooks use).
+//! - [`server`]: the daemon itself; [`run`] is its entry point.
+//! - [`watch`]: notify-based watching of registered repos.
+//! - [`lfs`]: the LFS pointer format and scanning repos for pointers.
 
+pub mod config;
+pub mod ipc;
+pub mod lfs;
+pub mod logging;
 pub mod pool;
 pub mod remote;
+pub mod server;
+pub mod watch;
+
+pub use config::Config;
+pub use server::{run, Daemon, DaemonError};

@@ -1,14 +1,24 @@
-//! `drsd`: for now, opens (or creates) the pool and works on it directly.
+//! `drsd`: the per-user daemon (`drsd serve`), and direct work on the pool
+//! (`stats`, `put`, `get`, `verify`) without a daemon.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use drsd::ipc::{EXIT_ALREADY_RUNNING, READY_LINE};
 use drsd::pool::{Oid, Pool};
+use drsd::{Config, Daemon, DaemonError};
 
 #[derive(Parser)]
-#[command(version, about = "drsd: the pool shared by every repo on this machine")]
+#[command(
+    version,
+    about = "drsd: the per-user daemon and the pool shared by every repo on this machine",
+    after_help = "Run the daemon with `drsd serve` (clients such as drsctl start it on demand, \
+a systemd user unit or launchd agent is the managed path). With no subcommand, drsd prints the pool's stats."
+)]
 struct Cli {
     /// Pool folder [default: $XDG_DATA_HOME/drsd/pool]
     #[arg(long, env = "DRSD_POOL", global = true)]
@@ -16,12 +26,34 @@ struct Cli {
     /// Tier threshold in bytes, fixed when the pool is created [default: 131072]
     #[arg(long, global = true)]
     threshold: Option<u64>,
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
+    #[arg(long, env = "DRSD_SOCKET", global = true)]
+    socket: Option<PathBuf>,
+    /// Where the daemon keeps its registered repos [default: $XDG_STATE_HOME/drsd]
+    #[arg(long, env = "DRSD_STATE_DIR", global = true)]
+    state_dir: Option<PathBuf>,
+    /// More log detail: -v debug, -vv trace (the daemon logs at info by default)
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon in the foreground until SIGTERM, SIGINT or `drsctl shutdown`.
+    /// Exits 3 when another daemon already serves the socket.
+    Serve {
+        /// Print "drsd ready" on standard output once the socket accepts connections
+        #[arg(long)]
+        ready: bool,
+        /// Seconds a stopping daemon waits for requests in flight
+        #[arg(long, default_value_t = 10.0)]
+        drain_timeout: f64,
+        /// Seconds between rescans of repos that cannot be watched
+        #[arg(long, default_value_t = 30.0)]
+        poll_interval: f64,
+    },
     /// Open or create the pool and report entries and bytes per tier (the default)
     Stats {
         #[arg(long)]
@@ -41,8 +73,88 @@ enum Command {
     Verify,
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
+    if let Some(Command::Serve { ready, drain_timeout, poll_interval }) = cli.command {
+        return serve(&cli, ready, seconds(drain_timeout)?, seconds(poll_interval)?);
+    }
+    pool_command(cli)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn seconds(value: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(value).with_context(|| format!("{value} is not a number of seconds"))
+}
+
+fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<ExitCode> {
+    drsd::logging::init(cli.verbose);
+    let mut config = Config::resolve(
+        cli.socket.as_deref(),
+        cli.pool.clone(),
+        cli.state_dir.clone(),
+        cli.threshold,
+    )?;
+    config.drain_timeout = drain;
+    config.poll_interval = poll;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(bind_and_serve(config, ready));
+    // Blocking work cut off by the drain bound must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match outcome {
+        Err(e @ DaemonError::AlreadyRunning { .. }) => {
+            eprintln!("drsd: {e}");
+            Ok(ExitCode::from(EXIT_ALREADY_RUNNING as u8))
+        }
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+async fn bind_and_serve(config: Config, ready: bool) -> Result<(), DaemonError> {
+    let daemon = Daemon::bind(config).await?;
+    // Handlers first: a SIGTERM right after "ready" must drain, not kill.
+    let stop = stop_signal().map_err(|e| DaemonError::Io {
+        op: "install signal handlers for",
+        path: daemon.socket().to_path_buf(),
+        source: e,
+    })?;
+    if ready {
+        announce_ready();
+    }
+    daemon.serve(stop).await
+}
+
+/// Tells the starting client we accept connections, then lets go of its
+/// pipe so nothing the daemon does later can block on it.
+fn announce_ready() {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{READY_LINE}").and_then(|()| out.flush());
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto standard output with a descriptor we own.
+        unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) };
+    }
+}
+
+/// Resolves on SIGTERM (systemd, launchd, kill) or SIGINT (Ctrl-C); the
+/// handlers are installed before this returns.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => log::info!("SIGTERM: draining"),
+            _ = int.recv() => log::info!("SIGINT: draining"),
+        }
+    })
+}
+
+fn pool_command(cli: Cli) -> Result<()> {
     let dir = match cli.pool {
         Some(dir) => dir,
         None => Pool::default_dir().context("no home folder to put the pool in; pass --pool")?,
@@ -54,6 +166,7 @@ fn main() -> Result<()> {
         Command::Put { file, sha256 } => put(&pool, &file, sha256),
         Command::Get { oid } => get(&pool, &oid),
         Command::Verify => verify(&pool),
+        Command::Serve { .. } => unreachable!("serve is handled in main"),
     }
 }
 
@@ -80,7 +193,7 @@ fn stats(pool: &Pool, dir: &std::path::Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn put(pool: &Pool, file: &PathBuf, sha256: Option<Oid>) -> Result<()> {
+fn put(pool: &Pool, file: &std::path::Path, sha256: Option<Oid>) -> Result<()> {
     let put = if file.as_os_str() == "-" {
         pool.put_stream(sha256.as_ref(), std::io::stdin().lock())?
     } else {

@@ -1,17 +1,43 @@
 //! `drs-hook`: what git and git-lfs call; a thin client of the drsd daemon.
+//! For now it only checks that the daemon answers; the hook entry points and
+//! the custom transfer agent come with their own issue.
+
+use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use drsd::ipc::{connect_or_start, paths, Autostart};
 
 #[derive(Parser)]
 #[command(
     version,
     about = "drs-hook: git hook entry point and git-lfs transfer agent for drsd",
-    long_about = "Installed by `drsctl init`; git and git-lfs run it, it relays to the drsd daemon."
+    long_about = "drs-hook: git hook entry point and git-lfs custom transfer agent for drsd.\n\nInstalled by `drsctl init`; git and git-lfs run it, it relays to the drsd daemon \
+over its socket, starting the daemon when none answers (unless DRSD_NO_AUTOSTART=1)."
 )]
-struct Cli {}
+struct Cli {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
+    #[arg(long, env = "DRSD_SOCKET", global = true)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Connect to the daemon (starting it if needed) and print its version
+    Ping,
+}
 
 fn main() -> Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+    let cli = Cli::parse();
+    let socket = paths::socket_path(cli.socket.as_deref());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match cli.command {
+        Command::Ping => runtime.block_on(async {
+            let client = connect_or_start(&socket, concat!("drs-hook ", env!("CARGO_PKG_VERSION")), Some(&Autostart::from_env())).await?;
+            println!("{} on {}", client.server(), socket.display());
+            Ok(())
+        }),
+    }
 }

@@ -1,2 +1,3 @@
 mod pool_crash;
 mod s3;
+mod daemon;

@@ -1,0 +1,36 @@
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use drsd::ipc::{Client, Request};
+
+use crate::exit::Failure;
+use crate::output::Output;
+
+/// How long to wait for the daemon to exit: its default drain bound and some.
+const GONE_WITHIN: Duration = Duration::from_secs(15);
+
+/// Asks the daemon to stop (never starts one) and waits until its process
+/// has exited, so a new daemon can start right after.
+pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
+    let mut client = Client::connect(socket, super::CLIENT).await?;
+    let pid = client.server_pid();
+    let reply = client.call(Request::Shutdown).await?;
+    drop(client);
+    let deadline = Instant::now() + GONE_WITHIN;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            let why = format!("drsd (pid {pid}) is still running {GONE_WITHIN:?} after shutdown");
+            return Err(anyhow::anyhow!(why).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    out.show(&reply, || println!("drsd (pid {pid}) on {} stopped", socket.display()));
+    Ok(())
+}
+
+/// Whether process `pid` exists (signal 0 checks without sending anything).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    // SAFETY: kill with signal 0 only checks for the process.
+    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+}

@@ -1,0 +1,68 @@
+//! Exit codes (also in `drsctl --help`): 0 done, 1 failed or found a problem,
+//! 2 bad usage (clap), 3 no daemon reachable, 4 protocol mismatch.
+
+use std::process::ExitCode;
+
+use drsd::ipc::{ErrorCode, IpcError};
+
+pub const FAILED: u8 = 1;
+pub const UNREACHABLE: u8 = 3;
+pub const PROTOCOL: u8 = 4;
+
+/// An error with the exit code it ends drsctl with.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+    /// The daemon's `{code, message}` when it sent one.
+    pub wire_code: Option<ErrorCode>,
+    /// The command already printed its JSON answer (e.g. a verify report
+    /// naming bad entries); only the exit code and the message remain.
+    pub answered: bool,
+}
+
+impl Failure {
+    pub fn other(error: anyhow::Error) -> Failure {
+        Failure { code: FAILED, error, wire_code: None, answered: false }
+    }
+
+    /// Prints the error (as JSON on standard output too, with `--json`).
+    pub fn report(self, json: bool) -> ExitCode {
+        if json && !self.answered {
+            let code = self.wire_code.map(|c| c.to_string()).unwrap_or_else(|| kind(self.code).into());
+            let body = serde_json::json!({"error": {"code": code, "message": format!("{:#}", self.error)}});
+            println!("{body}");
+        }
+        eprintln!("drsctl: {:#}", self.error);
+        ExitCode::from(self.code)
+    }
+}
+
+fn kind(code: u8) -> &'static str {
+    match code {
+        UNREACHABLE => "unreachable",
+        PROTOCOL => "protocol",
+        _ => "failed",
+    }
+}
+
+impl From<IpcError> for Failure {
+    fn from(e: IpcError) -> Failure {
+        let (code, wire_code) = match &e {
+            IpcError::NotRunning { .. } | IpcError::StartFailed { .. } | IpcError::SocketDir { .. } => {
+                (UNREACHABLE, None)
+            }
+            IpcError::Io { .. } | IpcError::Closed { .. } => (UNREACHABLE, None),
+            IpcError::Protocol { .. } => (PROTOCOL, None),
+            IpcError::Daemon(w) if w.code == ErrorCode::VersionMismatch => (PROTOCOL, Some(w.code)),
+            IpcError::Daemon(w) => (FAILED, Some(w.code)),
+        };
+        Failure { code, error: e.into(), wire_code, answered: false }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Failure {
+        Failure::other(error)
+    }
+}

@@ -1,0 +1,87 @@
+//! Tables for people, JSON for scripts.
+
+use serde::Serialize;
+
+use drsd::ipc::{RepoReport, RepoState};
+
+pub struct Output {
+    pub json: bool,
+}
+
+impl Output {
+    /// Prints `value` as JSON when `--json`, else runs `human`.
+    pub fn show<T: Serialize>(&self, value: &T, human: impl FnOnce()) {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(value).expect("replies serialize"));
+        } else {
+            human();
+        }
+    }
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+pub fn duration(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {}s", s / 60, s % 60),
+        s if s < 86400 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d {}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+fn state(state: RepoState) -> &'static str {
+    match state {
+        RepoState::Pending => "pending",
+        RepoState::Watching => "watching",
+        RepoState::Polling => "polling",
+        RepoState::Missing => "missing",
+        RepoState::Error => "error",
+    }
+}
+
+pub fn repo_table(repos: &[RepoReport]) {
+    if repos.is_empty() {
+        println!("  (no repos registered; add one with `drsctl repos add PATH`)");
+        return;
+    }
+    let width = repos.iter().map(|r| r.path.display().to_string().len()).max().unwrap_or(4).max(4);
+    println!("  {:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}", "path", "state", "pointers", "in repo", "in pool", "absent");
+    for r in repos {
+        let path = r.path.display().to_string();
+        match &r.scan {
+            Some(s) => println!(
+                "  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
+                state(r.state), s.pointers, s.in_repo, s.in_pool, s.absent
+            ),
+            None => println!("  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}", state(r.state), "-", "-", "-", "-"),
+        }
+        if let Some(problem) = &r.problem {
+            println!("  {:<width$}  ^ {problem}", "");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bytes_read_like_people_write_them() {
+        assert_eq!(super::bytes(0), "0 B");
+        assert_eq!(super::bytes(1536), "1.5 KiB");
+        assert_eq!(super::bytes(3 << 30), "3.0 GiB");
+    }
+}

@@ -1,0 +1,150 @@
+//! Start on demand: a client that finds no daemon starts `drsd serve` in the
+//! background and waits for its ready line.
+//!
+//! Two clients racing both spawn a daemon; the daemons' lock file picks one.
+//! The loser exits with [`EXIT_ALREADY_RUNNING`] and its client simply
+//! connects to the winner, so the race ends with exactly one daemon.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::paths::lock_is_free;
+use super::{Client, IpcError};
+
+/// Set to `1` to make clients fail instead of starting a daemon.
+pub const NO_AUTOSTART_ENV: &str = "DRSD_NO_AUTOSTART";
+/// Where clients look for the daemon binary first.
+pub const DRSD_BIN_ENV: &str = "DRSD_BIN";
+/// What `drsd serve --ready` prints on standard output once it accepts connections.
+pub const READY_LINE: &str = "drsd ready";
+/// `drsd serve` exit status when another daemon holds the socket.
+pub const EXIT_ALREADY_RUNNING: i32 = 3;
+
+/// How to start a daemon when none answers.
+#[derive(Debug, Clone)]
+pub struct Autostart {
+    pub drsd: PathBuf,
+    /// Extra arguments before `serve` (e.g. `--pool DIR`).
+    pub args: Vec<OsString>,
+    pub timeout: Duration,
+}
+
+impl Autostart {
+    /// `$DRSD_BIN`, else `drsd` next to the running program, else `drsd` on PATH.
+    pub fn from_env() -> Autostart {
+        Autostart {
+            drsd: find_drsd(),
+            args: Vec::new(),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+fn find_drsd() -> PathBuf {
+    if let Some(bin) = std::env::var_os(DRSD_BIN_ENV).filter(|b| !b.is_empty()) {
+        return bin.into();
+    }
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("drsd")))
+        .filter(|path| path.is_file());
+    sibling.unwrap_or_else(|| PathBuf::from("drsd"))
+}
+
+/// Whether `DRSD_NO_AUTOSTART=1` is set.
+pub fn autostart_disabled() -> bool {
+    std::env::var_os(NO_AUTOSTART_ENV).is_some_and(|v| v == "1")
+}
+
+/// Connects to the daemon on `socket`, starting one first when none answers,
+/// `start` is given and `DRSD_NO_AUTOSTART=1` is not set.
+pub async fn connect_or_start(
+    socket: &Path,
+    client: &str,
+    start: Option<&Autostart>,
+) -> Result<Client, IpcError> {
+    let err = match Client::connect(socket, client).await {
+        Err(err @ IpcError::NotRunning { .. }) => err,
+        other => return other,
+    };
+    let Some(start) = start.filter(|_| !autostart_disabled()) else {
+        return Err(err);
+    };
+    let deadline = Instant::now() + start.timeout;
+    loop {
+        spawn_and_wait(socket, start).await?;
+        if let Some(client) = connect_until(socket, client, deadline).await? {
+            return Ok(client);
+        }
+        // The daemon that beat ours was stopping, not starting: try again.
+    }
+}
+
+/// Spawns `drsd serve --ready` detached, and returns once it is ready or has
+/// lost the start race to another daemon.
+async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError> {
+    let log = socket.with_extension("log");
+    let failed = |why: String| IpcError::StartFailed {
+        drsd: start.drsd.clone(),
+        log: log.clone(),
+        why,
+    };
+    super::paths::ensure_private_dir(socket.parent().unwrap_or(Path::new("/")))?;
+    // The daemon runs from `/`: it must not hold the client's folder, and so
+    // it needs the socket as an absolute path.
+    let socket = &std::path::absolute(socket).map_err(|e| failed(e.to_string()))?;
+    let mut child = spawn(socket, start, &log).map_err(|e| failed(e.to_string()))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut first = String::new();
+    let mut stdout = BufReader::new(stdout);
+    let read = stdout.read_line(&mut first);
+    match tokio::time::timeout(start.timeout, read).await {
+        Ok(Ok(_)) if first.trim_end() == READY_LINE => Ok(()),
+        Ok(_) => match child.wait().await.map(|s| s.code()) {
+            Ok(Some(EXIT_ALREADY_RUNNING)) => Ok(()),
+            Ok(code) => Err(failed(format!("it exited with status {code:?} before it was ready"))),
+            Err(e) => Err(failed(e.to_string())),
+        },
+        Err(_) => Err(failed(format!("not ready after {:?}", start.timeout))),
+    }
+}
+
+fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child> {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    Command::new(&start.drsd)
+        .args(&start.args)
+        .arg("--socket")
+        .arg(socket)
+        .args(["serve", "--ready"])
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        // Its own process group: a Ctrl-C meant for the client must not stop the daemon.
+        .process_group(0)
+        .spawn()
+}
+
+/// Retries the connection until `deadline`: the daemon that won a start race
+/// may still be binding its socket. `None` when nobody answers and no daemon
+/// holds the lock any more (the winner was one that was stopping).
+async fn connect_until(socket: &Path, client: &str, deadline: Instant) -> Result<Option<Client>, IpcError> {
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match Client::connect(socket, client).await {
+            Err(IpcError::NotRunning { .. }) if Instant::now() < deadline => {
+                if lock_is_free(socket) {
+                    return Ok(None);
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other.map(Some),
+        }
+    }
+}

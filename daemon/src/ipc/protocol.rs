@@ -1,0 +1,279 @@
+//! The wire protocol: JSON lines over the daemon's local socket.
+//!
+//! A client opens with [`Request::Hello`] carrying [`PROTOCOL_VERSION`]; the
+//! daemon answers with its own version or a `version_mismatch` error. Every
+//! request line carries a client-chosen `id`; the daemon answers with any
+//! number of `progress` lines for that id, then exactly one `result` or
+//! `error` line. Requests on one connection may be answered out of order.
+//!
+//! ```text
+//! > {"id":1,"method":"hello","version":1,"client":"drsctl 0.1.0"}
+//! < {"id":1,"kind":"result","result":{"type":"hello","version":1,"server":"drsd 0.1.0","pid":42}}
+//! > {"id":2,"method":"pool_verify"}
+//! < {"id":2,"kind":"progress","progress":{"stage":"verify","done":0,"total":12,"message":"..."}}
+//! < {"id":2,"kind":"result","result":{"type":"verify","entries":12,"bad":[]}}
+//! > {not json
+//! < {"id":null,"kind":"error","error":{"code":"bad_request","message":"..."}}
+//! ```
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pool::{PoolStats, Tier};
+
+/// Bumped on any change a peer of the previous version would misread.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest request line the daemon reads; a longer one gets a `too_long`
+/// error and is skipped up to its newline.
+pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+
+/// The longest response line a client reads (a status with thousands of repos
+/// or a verify naming many bad entries is still far below it).
+pub const MAX_RESPONSE_LINE: usize = 16 * 1024 * 1024;
+
+/// One line from a client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestFrame {
+    pub id: u64,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// What a client can ask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum Request {
+    /// Must be the first request on a connection.
+    Hello { version: u32, client: String },
+    Status,
+    ReposAdd { path: PathBuf },
+    ReposRemove { path: PathBuf },
+    ReposList,
+    /// Re-hash every pool entry.
+    PoolVerify,
+    /// Stop accepting, drain what is in flight, exit.
+    Shutdown,
+}
+
+/// One line from the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFrame {
+    /// `None` when the request line could not be read far enough to find its id.
+    pub id: Option<u64>,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Body {
+    Progress { progress: Progress },
+    Result { result: Reply },
+    Error { error: WireError },
+}
+
+/// How far a long request has come.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub stage: String,
+    pub done: u64,
+    pub total: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A request's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    Hello { version: u32, server: String, pid: u32 },
+    Status(StatusReport),
+    Repos { repos: Vec<RepoReport> },
+    Repo { repo: RepoReport },
+    Verify(VerifyReport),
+    Done,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub version: String,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub socket: PathBuf,
+    pub pool_dir: PathBuf,
+    pub pool: PoolStatsReport,
+    pub repos: Vec<RepoReport>,
+    pub queue: QueueReport,
+}
+
+/// The pool's entries and bytes per tier (the pool's own report, made comparable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatsReport {
+    pub threshold: u64,
+    pub tiers: Vec<TierLine>,
+    /// How old these figures are: the daemon measures the pool in the
+    /// background, not on each status request.
+    #[serde(default)]
+    pub age_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierLine {
+    pub tier: Tier,
+    pub engine: String,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+impl From<PoolStats> for PoolStatsReport {
+    fn from(stats: PoolStats) -> Self {
+        let tiers = stats
+            .tiers
+            .into_iter()
+            .map(|t| TierLine {
+                tier: t.tier,
+                engine: t.engine,
+                entries: t.stats.entries,
+                bytes: t.stats.bytes,
+            })
+            .collect();
+        PoolStatsReport {
+            threshold: stats.threshold,
+            tiers,
+            age_secs: 0,
+        }
+    }
+}
+
+/// The background job queue (prefetch, hash, upload). No jobs exist yet; the
+/// shape is fixed so scripts can rely on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueReport {
+    pub queued: u64,
+    pub running: u64,
+}
+
+/// A registered repo and what its last scan found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoReport {
+    pub path: PathBuf,
+    pub state: RepoState,
+    /// Why the repo is `missing` or `error`, or why it is polled instead of watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanReport>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepoState {
+    /// Registered, first scan not done yet (just after a start).
+    Pending,
+    /// Watched for changes through the OS.
+    Watching,
+    /// The OS refused a watch (e.g. the inotify limit): rescanned on a timer.
+    Polling,
+    /// The folder or its `.git` is gone; kept registered until removed.
+    Missing,
+    /// The last scan failed (see `problem`).
+    Error,
+}
+
+/// The LFS pointers in a repo's HEAD tree and where their objects are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanReport {
+    /// HEAD's commit; `None` on an unborn branch.
+    pub head: Option<String>,
+    pub pointers: u64,
+    /// Objects present in the repo's `.git/lfs/objects`.
+    pub in_repo: u64,
+    /// Objects not in the repo but in the pool.
+    pub in_pool: u64,
+    /// Objects found in neither.
+    pub absent: u64,
+    /// Seconds since the Unix epoch.
+    pub scanned_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub entries: u64,
+    pub bad: Vec<BadEntryReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadEntryReport {
+    /// The entry's key in hex (its sha256 when well-formed).
+    pub key: String,
+    pub tier: Tier,
+    pub problem: String,
+}
+
+/// An error as it travels: a stable code for scripts, a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct WireError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not JSON or not a known request.
+    BadRequest,
+    /// The line is longer than [`MAX_REQUEST_LINE`].
+    TooLong,
+    /// A request came before `hello`.
+    HandshakeRequired,
+    VersionMismatch,
+    /// The peer runs as another user.
+    PermissionDenied,
+    /// An argument names something that is not there or not usable.
+    InvalidArgument,
+    NotFound,
+    /// The daemon failed at something on its side.
+    Internal,
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_value(self).ok();
+        f.write_str(text.as_ref().and_then(|v| v.as_str()).unwrap_or("unknown"))
+    }
+}
+
+impl WireError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> WireError {
+        WireError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl ResponseFrame {
+    pub fn result(id: u64, result: Reply) -> ResponseFrame {
+        ResponseFrame {
+            id: Some(id),
+            body: Body::Result { result },
+        }
+    }
+
+    pub fn progress(id: u64, progress: Progress) -> ResponseFrame {
+        ResponseFrame {
+            id: Some(id),
+            body: Body::Progress { progress },
+        }
+    }
+
+    pub fn error(id: Option<u64>, error: WireError) -> ResponseFrame {
+        ResponseFrame {
+            id,
+            body: Body::Error { error },
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Git LFS as the repos see it: the pointer format and scanning a repo's
+//! HEAD tree for pointers.
+
+pub mod pointer;
+pub mod scan;
+
+pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
+pub use scan::{scan_repo, ScanError};

@@ -1,0 +1,238 @@
+//! Scanning a repo: the LFS pointers in HEAD's tree and where their objects are.
+//!
+//! Uses the real git binary: `ls-tree -r -l` lists HEAD's blobs with their
+//! sizes, the small ones are read through one `cat-file --batch`, and those
+//! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::ipc::ScanReport;
+use crate::pool::{Pool, PoolError};
+
+use super::pointer::{Pointer, MAX_POINTER_SIZE};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("repo {repo} is gone: {why}")]
+    Missing { repo: PathBuf, why: String },
+    #[error("{repo} is not a git work tree: {why}")]
+    NotRepo { repo: PathBuf, why: String },
+    #[error("git {args} in {repo}: {why}")]
+    Git { repo: PathBuf, args: String, why: String },
+    #[error("looking up objects of {repo} in the pool: {source}")]
+    Pool {
+        repo: PathBuf,
+        #[source]
+        source: Box<PoolError>,
+    },
+}
+
+/// A repo's git folders: its own (HEAD, index) and the common one (refs,
+/// packed-refs, lfs objects), the same folder outside linked worktrees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitDirs {
+    pub git_dir: PathBuf,
+    pub common_dir: PathBuf,
+}
+
+/// A git command for `repo` that ignores any `GIT_DIR` and friends in our own
+/// environment (the daemon may have been started from inside a hook).
+fn git(repo: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(repo);
+    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+fn run(repo: &Path, args: &[&str]) -> Result<std::process::Output, ScanError> {
+    git(repo).args(args).output().map_err(|e| ScanError::Git {
+        repo: repo.to_path_buf(),
+        args: args.join(" "),
+        why: format!("cannot run git: {e}"),
+    })
+}
+
+/// The top of the work tree containing `path`, canonical.
+pub fn toplevel(path: &Path) -> Result<PathBuf, ScanError> {
+    let not_repo = |why: String| ScanError::NotRepo {
+        repo: path.to_path_buf(),
+        why,
+    };
+    if !path.is_dir() {
+        return Err(not_repo("no such folder".into()));
+    }
+    let out = run(path, &["rev-parse", "--show-toplevel"])?;
+    if !out.status.success() {
+        return Err(not_repo(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    let top = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'));
+    top.canonicalize().map_err(|e| not_repo(e.to_string()))
+}
+
+/// The repo's git folders; [`ScanError::Missing`] when the repo is gone.
+pub fn git_dirs(repo: &Path) -> Result<GitDirs, ScanError> {
+    if !repo.is_dir() {
+        return Err(missing(repo, "the folder no longer exists"));
+    }
+    let out = run(repo, &["rev-parse", "--absolute-git-dir", "--git-common-dir"])?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(missing(repo, &format!("it is no longer a git repo ({why})")));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let git_dir = PathBuf::from(lines.next().unwrap_or_default());
+    let common = PathBuf::from(lines.next().unwrap_or_default());
+    // --git-common-dir is relative to the folder git ran in.
+    let common_dir = if common.is_absolute() { common } else { repo.join(common) };
+    Ok(GitDirs { git_dir, common_dir })
+}
+
+fn missing(repo: &Path, why: &str) -> ScanError {
+    ScanError::Missing {
+        repo: repo.to_path_buf(),
+        why: why.to_string(),
+    }
+}
+
+/// Scans HEAD's tree of `repo` for LFS pointers and counts where their objects are.
+pub fn scan_repo(repo: &Path, pool: &Pool) -> Result<ScanReport, ScanError> {
+    scan_in(repo, &git_dirs(repo)?, pool)
+}
+
+/// [`scan_repo`] with the repo's git folders already known.
+pub fn scan_in(repo: &Path, dirs: &GitDirs, pool: &Pool) -> Result<ScanReport, ScanError> {
+    let mut report = ScanReport {
+        scanned_at: unix_now(),
+        ..ScanReport::default()
+    };
+    let Some(head) = head_commit(repo)? else {
+        return Ok(report); // unborn branch: nothing committed yet
+    };
+    let pointers = read_pointers(repo, &small_blobs(repo)?)?;
+    report.head = Some(head);
+    report.pointers = pointers.len() as u64;
+    let objects = dirs.common_dir.join("lfs").join("objects");
+    for pointer in pointers.values() {
+        if in_lfs_objects(&objects, pointer) {
+            report.in_repo += 1;
+        } else if pool.has(&pointer.oid).map_err(|source| ScanError::Pool {
+            repo: repo.to_path_buf(),
+            source: Box::new(source),
+        })? {
+            report.in_pool += 1;
+        } else {
+            report.absent += 1;
+        }
+    }
+    Ok(report)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn head_commit(repo: &Path) -> Result<Option<String>, ScanError> {
+    let out = run(repo, &["rev-parse", "-q", "--verify", "HEAD^{commit}"])?;
+    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok((out.status.success() && !head.is_empty()).then_some(head))
+}
+
+/// Blob ids in HEAD's tree small enough to be pointers (each once).
+fn small_blobs(repo: &Path) -> Result<Vec<String>, ScanError> {
+    let args = ["ls-tree", "-r", "-l", "-z", "HEAD"];
+    let out = run(repo, &args)?;
+    if !out.status.success() {
+        return Err(git_failed(repo, &args, &out.stderr));
+    }
+    let mut ids: Vec<String> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(small_blob_id)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// `<mode> SP blob SP <id> SP+ <size> TAB <path>` -> id, when size < 1024.
+fn small_blob_id(entry: &[u8]) -> Option<String> {
+    let meta = entry.split(|b| *b == b'\t').next()?;
+    let meta = std::str::from_utf8(meta).ok()?;
+    let mut fields = meta.split_ascii_whitespace();
+    let (_mode, kind, id, size) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let size: u64 = size.parse().ok()?;
+    (kind == "blob" && size < MAX_POINTER_SIZE).then(|| id.to_string())
+}
+
+fn git_failed(repo: &Path, args: &[&str], stderr: &[u8]) -> ScanError {
+    ScanError::Git {
+        repo: repo.to_path_buf(),
+        args: args.join(" "),
+        why: String::from_utf8_lossy(stderr).trim().to_string(),
+    }
+}
+
+/// Reads `ids` through one `git cat-file --batch`; returns those that are
+/// pointers, keyed by blob id.
+fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer>, ScanError> {
+    let args = ["cat-file", "--batch"];
+    let fail = |why: String| ScanError::Git {
+        repo: repo.to_path_buf(),
+        args: args.join(" "),
+        why,
+    };
+    let mut child = git(repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| fail(format!("cannot run git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    // Feed from a thread: git's output may fill its pipe before it has read all input.
+    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut pointers = BTreeMap::new();
+    for id in ids {
+        let body = read_batch_entry(&mut out).map_err(|e| fail(format!("reading blob {id}: {e}")))?;
+        if let Some(Ok(pointer)) = body.map(|b| Pointer::parse(&b)) {
+            pointers.insert(id.clone(), pointer);
+        }
+    }
+    let _ = feeder.join();
+    let _ = child.wait();
+    Ok(pointers)
+}
+
+/// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.
+fn read_batch_entry(out: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
+    let mut header = String::new();
+    if out.read_line(&mut header)? == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "git stopped early"));
+    }
+    let fields: Vec<&str> = header.split_ascii_whitespace().collect();
+    let Some(size) = fields.get(2).and_then(|s| s.parse::<usize>().ok()) else {
+        return Ok(None); // "<id> missing"
+    };
+    let mut body = vec![0; size + 1];
+    out.read_exact(&mut body)?;
+    body.pop(); // the newline after the content
+    Ok(Some(body))
+}
+
+fn in_lfs_objects(objects: &Path, pointer: &Pointer) -> bool {
+    let hex = pointer.oid.to_hex();
+    let path = objects.join(&hex[0..2]).join(&hex[2..4]).join(&hex);
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == pointer.size)
+}

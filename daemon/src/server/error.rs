@@ -1,0 +1,43 @@
+use std::path::PathBuf;
+
+use crate::ipc::IpcError;
+use crate::pool::PoolError;
+use crate::watch::WatchError;
+
+/// Why a daemon could not start or stopped, naming the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("drsd is already running on {socket} ({how}); stop it with `drsctl shutdown`")]
+    AlreadyRunning { socket: PathBuf, how: &'static str },
+    #[error("{path} exists and is not a socket; move it away or pick another --socket")]
+    NotSocket { path: PathBuf },
+    #[error(transparent)]
+    SocketDir(#[from] IpcError),
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("opening the pool at {path}: {source}")]
+    Pool {
+        path: PathBuf,
+        #[source]
+        source: Box<PoolError>,
+    },
+    #[error("the state file {path} {why}; fix or remove it (it lists the registered repos)")]
+    State { path: PathBuf, why: String },
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+impl DaemonError {
+    pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> DaemonError {
+        DaemonError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

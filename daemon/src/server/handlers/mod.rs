@@ -1,0 +1,61 @@
+//! One file per request; each returns its reply or a `{code, message}` error.
+
+mod repos;
+mod shutdown;
+mod status;
+mod verify;
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::Shared;
+use crate::ipc::*;
+
+/// Sends a request's progress events; the final answer goes through [`handle`].
+pub(crate) struct Progressor {
+    id: u64,
+    tx: mpsc::Sender<ResponseFrame>,
+}
+
+impl Progressor {
+    pub async fn send(&self, progress: Progress) {
+        let _ = self.tx.send(ResponseFrame::progress(self.id, progress)).await;
+    }
+}
+
+pub(crate) async fn handle(shared: Arc<Shared>, frame: RequestFrame, tx: mpsc::Sender<ResponseFrame>) {
+    let RequestFrame { id, request } = frame;
+    let method = method_name(&request);
+    log::debug!("request {id}: {method}");
+    let progress = Progressor { id, tx: tx.clone() };
+    let outcome = match request {
+        Request::Status => Ok(status::handle(&shared).await),
+        Request::ReposAdd { path } => repos::add(&shared, path).await,
+        Request::ReposRemove { path } => repos::remove(&shared, path).await,
+        Request::ReposList => Ok(repos::list(&shared)),
+        Request::PoolVerify => verify::handle(&shared, &progress).await,
+        Request::Shutdown => Ok(shutdown::handle(&shared)),
+        Request::Hello { .. } => Err(WireError::new(ErrorCode::BadRequest, "hello was already said")),
+    };
+    let answer = match outcome {
+        Ok(reply) => ResponseFrame::result(id, reply),
+        Err(error) => {
+            log::debug!("request {id} ({method}) failed: {}", error.message);
+            ResponseFrame::error(Some(id), error)
+        }
+    };
+    let _ = tx.send(answer).await;
+}
+
+/// The request's method for logs; its arguments are never logged.
+fn method_name(request: &Request) -> String {
+    serde_json::to_value(request)
+        .ok()
+        .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub(crate) fn internal(e: impl std::fmt::Display) -> WireError {
+    WireError::new(ErrorCode::Internal, e.to_string())
+}

@@ -1,0 +1,9 @@
+use super::Shared;
+use crate::ipc::Reply;
+
+/// Starts the stop: the accept loop ends, requests in flight drain.
+pub(crate) fn handle(shared: &Shared) -> Reply {
+    log::info!("shutdown requested by a client");
+    shared.stop.cancel();
+    Reply::Done
+}

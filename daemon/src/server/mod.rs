@@ -1,0 +1,176 @@
+//! The daemon: claims the socket, serves connections, watches repos, and
+//! stops by draining what is in flight.
+//!
+//! [`run`] is the whole daemon; [`Daemon::bind`] then [`Daemon::serve`] is the
+//! same in two steps, so a caller can tell when the socket accepts
+//! connections (the `drsd serve --ready` line, tests).
+
+mod connection;
+mod error;
+mod handlers;
+mod listen;
+mod pool_stats;
+mod repos;
+mod state;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use interprocess::local_socket::tokio::{prelude::*, Listener};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::pool::Pool;
+use crate::watch::Watcher;
+
+pub use error::DaemonError;
+pub(crate) use repos::RepoBook;
+
+/// What every connection and request shares.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub pool: Arc<Pool>,
+    pub repos: RepoBook,
+    pub pool_stats: pool_stats::PoolStatsCache,
+    pub started: Instant,
+    /// Cancelled when the daemon starts stopping.
+    pub stop: CancellationToken,
+    /// Connections and the requests they run.
+    pub tasks: TaskTracker,
+}
+
+/// A daemon that holds its socket and is ready to serve.
+pub struct Daemon {
+    shared: Arc<Shared>,
+    claimed: listen::Claimed,
+    changes: UnboundedReceiver<Vec<PathBuf>>,
+}
+
+/// Runs a daemon until `shutdown` resolves or a client asks it to stop.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    Daemon::bind(config).await?.serve(shutdown).await
+}
+
+impl Daemon {
+    /// Claims the socket and opens the pool and the repo book.
+    pub async fn bind(config: Config) -> Result<Daemon, DaemonError> {
+        let claimed = listen::claim(&config.socket)?;
+        let pool = open_pool(&config).await?;
+        let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = Watcher::start(config.debounce, tx)?;
+        let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
+        let shared = Arc::new(Shared {
+            config,
+            pool,
+            repos,
+            pool_stats: Default::default(),
+            started: Instant::now(),
+            stop: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        });
+        log::info!("drsd {} listening on {}", env!("CARGO_PKG_VERSION"), shared.config.socket.display());
+        Ok(Daemon { shared, claimed, changes })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.shared.config.socket
+    }
+
+    /// Serves until `shutdown` resolves or a client sends `shutdown`, then
+    /// stops accepting, waits up to the drain timeout for requests in
+    /// flight, and removes the socket.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+        let Daemon { shared, claimed, changes } = self;
+        let background = tokio::spawn(watch_loop(shared.clone(), changes));
+        let measuring = tokio::spawn(measure_pool(shared.clone()));
+        accept_loop(&shared, &claimed.listener, shutdown).await;
+        shared.stop.cancel();
+        drop(claimed.listener); // removes the socket file: no new connections
+        drain(&shared).await;
+        background.abort();
+        measuring.abort();
+        log::info!("drsd stopped");
+        Ok(())
+    }
+}
+
+async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
+    let (dir, threshold) = (config.pool_dir.clone(), config.threshold);
+    let opened = tokio::task::spawn_blocking(move || Pool::open(&dir, threshold))
+        .await
+        .expect("opening the pool panicked");
+    opened.map(Arc::new).map_err(|source| DaemonError::Pool {
+        path: config.pool_dir.clone(),
+        source: Box::new(source),
+    })
+}
+
+async fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            // Stop requests first, so a flood of connections cannot starve them.
+            biased;
+            _ = &mut shutdown => return,
+            _ = shared.stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(stream) => {
+                    shared.tasks.spawn(connection::serve(shared.clone(), stream));
+                }
+                Err(e) => {
+                    // Typically out of file descriptors: back off instead of spinning.
+                    log::warn!("accepting a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Waits for connections and their requests, at most the drain timeout.
+async fn drain(shared: &Shared) {
+    shared.tasks.close();
+    let bound = shared.config.drain_timeout;
+    if tokio::time::timeout(bound, shared.tasks.wait()).await.is_err() {
+        log::warn!(
+            "{} connection(s) still busy after the {bound:?} drain timeout; stopping anyway",
+            shared.tasks.len()
+        );
+    }
+}
+
+/// Keeps the pool figures of `status` fresh.
+async fn measure_pool(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(pool_stats::REFRESH);
+    loop {
+        tick.tick().await;
+        shared.pool_stats.refresh(&shared.pool).await;
+    }
+}
+
+/// Rescans repos on watch events and on the poll timer; scans the saved
+/// repos once at start.
+async fn watch_loop(shared: Arc<Shared>, mut changes: UnboundedReceiver<Vec<PathBuf>>) {
+    for repo in shared.repos.paths() {
+        shared.repos.rescan(&repo).await;
+    }
+    let mut tick = tokio::time::interval(shared.config.poll_interval);
+    tick.tick().await; // the first tick is immediate
+    loop {
+        let due = tokio::select! {
+            Some(repos) = changes.recv() => repos,
+            _ = tick.tick() => shared.repos.due_for_poll(),
+            else => return,
+        };
+        for repo in due {
+            shared.repos.rescan(&repo).await;
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Pool figures for `status`, measured in the background.
+//!
+//! Counting the large tier lists and stats every file, which grows with the
+//! pool; a status request must stay sub-millisecond whatever the pool's
+//! size, so it reads the last measurement (and says how old it is).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::ipc::PoolStatsReport;
+use crate::pool::Pool;
+
+/// How often the background task measures the pool.
+pub(crate) const REFRESH: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+pub(crate) struct PoolStatsCache {
+    last: Mutex<Option<(Instant, PoolStatsReport)>>,
+}
+
+impl PoolStatsCache {
+    /// The last figures with their age in seconds; measured now if there are none yet.
+    pub async fn get(&self, pool: &Arc<Pool>) -> PoolStatsReport {
+        let cached = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match cached {
+            Some((at, mut report)) => {
+                report.age_secs = at.elapsed().as_secs();
+                report
+            }
+            None => self.refresh(pool).await,
+        }
+    }
+
+    /// Measures the pool (off the async threads) and keeps the figures.
+    pub async fn refresh(&self, pool: &Arc<Pool>) -> PoolStatsReport {
+        let measuring = pool.clone();
+        let stats = tokio::task::spawn_blocking(move || measuring.stats()).await;
+        let report = match stats {
+            Ok(Ok(stats)) => PoolStatsReport::from(stats),
+            Ok(Err(e)) => return unreadable(pool, &e),
+            Err(e) => return unreadable(pool, &e),
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), report.clone()));
+        report
+    }
+}
+
+/// No tiers rather than a failed status: the rest of the status still helps.
+fn unreadable(pool: &Pool, e: &dyn std::fmt::Display) -> PoolStatsReport {
+    log::warn!("reading pool stats: {e}");
+    PoolStatsReport {
+        threshold: pool.threshold(),
+        tiers: Vec::new(),
+        age_secs: 0,
+    }
+}

@@ -1,0 +1,73 @@
+//! The registered repos, kept across restarts in a small JSON file under
+//! the state folder, replaced atomically (write a temp file, fsync, rename).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::DaemonError;
+
+const VERSION: u32 = 1;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StateFile {
+    version: u32,
+    repos: Vec<PathBuf>,
+}
+
+pub(crate) fn state_file(state_dir: &Path) -> PathBuf {
+    state_dir.join("repos.json")
+}
+
+/// The repos saved at `path`; none when the file does not exist yet.
+pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, DaemonError> {
+    let bad = |why: String| DaemonError::State {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(DaemonError::io("read", path, e)),
+    };
+    let state: StateFile = serde_json::from_slice(&text).map_err(|e| bad(format!("is not valid: {e}")))?;
+    if state.version != VERSION {
+        return Err(bad(format!("has version {}, this drsd reads {VERSION}", state.version)));
+    }
+    Ok(state.repos)
+}
+
+pub(crate) fn save(path: &Path, repos: &[PathBuf]) -> Result<(), DaemonError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| DaemonError::io("create state folder", dir, e))?;
+    let state = StateFile {
+        version: VERSION,
+        repos: repos.to_vec(),
+    };
+    let text = serde_json::to_vec_pretty(&state).expect("paths serialize");
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| DaemonError::io("create temp file in", dir, e))?;
+    tmp.write_all(&text)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| DaemonError::io("write", tmp.path(), e))?;
+    tmp.persist(path).map_err(|e| DaemonError::io("replace", path, e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_repos_load_back_and_a_corrupt_file_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = state_file(tmp.path());
+        assert!(load(&path).unwrap().is_empty());
+        let repos = vec![PathBuf::from("/a"), PathBuf::from("/b c")];
+        save(&path, &repos).unwrap();
+        assert_eq!(load(&path).unwrap(), repos);
+        std::fs::write(&path, b"{not json").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()) && err.contains("not valid"), "{err}");
+    }
+}

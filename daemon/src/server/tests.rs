@@ -1,0 +1,476 @@
+//! The daemon in-process: real sockets, real git and git-lfs, real pool.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::*;
+use crate::ipc::*;
+use crate::pool::Tier;
+
+struct TestDaemon {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), DaemonError>>,
+}
+
+fn config_in(dir: &Path) -> Config {
+    let mut config = Config::in_dir(dir);
+    config.debounce = Duration::from_millis(50);
+    config
+}
+
+async fn start_in(dir: tempfile::TempDir, config: Config) -> TestDaemon {
+    let daemon = Daemon::bind(config).await.expect("daemon binds");
+    let (socket, shared) = (daemon.socket().to_path_buf(), daemon.shared.clone());
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(daemon.serve(async {
+        let _ = rx.await;
+    }));
+    TestDaemon { dir, socket, shared, stop: Some(tx), task }
+}
+
+async fn start() -> TestDaemon {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    start_in(dir, config).await
+}
+
+impl TestDaemon {
+    async fn client(&self) -> Client {
+        Client::connect(&self.socket, "test").await.expect("client connects")
+    }
+
+    async fn status(&self) -> StatusReport {
+        match self.client().await.call(Request::Status).await.unwrap() {
+            Reply::Status(s) => s,
+            other => panic!("status answered {other:?}"),
+        }
+    }
+
+    /// Stops the daemon the way SIGTERM does and waits for it.
+    async fn stop(mut self) -> tempfile::TempDir {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.task.await.unwrap().expect("daemon stops cleanly");
+        self.dir
+    }
+
+    fn repo_state(&self, repo: &Path) -> Option<RepoReport> {
+        self.shared.repos.lock().repos.get(repo).cloned()
+    }
+}
+
+/// Raw lines over a plain Unix socket, to send what no client would.
+struct Raw {
+    write: std::os::unix::net::UnixStream,
+    read: BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl Raw {
+    fn connect(socket: &Path) -> Raw {
+        let write = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        write.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let read = BufReader::new(write.try_clone().unwrap());
+        Raw { write, read }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.write.write_all(bytes).unwrap();
+    }
+
+    fn answer(&mut self) -> ResponseFrame {
+        let mut line = String::new();
+        self.read.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    fn hello(&mut self) {
+        self.send(b"{\"id\":0,\"method\":\"hello\",\"version\":1,\"client\":\"raw\"}\n");
+        assert!(matches!(self.answer().body, Body::Result { .. }));
+    }
+}
+
+fn error_code(frame: &ResponseFrame) -> ErrorCode {
+    match &frame.body {
+        Body::Error { error } => error.code,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_clients_are_all_served() {
+    let daemon = start().await;
+    let socket = daemon.socket.clone();
+    let clients: Vec<_> = (0..200)
+        .map(|_| {
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                let mut client = Client::connect(&socket, "load").await?;
+                client.call(Request::Status).await
+            })
+        })
+        .collect();
+    for client in clients {
+        match client.await.unwrap().expect("every client gets its status") {
+            Reply::Status(s) => assert_eq!(s.pid, std::process::id()),
+            other => panic!("{other:?}"),
+        }
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_lines_get_errors_and_the_connection_goes_on() {
+    let daemon = start().await;
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.hello();
+    raw.send(b"{this is not json\n");
+    let answer = raw.answer();
+    assert_eq!((answer.id, error_code(&answer)), (None, ErrorCode::BadRequest));
+    raw.send(b"{\"id\":7,\"method\":\"no_such_thing\"}\n");
+    let answer = raw.answer();
+    assert_eq!((answer.id, error_code(&answer)), (Some(7), ErrorCode::BadRequest));
+    let mut huge = vec![b'x'; MAX_REQUEST_LINE * 3];
+    huge.push(b'\n');
+    raw.send(&huge);
+    assert_eq!(error_code(&raw.answer()), ErrorCode::TooLong);
+    raw.send(b"\xff\xfe\n");
+    assert_eq!(error_code(&raw.answer()), ErrorCode::BadRequest);
+    // Another client is served meanwhile, and so is this one afterwards.
+    assert_eq!(daemon.status().await.pid, std::process::id());
+    raw.send(b"{\"id\":8,\"method\":\"repos_list\"}\n");
+    let answer = raw.answer();
+    assert_eq!(answer.id, Some(8));
+    assert!(matches!(answer.body, Body::Result { result: Reply::Repos { .. } }), "{answer:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_one_connection_run_concurrently_and_answer_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    fill_pool(&config.pool_dir, 3, 32);
+    let daemon = start_in(dir, config).await;
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.hello();
+    raw.send(b"{\"id\":10,\"method\":\"pool_verify\"}\n{\"id\":11,\"method\":\"status\"}\n");
+    let mut order = Vec::new();
+    while order.last() != Some(&(10, "result")) {
+        let answer = raw.answer();
+        let kind = match answer.body {
+            Body::Progress { .. } => "progress",
+            Body::Result { .. } => "result",
+            Body::Error { .. } => "error",
+        };
+        order.push((answer.id.unwrap(), kind));
+    }
+    // The quick status overtakes the slow verify; verify's progress precedes its result.
+    let status_at = order.iter().position(|a| *a == (11, "result")).expect("status answered");
+    assert!(status_at < order.len() - 1, "{order:?}");
+    assert!(order.contains(&(10, "progress")), "{order:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_before_hello_and_other_protocol_versions_are_refused() {
+    let daemon = start().await;
+    let mut raw = Raw::connect(&daemon.socket);
+    raw.send(b"{\"id\":1,\"method\":\"status\"}\n");
+    assert_eq!(error_code(&raw.answer()), ErrorCode::HandshakeRequired);
+    raw.send(b"{\"id\":2,\"method\":\"hello\",\"version\":999,\"client\":\"future\"}\n");
+    let answer = raw.answer();
+    assert_eq!(error_code(&answer), ErrorCode::VersionMismatch);
+    let Body::Error { error } = answer.body else { unreachable!() };
+    assert!(error.message.contains("999"), "{}", error.message);
+    // The daemon closes a connection it cannot speak with.
+    let mut rest = String::new();
+    assert_eq!(raw.read.read_line(&mut rest).unwrap(), 0);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_is_0600_in_a_0700_folder_and_gone_after_stop() {
+    let daemon = start().await;
+    let socket = daemon.socket.clone();
+    let meta = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let dir = std::fs::metadata(socket.parent().unwrap()).unwrap();
+    assert_eq!(dir.permissions().mode() & 0o777, 0o700);
+    daemon.stop().await;
+    assert!(!socket.exists(), "the socket file is removed on stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    crate::ipc::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    // A socket file nobody listens on any more, as a killed daemon leaves it.
+    drop(std::os::unix::net::UnixListener::bind(&config.socket).unwrap());
+    assert!(config.socket.exists());
+    let daemon = start_in(dir, config.clone()).await;
+    assert_eq!(daemon.status().await.pid, std::process::id());
+    let err = Daemon::bind(config.clone()).await.err().expect("a second daemon is refused");
+    assert!(matches!(err, DaemonError::AlreadyRunning { .. }), "{err}");
+    assert!(err.to_string().contains(&config.socket.display().to_string()), "{err}");
+    // The refused daemon left the live socket alone.
+    assert_eq!(daemon.status().await.pid, std::process::id());
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_is_not_a_socket_is_never_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    crate::ipc::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    std::fs::write(&config.socket, b"precious").unwrap();
+    let err = Daemon::bind(config.clone()).await.err().expect("refused");
+    assert!(matches!(err, DaemonError::NotSocket { .. }), "{err}");
+    assert_eq!(std::fs::read(&config.socket).unwrap(), b"precious");
+}
+
+/// Fills the pool with `n` blobs of `mib` MiB so that verifying takes a while.
+fn fill_pool(dir: &Path, n: usize, mib: usize) {
+    let pool = crate::pool::Pool::open(dir, None).unwrap();
+    for i in 0..n {
+        let mut data = vec![0u8; mib << 20];
+        data[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        pool.put_stream(None, &data[..]).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_waits_for_a_request_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    fill_pool(&config.pool_dir, 3, 32);
+    let daemon = start_in(dir, config).await;
+    let mut client = daemon.client().await;
+    let (started_tx, started_rx) = oneshot::channel();
+    let verify = tokio::spawn(async move {
+        let mut started = Some(started_tx);
+        client
+            .call_with_progress(Request::PoolVerify, |_| {
+                if let Some(tx) = started.take() {
+                    let _ = tx.send(());
+                }
+            })
+            .await
+    });
+    started_rx.await.unwrap();
+    let socket = daemon.socket.clone();
+    daemon.stop().await;
+    match verify.await.unwrap().expect("the request in flight completes") {
+        Reply::Verify(report) => assert_eq!((report.entries, report.bad.len()), (3, 0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(!socket.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_gives_up_on_requests_after_the_drain_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    config.drain_timeout = Duration::from_millis(1);
+    fill_pool(&config.pool_dir, 6, 48);
+    let daemon = start_in(dir, config).await;
+    let mut client = daemon.client().await;
+    let (started_tx, started_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let mut started = Some(started_tx);
+        let _ = client
+            .call_with_progress(Request::PoolVerify, |_| {
+                if let Some(tx) = started.take() {
+                    let _ = tx.send(());
+                }
+            })
+            .await;
+    });
+    started_rx.await.unwrap();
+    let shared = daemon.shared.clone();
+    let stopping = Instant::now();
+    daemon.stop().await;
+    assert!(stopping.elapsed() < Duration::from_millis(500), "{:?}", stopping.elapsed());
+    assert!(!shared.tasks.is_empty(), "verify was still running when the daemon gave up on it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_the_pool_per_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path());
+    let pool = crate::pool::Pool::open(&config.pool_dir, None).unwrap();
+    pool.put_stream(None, &b"small"[..]).unwrap();
+    pool.put_stream(None, &vec![7u8; 200_000][..]).unwrap();
+    drop(pool);
+    let daemon = start_in(dir, config).await;
+    let status = daemon.status().await;
+    let tiers: Vec<(Tier, u64, u64)> = status.pool.tiers.iter().map(|t| (t.tier, t.entries, t.bytes)).collect();
+    assert_eq!(tiers, [(Tier::Kv, 1, 5), (Tier::Large, 1, 200_000)]);
+    assert_eq!(status.pool.threshold, crate::pool::DEFAULT_THRESHOLD);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_request_stops_the_daemon() {
+    let daemon = start().await;
+    let reply = daemon.client().await.call(Request::Shutdown).await.unwrap();
+    assert_eq!(reply, Reply::Done);
+    let task = daemon.task;
+    tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap().unwrap();
+    assert!(!daemon.socket.exists());
+}
+
+// ---- repos -------------------------------------------------------------
+
+/// git with a fixed identity and no user or system config.
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=drsd test", "-c", "user.email=test@drsd.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A repo with git-lfs tracking *.bam and one committed LFS file.
+fn lfs_repo(parent: &Path, name: &str) -> PathBuf {
+    let repo = parent.join(name);
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["lfs", "install", "--local"]);
+    git(&repo, &["lfs", "track", "*.bam"]);
+    commit_bam(&repo, "one.bam", b"reads one");
+    repo.canonicalize().unwrap()
+}
+
+fn commit_bam(repo: &Path, name: &str, bytes: &[u8]) {
+    std::fs::write(repo.join(name), bytes).unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", name]);
+}
+
+async fn add_repo(daemon: &TestDaemon, path: &Path) -> RepoReport {
+    let request = Request::ReposAdd { path: path.to_path_buf() };
+    match daemon.client().await.call(request).await.unwrap() {
+        Reply::Repo { repo } => repo,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Polls the daemon's record of `repo` until `done` holds (at most 10 s).
+async fn wait_for(daemon: &TestDaemon, repo: &Path, done: impl Fn(&RepoReport) -> bool) -> RepoReport {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let report = daemon.repo_state(repo).expect("registered");
+        if done(&report) {
+            return report;
+        }
+        assert!(Instant::now() < deadline, "timed out; last report {report:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_with_a_new_lfs_pointer_is_picked_up_by_the_watcher() {
+    let daemon = start().await;
+    let repo = lfs_repo(daemon.dir.path(), "r");
+    let added = add_repo(&daemon, &repo).await;
+    assert_eq!(added.state, RepoState::Watching);
+    let scan = added.scan.unwrap();
+    assert_eq!((scan.pointers, scan.in_repo, scan.absent), (1, 1, 0));
+    commit_bam(&repo, "two.bam", b"reads two");
+    let report = wait_for(&daemon, &repo, |r| r.scan.as_ref().is_some_and(|s| s.pointers == 2)).await;
+    let scan = report.scan.unwrap();
+    assert_eq!((scan.in_repo, scan.in_pool, scan.absent), (2, 0, 0));
+    // An object in the pool but gone from .git/lfs/objects counts as in the
+    // pool; the removal alone (a change in lfs/objects) triggers the rescan.
+    let oid = crate::pool::Oid::of(b"reads two");
+    daemon.shared.pool.put(&oid, b"reads two").unwrap();
+    let hex = oid.to_hex();
+    std::fs::remove_file(repo.join(".git/lfs/objects").join(&hex[..2]).join(&hex[2..4]).join(&hex)).unwrap();
+    let report = wait_for(&daemon, &repo, |r| r.scan.as_ref().is_some_and(|s| s.in_pool == 1)).await;
+    assert_eq!(report.scan.unwrap().in_repo, 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repo_deleted_while_watched_is_reported_missing() {
+    let daemon = start().await;
+    let repo = lfs_repo(daemon.dir.path(), "doomed");
+    add_repo(&daemon, &repo).await;
+    std::fs::remove_dir_all(&repo).unwrap();
+    // The watcher notices by itself, without any request looking.
+    let report = wait_for(&daemon, &repo, |r| r.state == RepoState::Missing).await;
+    assert!(report.problem.unwrap().contains("no longer exists"));
+    let status = daemon.status().await;
+    assert_eq!(status.repos[0].state, RepoState::Missing);
+    // It can still be unregistered by its old path.
+    let reply = daemon.client().await.call(Request::ReposRemove { path: repo.clone() }).await.unwrap();
+    assert!(matches!(reply, Reply::Repo { .. }));
+    assert!(daemon.status().await.repos.is_empty());
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repo_moved_away_is_found_missing_by_the_poll_and_back_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    config.poll_interval = Duration::from_millis(100);
+    let daemon = start_in(dir, config).await;
+    let repo = lfs_repo(daemon.dir.path(), "wanderer");
+    add_repo(&daemon, &repo).await;
+    let away = daemon.dir.path().join("elsewhere");
+    std::fs::rename(&repo, &away).unwrap();
+    wait_for(&daemon, &repo, |r| r.state == RepoState::Missing).await;
+    std::fs::rename(&away, &repo).unwrap();
+    let report = wait_for(&daemon, &repo, |r| r.state == RepoState::Watching).await;
+    assert_eq!(report.scan.unwrap().pointers, 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_repos_survive_a_restart() {
+    let daemon = start().await;
+    let repo = lfs_repo(daemon.dir.path(), "kept");
+    add_repo(&daemon, &repo).await;
+    let dir = daemon.stop().await;
+    let config = config_in(dir.path());
+    let daemon = start_in(dir, config).await;
+    let report = wait_for(&daemon, &repo, |r| r.state == RepoState::Watching).await;
+    assert_eq!(report.scan.unwrap().pointers, 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_repo_paths_get_errors_naming_them() {
+    let daemon = start().await;
+    let mut client = daemon.client().await;
+    let plain = daemon.dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let cases = [
+        (plain.clone(), ErrorCode::InvalidArgument, "not a git work tree"),
+        (daemon.dir.path().join("nowhere"), ErrorCode::InvalidArgument, "no such folder"),
+        (PathBuf::from("relative/repo"), ErrorCode::InvalidArgument, "relative"),
+    ];
+    for (path, code, text) in cases {
+        let err = client.call(Request::ReposAdd { path: path.clone() }).await.unwrap_err();
+        let IpcError::Daemon(err) = err else { panic!("{err}") };
+        assert_eq!(err.code, code);
+        assert!(err.message.contains(text) && err.message.contains(path.to_str().unwrap()), "{}", err.message);
+    }
+    let err = client.call(Request::ReposRemove { path: plain }).await.unwrap_err();
+    assert!(matches!(err, IpcError::Daemon(WireError { code: ErrorCode::NotFound, .. })), "{err}");
+    daemon.stop().await;
+}

@@ -1,0 +1,540 @@
+//! drsd, drsctl and drs-hook as real processes.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use drsd::ipc::{Client, IpcError, Reply, Request};
+use drsd_e2e::bin;
+
+/// A private folder with a socket, pool and state for one daemon.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("run").join("drsd.sock")
+    }
+
+    fn pool(&self) -> PathBuf {
+        self.dir.path().join("pool")
+    }
+
+    /// `name` with this home's socket, pool and state in its environment.
+    fn command(&self, name: &str) -> Command {
+        let program = if name.starts_with("drs") { bin(name) } else { PathBuf::from(name) };
+        let mut cmd = Command::new(program);
+        cmd.env("DRSD_SOCKET", self.socket())
+            .env("DRSD_POOL", self.pool())
+            .env("DRSD_STATE_DIR", self.dir.path().join("state"))
+            .env("DRSD_BIN", bin("drsd"))
+            .env_remove("DRSD_NO_AUTOSTART")
+            .env_remove("JOURNAL_STREAM")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn drsctl(&self, args: &[&str]) -> Output {
+        self.command("drsctl").args(args).output().expect("drsctl runs")
+    }
+
+    /// `drsd serve --ready`, returned once it accepts connections.
+    fn serve(&self, extra: &[&str]) -> Child {
+        let mut child = self
+            .command("drsd")
+            .args(["serve", "--ready"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("drsd starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim_end(), drsd::ipc::READY_LINE, "drsd did not get ready");
+        child
+    }
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+/// Waits for `child` to exit, at most `limit`.
+fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "drsd still running after {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn racing_clients_start_exactly_one_daemon() {
+    let home = Home::new();
+    let racers: Vec<_> = (0..8)
+        .map(|_| home.command("drsctl").args(["--json", "status"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    let mut pids = Vec::new();
+    for racer in racers {
+        let out = racer.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        pids.push(json(&out)["pid"].as_u64().unwrap());
+    }
+    pids.dedup();
+    assert_eq!(pids.len(), 1, "every client talks to the one daemon: {pids:?}");
+    let pid = pids[0] as u32;
+    assert!(alive(pid));
+    let out = home.drsctl(&["shutdown"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!alive(pid), "shutdown returns once the daemon has exited");
+    assert!(!home.socket().exists());
+}
+
+#[test]
+fn no_daemon_is_started_when_told_not_to() {
+    let home = Home::new();
+    let out = home.command("drsctl").args(["--json", "status"]).env("DRSD_NO_AUTOSTART", "1").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(json(&out)["error"]["code"], "unreachable");
+    assert!(stderr(&out).contains(&home.socket().display().to_string()), "{}", stderr(&out));
+    assert!(!home.socket().exists());
+    // Shutdown never starts a daemon just to stop it.
+    assert_eq!(home.drsctl(&["shutdown"]).status.code(), Some(3));
+    assert!(!home.socket().exists());
+}
+
+#[test]
+fn a_second_daemon_refuses_and_a_killed_ones_socket_is_replaced() {
+    let home = Home::new();
+    let mut first = home.serve(&[]);
+    let out = home.command("drsd").arg("serve").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(err.contains("already running") && err.contains(&home.socket().display().to_string()), "{err}");
+    // kill -9 leaves the socket file behind; the next daemon replaces it.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(home.socket().exists(), "a killed daemon leaves its socket file");
+    let mut second = home.serve(&[]);
+    let out = home.drsctl(&["--json", "status"]);
+    assert_eq!(json(&out)["pid"].as_u64(), Some(second.id() as u64));
+    signal(&second, libc::SIGTERM);
+    assert!(wait_within(&mut second, Duration::from_secs(5)).success());
+}
+
+/// Puts `n` blobs of `mib` MiB in the pool, so that verifying takes a while.
+fn fill_pool(dir: &Path, n: usize, mib: usize) {
+    let pool = drsd::pool::Pool::open(dir, None).unwrap();
+    for i in 0..n {
+        let mut data = vec![0u8; mib << 20];
+        data[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        pool.put_stream(None, &data[..]).unwrap();
+    }
+}
+
+/// Starts `pool verify`, sends SIGTERM to `daemon` once the request is in
+/// flight (its first progress event), and returns the request's outcome.
+fn verify_then_sigterm(socket: &Path, daemon: &Child) -> Result<Reply, IpcError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut client = Client::connect(socket, "e2e").await.unwrap();
+        let mut signalled = false;
+        client
+            .call_with_progress(Request::PoolVerify, |_| {
+                if !signalled {
+                    signal(daemon, libc::SIGTERM);
+                    signalled = true;
+                }
+            })
+            .await
+    })
+}
+
+#[test]
+fn sigterm_lets_requests_in_flight_finish() {
+    let home = Home::new();
+    fill_pool(&home.pool(), 3, 32);
+    let mut daemon = home.serve(&[]);
+    match verify_then_sigterm(&home.socket(), &daemon).expect("the request in flight is answered") {
+        Reply::Verify(report) => assert_eq!((report.entries, report.bad.len()), (3, 0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(wait_within(&mut daemon, Duration::from_secs(10)).success());
+    assert!(!home.socket().exists());
+}
+
+#[test]
+fn sigterm_stops_within_the_drain_bound_even_if_a_request_is_not_done() {
+    let home = Home::new();
+    fill_pool(&home.pool(), 6, 32);
+    let mut daemon = home.serve(&["--drain-timeout", "0.001"]);
+    let started = Instant::now();
+    let outcome = verify_then_sigterm(&home.socket(), &daemon);
+    assert!(outcome.is_err(), "the daemon gave up on the request: {outcome:?}");
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("drain timeout"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[test]
+fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
+    assert_eq!(drsd::ipc::paths::current_uid(), 0, "this test runs as root (as CI does), to act as another user");
+    let home = Home::new();
+    let mut daemon = home.serve(&[]);
+    // Open the way on purpose: only the peer uid check stands.
+    for (path, mode) in [(home.dir.path().to_path_buf(), 0o755), (home.socket().parent().unwrap().to_path_buf(), 0o755), (home.socket(), 0o777)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let out = home
+        .command("drsctl")
+        .args(["--json", "status"])
+        .env("DRSD_NO_AUTOSTART", "1")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(json(&out)["error"]["code"], "permission_denied");
+    assert!(stderr(&out).contains("uid 65534"), "{}", stderr(&out));
+    // Our own user is still served.
+    assert!(home.drsctl(&["status"]).status.success());
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
+
+#[test]
+fn repos_commands_print_tables_and_json_and_fail_clearly() {
+    let home = Home::new();
+    let repo = home.dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).arg(&repo).status().unwrap().success());
+    let out = home.command("drsctl").args(["repos", "add"]).current_dir(&repo).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("registered") && text.contains("watching"), "{text}");
+    let list = json(&home.drsctl(&["--json", "repos", "list"]));
+    assert_eq!(list[0]["path"], repo.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(list[0]["scan"]["pointers"], 0);
+    let missing = home.dir.path().join("nope");
+    let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["error"]["code"], "invalid_argument");
+    assert!(stderr(&out).contains(missing.to_str().unwrap()), "{}", stderr(&out));
+    let out = home.drsctl(&["repos", "remove", repo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = home.drsctl(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("no repos registered") && text.contains("sqlite"), "{text}");
+    assert!(home.drsctl(&["shutdown"]).status.success());
+}
+
+#[test]
+fn pool_verify_names_a_bad_entry_and_exits_1() {
+    let home = Home::new();
+    fill_pool(&home.pool(), 1, 1);
+    assert!(home.drsctl(&["pool", "verify"]).status.success());
+    // Corrupt the one large file (committed read-only; we are its owner).
+    let large = walk_files(&home.pool().join("large"));
+    assert_eq!(large.len(), 1, "{large:?}");
+    std::fs::set_permissions(&large[0], std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&large[0], b"not what was stored").unwrap();
+    let out = home.drsctl(&["--json", "pool", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["entries"], 1);
+    assert!(report["bad"][0]["problem"].as_str().unwrap().contains("hashes to"), "{report}");
+    assert!(home.drsctl(&["shutdown"]).status.success());
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else if !path.to_string_lossy().contains("stage") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn verbose_flags_raise_the_log_level() {
+    let home = Home::new();
+    let quiet = home.serve(&[]);
+    home.drsctl(&["status"]);
+    signal(&quiet, libc::SIGTERM);
+    let quiet_log = String::from_utf8(quiet.wait_with_output().unwrap().stderr).unwrap();
+    let mut loud = home.command("drsd").args(["-v", "serve", "--ready"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(loud.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    home.drsctl(&["status"]);
+    signal(&loud, libc::SIGTERM);
+    let loud_log = String::from_utf8(loud.wait_with_output().unwrap().stderr).unwrap();
+    assert!(quiet_log.contains("INFO") && !quiet_log.contains("DEBUG"), "{quiet_log}");
+    assert!(loud_log.contains("DEBUG") && loud_log.contains("request"), "{loud_log}");
+}
+
+#[test]
+fn the_systemd_unit_passes_systemd_analyze_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
+    let out = home
+        .drsctl(&["service", "install", "--kind", "systemd", "--dir", dir.path().to_str().unwrap(), "--drsd", bin("drsd").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let unit = dir.path().join("drsd.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains(&format!("ExecStart={} serve", bin("drsd").display())), "{text}");
+    assert!(analyze(&unit).is_empty(), "{:?}", analyze(&unit));
+    // The check can fail: a unit with an unknown key is reported.
+    let broken = dir.path().join("broken.service");
+    std::fs::write(&broken, text.replace("Restart=on-failure", "Restart=on-failure\nRestartt=always")).unwrap();
+    assert!(!analyze(&broken).is_empty());
+    let out = home.drsctl(&["service", "uninstall", "--kind", "systemd", "--dir", dir.path().to_str().unwrap()]);
+    assert!(out.status.success() && !unit.exists(), "{}", stderr(&out));
+}
+
+/// What `systemd-analyze verify` says about `unit` (its warnings and errors).
+fn analyze(unit: &Path) -> Vec<String> {
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(unit)
+        .output()
+        .expect("systemd-analyze runs (tests/ci/install-system-deps.sh installs it)");
+    let name = unit.file_name().unwrap().to_str().unwrap();
+    let mut problems: Vec<String> = String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains(name)).map(str::to_string).collect();
+    if !out.status.success() {
+        problems.push(format!("exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr)));
+    }
+    problems
+}
+
+#[test]
+fn the_launchd_plist_parses_and_runs_drsd_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new();
+    let args = ["service", "install", "--kind", "launchd", "--dir", dir.path().to_str().unwrap(), "--drsd", "/opt/drs & co/drsd"];
+    let out = home.drsctl(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plist = plist::Value::from_file(dir.path().join("drsd.plist")).expect("a valid plist");
+    let dict = plist.as_dictionary().unwrap();
+    assert_eq!(dict["Label"].as_string(), Some("drsd"));
+    let program: Vec<&str> = dict["ProgramArguments"].as_array().unwrap().iter().map(|v| v.as_string().unwrap()).collect();
+    assert_eq!(program, ["/opt/drs & co/drsd", "serve"]);
+    assert_eq!(dict["RunAtLoad"].as_boolean(), Some(true));
+    assert!(dict["StandardErrorPath"].as_string().unwrap().ends_with("Library/Logs/drsd.log"));
+    let uninstall = ["service", "uninstall", "--kind", "launchd", "--dir", dir.path().to_str().unwrap()];
+    assert!(home.drsctl(&uninstall).status.success());
+    let again = home.drsctl(&uninstall);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("not installed"), "{}", stderr(&again));
+}
+
+#[test]
+fn drs_hook_has_help_and_reaches_the_daemon() {
+    let home = Home::new();
+    let help = home.command("drs-hook").arg("--help").output().unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("transfer agent"));
+    let ping = home.command("drs-hook").arg("ping").output().unwrap();
+    assert!(ping.status.success(), "{}", stderr(&ping));
+    assert!(String::from_utf8_lossy(&ping.stdout).starts_with("drsd "));
+    assert!(home.drsctl(&["shutdown"]).status.success());
+}
+
+/// Started by systemd (JOURNAL_STREAM names its standard error), drsd logs to
+/// the journal socket, not to standard error. The journal here is a datagram
+/// socket of ours, mounted at /run/systemd in drsd's own mount namespace.
+#[test]
+fn under_systemd_the_logs_go_to_the_journal() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    let fake_run = home.dir.path().join("run-systemd");
+    std::fs::create_dir_all(fake_run.join("journal")).unwrap();
+    let journal = std::os::unix::net::UnixDatagram::bind(fake_run.join("journal/socket")).unwrap();
+    journal.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let stderr_file = home.dir.path().join("stderr");
+    let stderr = std::fs::File::create(&stderr_file).unwrap();
+    let meta = stderr.metadata().unwrap();
+    let script = r#"mount --bind "$1" /run/systemd && shift && exec "$@""#;
+    let mut daemon = home
+        .command("unshare")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(&fake_run)
+        .arg(bin("drsd"))
+        .args(["serve", "--ready"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    if line.trim_end() != drsd::ipc::READY_LINE {
+        let status = daemon.wait().unwrap();
+        panic!("drsd did not get ready ({status}): {}", std::fs::read_to_string(&stderr_file).unwrap());
+    }
+    let mut buf = vec![0u8; 65536];
+    // The logger first sends an empty datagram to check the journal is there.
+    let entry = loop {
+        let n = journal.recv(&mut buf).expect("a journal entry arrives");
+        if n > 0 {
+            break String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+    };
+    assert!(entry.contains("SYSLOG_IDENTIFIER=drsd\n"), "{entry:?}");
+    // MESSAGE travels length-encoded (the journal's binary field form).
+    assert!(entry.contains("MESSAGE\n") && entry.contains(concat!("drsd ", env!("CARGO_PKG_VERSION"), " listening on")), "{entry:?}");
+    assert!(entry.contains("PRIORITY=5\n"), "info is logged as notice: {entry:?}");
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+    assert_eq!(std::fs::read_to_string(&stderr_file).unwrap(), "", "nothing on standard error");
+}
+
+/// Past the inotify watch limit a repo is polled, not half-watched, and
+/// changes still show up. The limit is lowered to 4 watches in a user
+/// namespace of drsd's own (`/proc/sys/user/max_inotify_watches` is per
+/// namespace), so nothing else on the machine is affected.
+#[test]
+fn past_the_inotify_limit_a_repo_is_polled() {
+    let home = Home::new();
+    let repo = home.dir.path().join("big");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@drsd.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["lfs", "install", "--local"]);
+    git(&["lfs", "track", "*.bam"]);
+    std::fs::write(repo.join("a.bam"), b"first").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "a"]);
+    let script = r#"echo 4 > /proc/sys/user/max_inotify_watches && exec "$@""#;
+    let mut daemon = home
+        .command("unshare")
+        .args(["-U", "-r", "sh", "-c", script, "sh"])
+        .arg(bin("drsd"))
+        .args(["serve", "--ready", "--poll-interval", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
+    let out = home.drsctl(&["--json", "repos", "add", repo.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let added = json(&out);
+    assert_eq!(added["state"], "polling", "{added}");
+    assert!(added["problem"].as_str().unwrap().contains("max_user_watches"), "{added}");
+    std::fs::write(repo.join("b.bam"), b"second").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "b"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = json(&home.drsctl(&["--json", "repos", "list"]));
+        if list[0]["scan"]["pointers"] == 2 {
+            assert_eq!(list[0]["state"], "polling");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the poll never saw the commit: {list}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
+
+#[test]
+fn the_socket_defaults_to_the_runtime_dir_else_a_private_tmp_folder() {
+    let home = Home::new();
+    let runtime_dir = home.dir.path().join("xdg-run");
+    std::fs::create_dir(&runtime_dir).unwrap();
+    let tmp = home.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let cases = [
+        (Some(&runtime_dir), runtime_dir.join("drsd/drsd.sock")),
+        (None, tmp.join(format!("drsd-{}/drsd.sock", drsd::ipc::paths::current_uid()))),
+    ];
+    for (xdg, want) in cases {
+        let mut cmd = home.command("drsctl");
+        cmd.args(["--json", "status"]).env_remove("DRSD_SOCKET").env("TMPDIR", &tmp);
+        match xdg {
+            Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
+            None => cmd.env_remove("XDG_RUNTIME_DIR"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(json(&out)["socket"], want.to_str().unwrap());
+        let folder = std::fs::metadata(want.parent().unwrap()).unwrap();
+        assert_eq!(folder.permissions().mode() & 0o777, 0o700);
+        let out = home.command("drsctl").arg("shutdown").env("DRSD_SOCKET", &want).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_real_daemon_serves_two_hundred_clients_at_once() {
+    let home = Home::new();
+    let mut daemon = home.serve(&[]);
+    let socket = home.socket();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let pids = runtime.block_on(async {
+        let clients: Vec<_> = (0..200)
+            .map(|_| {
+                let socket = socket.clone();
+                tokio::spawn(async move {
+                    let mut client = Client::connect(&socket, "e2e").await.unwrap();
+                    match client.call(Request::Status).await.unwrap() {
+                        Reply::Status(status) => status.pid,
+                        other => panic!("{other:?}"),
+                    }
+                })
+            })
+            .collect();
+        let mut pids = Vec::new();
+        for client in clients {
+            pids.push(client.await.unwrap());
+        }
+        pids
+    });
+    assert_eq!(pids.len(), 200);
+    assert!(pids.iter().all(|pid| *pid == daemon.id()));
+    signal(&daemon, libc::SIGTERM);
+    assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
