@@ -23,13 +23,21 @@ pub struct Failure {
 
 impl Failure {
     pub fn other(error: anyhow::Error) -> Failure {
-        Failure { code: FAILED, error, wire_code: None, answered: false }
+        Failure {
+            code: FAILED,
+            error,
+            wire_code: None,
+            answered: false,
+        }
     }
 
     /// Prints the error (as JSON on standard output too, with `--json`).
     pub fn report(self, json: bool) -> ExitCode {
         if json && !self.answered {
-            let code = self.wire_code.map(|c| c.to_string()).unwrap_or_else(|| kind(self.code).into());
+            let code = self
+                .wire_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| kind(self.code).into());
             let body = serde_json::json!({"error": {"code": code, "message": format!("{:#}", self.error)}});
             println!("{body}");
         }
@@ -49,15 +57,20 @@ fn kind(code: u8) -> &'static str {
 impl From<IpcError> for Failure {
     fn from(e: IpcError) -> Failure {
         let (code, wire_code) = match &e {
-            IpcError::NotRunning { .. } | IpcError::StartFailed { .. } | IpcError::SocketDir { .. } => {
-                (UNREACHABLE, None)
-            }
+            IpcError::NotRunning { .. }
+            | IpcError::StartFailed { .. }
+            | IpcError::SocketDir { .. } => (UNREACHABLE, None),
             IpcError::Io { .. } | IpcError::Closed { .. } => (UNREACHABLE, None),
             IpcError::Protocol { .. } => (PROTOCOL, None),
             IpcError::Daemon(w) if w.code == ErrorCode::VersionMismatch => (PROTOCOL, Some(w.code)),
             IpcError::Daemon(w) => (FAILED, Some(w.code)),
         };
-        Failure { code, error: e.into(), wire_code, answered: false }
+        Failure {
+            code,
+            error: e.into(),
+            wire_code,
+            answered: false,
+        }
     }
 }
 

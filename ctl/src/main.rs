@@ -88,8 +88,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
     runtime.block_on(async {
         match cli.command {
             Command::Status => cmd::status::run(&socket, &out).await,
-            Command::Repos(ReposCommand::Add { path }) => cmd::repos::add(&socket, path, &out).await,
-            Command::Repos(ReposCommand::Remove { path }) => cmd::repos::remove(&socket, path, &out).await,
+            Command::Repos(ReposCommand::Add { path }) => {
+                cmd::repos::add(&socket, path, &out).await
+            }
+            Command::Repos(ReposCommand::Remove { path }) => {
+                cmd::repos::remove(&socket, path, &out).await
+            }
             Command::Repos(ReposCommand::List) => cmd::repos::list(&socket, &out).await,
             Command::Pool(PoolCommand::Verify) => cmd::pool::verify(&socket, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,

@@ -12,7 +12,10 @@ impl Output {
     /// Prints `value` as JSON when `--json`, else runs `human`.
     pub fn show<T: Serialize>(&self, value: &T, human: impl FnOnce()) {
         if self.json {
-            println!("{}", serde_json::to_string_pretty(value).expect("replies serialize"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(value).expect("replies serialize")
+            );
         } else {
             human();
         }
@@ -59,16 +62,35 @@ pub fn repo_table(repos: &[RepoReport]) {
         println!("  (no repos registered; add one with `drsctl repos add PATH`)");
         return;
     }
-    let width = repos.iter().map(|r| r.path.display().to_string().len()).max().unwrap_or(4).max(4);
-    println!("  {:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}", "path", "state", "pointers", "in repo", "in pool", "absent");
+    let width = repos
+        .iter()
+        .map(|r| r.path.display().to_string().len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "  {:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
+        "path", "state", "pointers", "in repo", "in pool", "absent"
+    );
     for r in repos {
         let path = r.path.display().to_string();
         match &r.scan {
             Some(s) => println!(
                 "  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
-                state(r.state), s.pointers, s.in_repo, s.in_pool, s.absent
+                state(r.state),
+                s.pointers,
+                s.in_repo,
+                s.in_pool,
+                s.absent
             ),
-            None => println!("  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}", state(r.state), "-", "-", "-", "-"),
+            None => println!(
+                "  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
+                state(r.state),
+                "-",
+                "-",
+                "-",
+                "-"
+            ),
         }
         if let Some(problem) = &r.problem {
             println!("  {:<width$}  ^ {problem}", "");

@@ -73,10 +73,17 @@ fn install(target: &Target) -> anyhow::Result<Done> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     let next = match kind {
-        Kind::Systemd => "systemctl --user daemon-reload && systemctl --user enable --now drsd.service".into(),
+        Kind::Systemd => {
+            "systemctl --user daemon-reload && systemctl --user enable --now drsd.service".into()
+        }
         Kind::Launchd => format!("launchctl bootstrap gui/$(id -u) {}", path.display()),
     };
-    Ok(Done { kind, path, action: "wrote", next })
+    Ok(Done {
+        kind,
+        path,
+        action: "wrote",
+        next,
+    })
 }
 
 fn uninstall(target: &Target) -> anyhow::Result<Done> {
@@ -84,14 +91,21 @@ fn uninstall(target: &Target) -> anyhow::Result<Done> {
     let path = file_path(kind, target.dir.as_deref())?;
     match std::fs::remove_file(&path) {
         Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{} is not installed", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{} is not installed", path.display())
+        }
         Err(e) => return Err(anyhow!(e).context(format!("removing {}", path.display()))),
     }
     let next = match kind {
         Kind::Systemd => "systemctl --user daemon-reload".into(),
         Kind::Launchd => "nothing (if it was loaded: launchctl bootout gui/$(id -u)/drsd)".into(),
     };
-    Ok(Done { kind, path, action: "removed", next })
+    Ok(Done {
+        kind,
+        path,
+        action: "removed",
+        next,
+    })
 }
 
 fn default_kind() -> Kind {
@@ -113,16 +127,25 @@ fn file_path(kind: Kind, dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     let home = directories::BaseDirs::new().ok_or_else(|| anyhow!("no home folder; pass --dir"))?;
     Ok(match kind {
         Kind::Systemd => home.config_dir().join("systemd").join("user").join(name),
-        Kind::Launchd => home.home_dir().join("Library").join("LaunchAgents").join(name),
+        Kind::Launchd => home
+            .home_dir()
+            .join("Library")
+            .join("LaunchAgents")
+            .join(name),
     })
 }
 
 /// The template with the binary's path (and, for launchd, the log's) filled in.
 fn render(kind: Kind, drsd: &Path) -> anyhow::Result<String> {
-    let drsd = drsd.to_str().ok_or_else(|| anyhow!("{} is not UTF-8", drsd.display()))?;
+    let drsd = drsd
+        .to_str()
+        .ok_or_else(|| anyhow!("{} is not UTF-8", drsd.display()))?;
     match kind {
         Kind::Systemd => {
-            if drsd.chars().any(|c| c.is_whitespace() || c == '%' || c == '"' || c == '\\') {
+            if drsd
+                .chars()
+                .any(|c| c.is_whitespace() || c == '%' || c == '"' || c == '\\')
+            {
                 bail!("{drsd:?}: systemd needs a drsd path without spaces, quotes, backslashes or %; pass --drsd");
             }
             Ok(UNIT.replace("@DRSD@", drsd))
@@ -130,14 +153,20 @@ fn render(kind: Kind, drsd: &Path) -> anyhow::Result<String> {
         Kind::Launchd => {
             let home = directories::BaseDirs::new().ok_or_else(|| anyhow!("no home folder"))?;
             let log = home.home_dir().join("Library/Logs/drsd.log");
-            let log = log.to_str().ok_or_else(|| anyhow!("{} is not UTF-8", log.display()))?;
-            Ok(PLIST.replace("@DRSD@", &xml_escape(drsd)).replace("@LOG@", &xml_escape(log)))
+            let log = log
+                .to_str()
+                .ok_or_else(|| anyhow!("{} is not UTF-8", log.display()))?;
+            Ok(PLIST
+                .replace("@DRSD@", &xml_escape(drsd))
+                .replace("@LOG@", &xml_escape(log)))
         }
     }
 }
 
 fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// `drsd` next to this drsctl, else the first on PATH.
@@ -145,7 +174,11 @@ fn find_drsd() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("finding drsctl's own path")?;
     let sibling = exe.parent().map(|dir| dir.join("drsd"));
     let on_path = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).map(|dir| dir.join("drsd")).collect::<Vec<_>>())
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join("drsd"))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     sibling
         .into_iter()

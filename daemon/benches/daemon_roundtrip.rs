@@ -18,13 +18,19 @@ fn main() {
     let socket = dir.path().join("run").join("drsd.sock");
     let repos = make_repos(dir.path(), REPOS);
     let mut daemon = start_daemon(dir.path(), &socket);
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let pid = daemon.id();
     let mut rss = vec![("just started, no repos", rss_kib(pid))];
     let (kept, fresh) = runtime.block_on(async {
         let mut client = Client::connect(&socket, "bench").await.unwrap();
         for repo in &repos {
-            client.call(Request::ReposAdd { path: repo.clone() }).await.unwrap();
+            client
+                .call(Request::ReposAdd { path: repo.clone() })
+                .await
+                .unwrap();
         }
         // Idle: let the watcher and allocator settle before reading RSS.
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -44,7 +50,11 @@ fn main() {
 fn make_repos(dir: &Path, n: usize) -> Vec<PathBuf> {
     let template = dir.join("template");
     std::fs::create_dir_all(&template).unwrap();
-    for args in [&["init", "-q"][..], &["lfs", "install", "--local"], &["lfs", "track", "*.bam"]] {
+    for args in [
+        &["init", "-q"][..],
+        &["lfs", "install", "--local"],
+        &["lfs", "track", "*.bam"],
+    ] {
         git(&template, args);
     }
     std::fs::write(template.join("reads.bam"), b"ACGT".repeat(4096)).unwrap();
@@ -53,7 +63,12 @@ fn make_repos(dir: &Path, n: usize) -> Vec<PathBuf> {
     (0..n)
         .map(|i| {
             let repo = dir.join(format!("repo-{i:03}"));
-            let ok = Command::new("cp").arg("-a").arg(&template).arg(&repo).status().unwrap();
+            let ok = Command::new("cp")
+                .arg("-a")
+                .arg(&template)
+                .arg(&repo)
+                .status()
+                .unwrap();
             assert!(ok.success());
             repo
         })
@@ -62,7 +77,12 @@ fn make_repos(dir: &Path, n: usize) -> Vec<PathBuf> {
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@drsd.invalid"])
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@drsd.invalid",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -86,7 +106,9 @@ fn start_daemon(dir: &Path, socket: &Path) -> Child {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
     child
 }
@@ -124,7 +146,10 @@ fn time_git_lfs_version() -> Vec<Duration> {
     (0..REQUESTS)
         .map(|_| {
             let start = Instant::now();
-            let out = Command::new("git").args(["lfs", "version"]).output().unwrap();
+            let out = Command::new("git")
+                .args(["lfs", "version"])
+                .output()
+                .unwrap();
             let took = start.elapsed();
             assert!(out.status.success());
             took
@@ -164,9 +189,14 @@ fn report(kept: &[Duration], fresh: &[Duration], spawn: &[Duration], rss: &[(&st
         ("connect + hello + status", fresh),
         ("spawn `git lfs version`", spawn),
     ] {
-        println!("| {what} | {} | {} |", ms(pct(times, 50.0)), ms(pct(times, 99.0)));
+        println!(
+            "| {what} | {} | {} |",
+            ms(pct(times, 50.0)),
+            ms(pct(times, 99.0))
+        );
     }
-    let ratio = |a: &[Duration], b: &[Duration], p| pct(b, p).as_secs_f64() / pct(a, p).as_secs_f64();
+    let ratio =
+        |a: &[Duration], b: &[Duration], p| pct(b, p).as_secs_f64() / pct(a, p).as_secs_f64();
     println!();
     println!(
         "git lfs version / status round trip: {:.0}x at p50, {:.0}x at p99 (kept connection); {:.0}x at p50, {:.0}x at p99 (fresh connection)",

@@ -28,7 +28,10 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("no home folder to keep the {what} in; pass {flag}")]
-    NoHome { what: &'static str, flag: &'static str },
+    NoHome {
+        what: &'static str,
+        flag: &'static str,
+    },
 }
 
 pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
@@ -90,5 +93,9 @@ impl Config {
 /// folder where the platform has no state folder (macOS).
 pub fn default_state_dir() -> Option<PathBuf> {
     let dirs = directories::ProjectDirs::from("", "", "drsd")?;
-    Some(dirs.state_dir().unwrap_or(dirs.data_local_dir()).to_path_buf())
+    Some(
+        dirs.state_dir()
+            .unwrap_or(dirs.data_local_dir())
+            .to_path_buf(),
+    )
 }

@@ -75,15 +75,26 @@ enum Command {
 
 fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
-    if let Some(Command::Serve { ready, drain_timeout, poll_interval }) = cli.command {
-        return serve(&cli, ready, seconds(drain_timeout)?, seconds(poll_interval)?);
+    if let Some(Command::Serve {
+        ready,
+        drain_timeout,
+        poll_interval,
+    }) = cli.command
+    {
+        return serve(
+            &cli,
+            ready,
+            seconds(drain_timeout)?,
+            seconds(poll_interval)?,
+        );
     }
     pool_command(cli)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn seconds(value: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(value).with_context(|| format!("{value} is not a number of seconds"))
+    Duration::try_from_secs_f64(value)
+        .with_context(|| format!("{value} is not a number of seconds"))
 }
 
 fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<ExitCode> {

@@ -32,10 +32,17 @@ enum Command {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let socket = paths::socket_path(cli.socket.as_deref());
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     match cli.command {
         Command::Ping => runtime.block_on(async {
-            let client = connect_or_start(&socket, concat!("drs-hook ", env!("CARGO_PKG_VERSION")), Some(&Autostart::from_env())).await?;
+            let client = connect_or_start(
+                &socket,
+                concat!("drs-hook ", env!("CARGO_PKG_VERSION")),
+                Some(&Autostart::from_env()),
+            )
+            .await?;
             println!("{} on {}", client.server(), socket.display());
             Ok(())
         }),

@@ -17,7 +17,9 @@ struct Home {
 
 impl Home {
     fn new() -> Home {
-        Home { dir: tempfile::tempdir().unwrap() }
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     fn socket(&self) -> PathBuf {
@@ -30,7 +32,11 @@ impl Home {
 
     /// `name` with this home's socket, pool and state in its environment.
     fn command(&self, name: &str) -> Command {
-        let program = if name.starts_with("drs") { bin(name) } else { PathBuf::from(name) };
+        let program = if name.starts_with("drs") {
+            bin(name)
+        } else {
+            PathBuf::from(name)
+        };
         let mut cmd = Command::new(program);
         cmd.env("DRSD_SOCKET", self.socket())
             .env("DRSD_POOL", self.pool())
@@ -43,7 +49,10 @@ impl Home {
     }
 
     fn drsctl(&self, args: &[&str]) -> Output {
-        self.command("drsctl").args(args).output().expect("drsctl runs")
+        self.command("drsctl")
+            .args(args)
+            .output()
+            .expect("drsctl runs")
     }
 
     /// `drsd serve --ready`, returned once it accepts connections.
@@ -57,8 +66,14 @@ impl Home {
             .spawn()
             .expect("drsd starts");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim_end(), drsd::ipc::READY_LINE, "drsd did not get ready");
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(
+            line.trim_end(),
+            drsd::ipc::READY_LINE,
+            "drsd did not get ready"
+        );
         child
     }
 }
@@ -89,7 +104,10 @@ fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(Instant::now() < deadline, "drsd still running after {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "drsd still running after {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -98,7 +116,14 @@ fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
 fn racing_clients_start_exactly_one_daemon() {
     let home = Home::new();
     let racers: Vec<_> = (0..8)
-        .map(|_| home.command("drsctl").args(["--json", "status"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .map(|_| {
+            home.command("drsctl")
+                .args(["--json", "status"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let mut pids = Vec::new();
     for racer in racers {
@@ -107,7 +132,11 @@ fn racing_clients_start_exactly_one_daemon() {
         pids.push(json(&out)["pid"].as_u64().unwrap());
     }
     pids.dedup();
-    assert_eq!(pids.len(), 1, "every client talks to the one daemon: {pids:?}");
+    assert_eq!(
+        pids.len(),
+        1,
+        "every client talks to the one daemon: {pids:?}"
+    );
     let pid = pids[0] as u32;
     assert!(alive(pid));
     let out = home.drsctl(&["shutdown"]);
@@ -119,10 +148,19 @@ fn racing_clients_start_exactly_one_daemon() {
 #[test]
 fn no_daemon_is_started_when_told_not_to() {
     let home = Home::new();
-    let out = home.command("drsctl").args(["--json", "status"]).env("DRSD_NO_AUTOSTART", "1").output().unwrap();
+    let out = home
+        .command("drsctl")
+        .args(["--json", "status"])
+        .env("DRSD_NO_AUTOSTART", "1")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "unreachable");
-    assert!(stderr(&out).contains(&home.socket().display().to_string()), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&home.socket().display().to_string()),
+        "{}",
+        stderr(&out)
+    );
     assert!(!home.socket().exists());
     // Shutdown never starts a daemon just to stop it.
     assert_eq!(home.drsctl(&["shutdown"]).status.code(), Some(3));
@@ -136,11 +174,17 @@ fn a_second_daemon_refuses_and_a_killed_ones_socket_is_replaced() {
     let out = home.command("drsd").arg("serve").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
-    assert!(err.contains("already running") && err.contains(&home.socket().display().to_string()), "{err}");
+    assert!(
+        err.contains("already running") && err.contains(&home.socket().display().to_string()),
+        "{err}"
+    );
     // kill -9 leaves the socket file behind; the next daemon replaces it.
     first.kill().unwrap();
     first.wait().unwrap();
-    assert!(home.socket().exists(), "a killed daemon leaves its socket file");
+    assert!(
+        home.socket().exists(),
+        "a killed daemon leaves its socket file"
+    );
     let mut second = home.serve(&[]);
     let out = home.drsctl(&["--json", "status"]);
     assert_eq!(json(&out)["pid"].as_u64(), Some(second.id() as u64));
@@ -161,7 +205,10 @@ fn fill_pool(dir: &Path, n: usize, mib: usize) {
 /// Starts `pool verify`, sends SIGTERM to `daemon` once the request is in
 /// flight (its first progress event), and returns the request's outcome.
 fn verify_then_sigterm(socket: &Path, daemon: &Child) -> Result<Reply, IpcError> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let mut client = Client::connect(socket, "e2e").await.unwrap();
         let mut signalled = false;
@@ -196,21 +243,36 @@ fn sigterm_stops_within_the_drain_bound_even_if_a_request_is_not_done() {
     let mut daemon = home.serve(&["--drain-timeout", "0.001"]);
     let started = Instant::now();
     let outcome = verify_then_sigterm(&home.socket(), &daemon);
-    assert!(outcome.is_err(), "the daemon gave up on the request: {outcome:?}");
+    assert!(
+        outcome.is_err(),
+        "the daemon gave up on the request: {outcome:?}"
+    );
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
     let mut log = String::new();
     std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
     assert!(log.contains("drain timeout"), "{log}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
 fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
-    assert_eq!(drsd::ipc::paths::current_uid(), 0, "this test runs as root (as CI does), to act as another user");
+    assert_eq!(
+        drsd::ipc::paths::current_uid(),
+        0,
+        "this test runs as root (as CI does), to act as another user"
+    );
     let home = Home::new();
     let mut daemon = home.serve(&[]);
     // Open the way on purpose: only the peer uid check stands.
-    for (path, mode) in [(home.dir.path().to_path_buf(), 0o755), (home.socket().parent().unwrap().to_path_buf(), 0o755), (home.socket(), 0o777)] {
+    for (path, mode) in [
+        (home.dir.path().to_path_buf(), 0o755),
+        (home.socket().parent().unwrap().to_path_buf(), 0o755),
+        (home.socket(), 0o777),
+    ] {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     let out = home
@@ -235,24 +297,47 @@ fn repos_commands_print_tables_and_json_and_fail_clearly() {
     let home = Home::new();
     let repo = home.dir.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
-    assert!(Command::new("git").args(["init", "-q"]).arg(&repo).status().unwrap().success());
-    let out = home.command("drsctl").args(["repos", "add"]).current_dir(&repo).output().unwrap();
+    assert!(Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .status()
+        .unwrap()
+        .success());
+    let out = home
+        .command("drsctl")
+        .args(["repos", "add"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("registered") && text.contains("watching"), "{text}");
+    assert!(
+        text.contains("registered") && text.contains("watching"),
+        "{text}"
+    );
     let list = json(&home.drsctl(&["--json", "repos", "list"]));
-    assert_eq!(list[0]["path"], repo.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(
+        list[0]["path"],
+        repo.canonicalize().unwrap().to_str().unwrap()
+    );
     assert_eq!(list[0]["scan"]["pointers"], 0);
     let missing = home.dir.path().join("nope");
     let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json(&out)["error"]["code"], "invalid_argument");
-    assert!(stderr(&out).contains(missing.to_str().unwrap()), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(missing.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
     let out = home.drsctl(&["repos", "remove", repo.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let status = home.drsctl(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
-    assert!(text.contains("no repos registered") && text.contains("sqlite"), "{text}");
+    assert!(
+        text.contains("no repos registered") && text.contains("sqlite"),
+        "{text}"
+    );
     assert!(home.drsctl(&["shutdown"]).status.success());
 }
 
@@ -270,7 +355,13 @@ fn pool_verify_names_a_bad_entry_and_exits_1() {
     assert_eq!(out.status.code(), Some(1));
     let report = json(&out);
     assert_eq!(report["entries"], 1);
-    assert!(report["bad"][0]["problem"].as_str().unwrap().contains("hashes to"), "{report}");
+    assert!(
+        report["bad"][0]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("hashes to"),
+        "{report}"
+    );
     assert!(home.drsctl(&["shutdown"]).status.success());
 }
 
@@ -294,32 +385,68 @@ fn verbose_flags_raise_the_log_level() {
     home.drsctl(&["status"]);
     signal(&quiet, libc::SIGTERM);
     let quiet_log = String::from_utf8(quiet.wait_with_output().unwrap().stderr).unwrap();
-    let mut loud = home.command("drsd").args(["-v", "serve", "--ready"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut loud = home
+        .command("drsd")
+        .args(["-v", "serve", "--ready"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    BufReader::new(loud.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(loud.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     home.drsctl(&["status"]);
     signal(&loud, libc::SIGTERM);
     let loud_log = String::from_utf8(loud.wait_with_output().unwrap().stderr).unwrap();
-    assert!(quiet_log.contains("INFO") && !quiet_log.contains("DEBUG"), "{quiet_log}");
-    assert!(loud_log.contains("DEBUG") && loud_log.contains("request"), "{loud_log}");
+    assert!(
+        quiet_log.contains("INFO") && !quiet_log.contains("DEBUG"),
+        "{quiet_log}"
+    );
+    assert!(
+        loud_log.contains("DEBUG") && loud_log.contains("request"),
+        "{loud_log}"
+    );
 }
 
 #[test]
 fn the_systemd_unit_passes_systemd_analyze_verify() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new();
-    let out = home
-        .drsctl(&["service", "install", "--kind", "systemd", "--dir", dir.path().to_str().unwrap(), "--drsd", bin("drsd").to_str().unwrap()]);
+    let out = home.drsctl(&[
+        "service",
+        "install",
+        "--kind",
+        "systemd",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--drsd",
+        bin("drsd").to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let unit = dir.path().join("drsd.service");
     let text = std::fs::read_to_string(&unit).unwrap();
-    assert!(text.contains(&format!("ExecStart={} serve", bin("drsd").display())), "{text}");
+    assert!(
+        text.contains(&format!("ExecStart={} serve", bin("drsd").display())),
+        "{text}"
+    );
     assert!(analyze(&unit).is_empty(), "{:?}", analyze(&unit));
     // The check can fail: a unit with an unknown key is reported.
     let broken = dir.path().join("broken.service");
-    std::fs::write(&broken, text.replace("Restart=on-failure", "Restart=on-failure\nRestartt=always")).unwrap();
+    std::fs::write(
+        &broken,
+        text.replace("Restart=on-failure", "Restart=on-failure\nRestartt=always"),
+    )
+    .unwrap();
     assert!(!analyze(&broken).is_empty());
-    let out = home.drsctl(&["service", "uninstall", "--kind", "systemd", "--dir", dir.path().to_str().unwrap()]);
+    let out = home.drsctl(&[
+        "service",
+        "uninstall",
+        "--kind",
+        "systemd",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(out.status.success() && !unit.exists(), "{}", stderr(&out));
 }
 
@@ -331,9 +458,17 @@ fn analyze(unit: &Path) -> Vec<String> {
         .output()
         .expect("systemd-analyze runs (tests/ci/install-system-deps.sh installs it)");
     let name = unit.file_name().unwrap().to_str().unwrap();
-    let mut problems: Vec<String> = String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains(name)).map(str::to_string).collect();
+    let mut problems: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains(name))
+        .map(str::to_string)
+        .collect();
     if !out.status.success() {
-        problems.push(format!("exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr)));
+        problems.push(format!(
+            "exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     problems
 }
@@ -342,21 +477,49 @@ fn analyze(unit: &Path) -> Vec<String> {
 fn the_launchd_plist_parses_and_runs_drsd_serve() {
     let dir = tempfile::tempdir().unwrap();
     let home = Home::new();
-    let args = ["service", "install", "--kind", "launchd", "--dir", dir.path().to_str().unwrap(), "--drsd", "/opt/drs & co/drsd"];
+    let args = [
+        "service",
+        "install",
+        "--kind",
+        "launchd",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--drsd",
+        "/opt/drs & co/drsd",
+    ];
     let out = home.drsctl(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     let plist = plist::Value::from_file(dir.path().join("drsd.plist")).expect("a valid plist");
     let dict = plist.as_dictionary().unwrap();
     assert_eq!(dict["Label"].as_string(), Some("drsd"));
-    let program: Vec<&str> = dict["ProgramArguments"].as_array().unwrap().iter().map(|v| v.as_string().unwrap()).collect();
+    let program: Vec<&str> = dict["ProgramArguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_string().unwrap())
+        .collect();
     assert_eq!(program, ["/opt/drs & co/drsd", "serve"]);
     assert_eq!(dict["RunAtLoad"].as_boolean(), Some(true));
-    assert!(dict["StandardErrorPath"].as_string().unwrap().ends_with("Library/Logs/drsd.log"));
-    let uninstall = ["service", "uninstall", "--kind", "launchd", "--dir", dir.path().to_str().unwrap()];
+    assert!(dict["StandardErrorPath"]
+        .as_string()
+        .unwrap()
+        .ends_with("Library/Logs/drsd.log"));
+    let uninstall = [
+        "service",
+        "uninstall",
+        "--kind",
+        "launchd",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ];
     assert!(home.drsctl(&uninstall).status.success());
     let again = home.drsctl(&uninstall);
     assert_eq!(again.status.code(), Some(1));
-    assert!(stderr(&again).contains("not installed"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("not installed"),
+        "{}",
+        stderr(&again)
+    );
 }
 
 #[test]
@@ -381,7 +544,9 @@ fn under_systemd_the_logs_go_to_the_journal() {
     let fake_run = home.dir.path().join("run-systemd");
     std::fs::create_dir_all(fake_run.join("journal")).unwrap();
     let journal = std::os::unix::net::UnixDatagram::bind(fake_run.join("journal/socket")).unwrap();
-    journal.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    journal
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let stderr_file = home.dir.path().join("stderr");
     let stderr = std::fs::File::create(&stderr_file).unwrap();
     let meta = stderr.metadata().unwrap();
@@ -398,10 +563,15 @@ fn under_systemd_the_logs_go_to_the_journal() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     if line.trim_end() != drsd::ipc::READY_LINE {
         let status = daemon.wait().unwrap();
-        panic!("drsd did not get ready ({status}): {}", std::fs::read_to_string(&stderr_file).unwrap());
+        panic!(
+            "drsd did not get ready ({status}): {}",
+            std::fs::read_to_string(&stderr_file).unwrap()
+        );
     }
     let mut buf = vec![0u8; 65536];
     // The logger first sends an empty datagram to check the journal is there.
@@ -413,11 +583,22 @@ fn under_systemd_the_logs_go_to_the_journal() {
     };
     assert!(entry.contains("SYSLOG_IDENTIFIER=drsd\n"), "{entry:?}");
     // MESSAGE travels length-encoded (the journal's binary field form).
-    assert!(entry.contains("MESSAGE\n") && entry.contains(concat!("drsd ", env!("CARGO_PKG_VERSION"), " listening on")), "{entry:?}");
-    assert!(entry.contains("PRIORITY=5\n"), "info is logged as notice: {entry:?}");
+    assert!(
+        entry.contains("MESSAGE\n")
+            && entry.contains(concat!("drsd ", env!("CARGO_PKG_VERSION"), " listening on")),
+        "{entry:?}"
+    );
+    assert!(
+        entry.contains("PRIORITY=5\n"),
+        "info is logged as notice: {entry:?}"
+    );
     signal(&daemon, libc::SIGTERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
-    assert_eq!(std::fs::read_to_string(&stderr_file).unwrap(), "", "nothing on standard error");
+    assert_eq!(
+        std::fs::read_to_string(&stderr_file).unwrap(),
+        "",
+        "nothing on standard error"
+    );
 }
 
 /// Past the inotify watch limit a repo is polled, not half-watched, and
@@ -437,7 +618,11 @@ fn past_the_inotify_limit_a_repo_is_polled() {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .output()
             .unwrap();
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
     };
     git(&["init", "-q"]);
     git(&["lfs", "install", "--local"]);
@@ -456,13 +641,21 @@ fn past_the_inotify_limit_a_repo_is_polled() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(daemon.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
     let out = home.drsctl(&["--json", "repos", "add", repo.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let added = json(&out);
     assert_eq!(added["state"], "polling", "{added}");
-    assert!(added["problem"].as_str().unwrap().contains("max_user_watches"), "{added}");
+    assert!(
+        added["problem"]
+            .as_str()
+            .unwrap()
+            .contains("max_user_watches"),
+        "{added}"
+    );
     std::fs::write(repo.join("b.bam"), b"second").unwrap();
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "b"]);
@@ -473,7 +666,10 @@ fn past_the_inotify_limit_a_repo_is_polled() {
             assert_eq!(list[0]["state"], "polling");
             break;
         }
-        assert!(Instant::now() < deadline, "the poll never saw the commit: {list}");
+        assert!(
+            Instant::now() < deadline,
+            "the poll never saw the commit: {list}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     signal(&daemon, libc::SIGTERM);
@@ -489,11 +685,19 @@ fn the_socket_defaults_to_the_runtime_dir_else_a_private_tmp_folder() {
     std::fs::create_dir(&tmp).unwrap();
     let cases = [
         (Some(&runtime_dir), runtime_dir.join("drsd/drsd.sock")),
-        (None, tmp.join(format!("drsd-{}/drsd.sock", drsd::ipc::paths::current_uid()))),
+        (
+            None,
+            tmp.join(format!(
+                "drsd-{}/drsd.sock",
+                drsd::ipc::paths::current_uid()
+            )),
+        ),
     ];
     for (xdg, want) in cases {
         let mut cmd = home.command("drsctl");
-        cmd.args(["--json", "status"]).env_remove("DRSD_SOCKET").env("TMPDIR", &tmp);
+        cmd.args(["--json", "status"])
+            .env_remove("DRSD_SOCKET")
+            .env("TMPDIR", &tmp);
         match xdg {
             Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
             None => cmd.env_remove("XDG_RUNTIME_DIR"),
@@ -503,7 +707,12 @@ fn the_socket_defaults_to_the_runtime_dir_else_a_private_tmp_folder() {
         assert_eq!(json(&out)["socket"], want.to_str().unwrap());
         let folder = std::fs::metadata(want.parent().unwrap()).unwrap();
         assert_eq!(folder.permissions().mode() & 0o777, 0o700);
-        let out = home.command("drsctl").arg("shutdown").env("DRSD_SOCKET", &want).output().unwrap();
+        let out = home
+            .command("drsctl")
+            .arg("shutdown")
+            .env("DRSD_SOCKET", &want)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
     }
 }
@@ -513,7 +722,11 @@ fn a_real_daemon_serves_two_hundred_clients_at_once() {
     let home = Home::new();
     let mut daemon = home.serve(&[]);
     let socket = home.socket();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let pids = runtime.block_on(async {
         let clients: Vec<_> = (0..200)
             .map(|_| {

@@ -1,3 +1,4 @@
+mod daemon;
 mod pool_crash;
 mod s3;
-mod daemon;
+mod setup;

@@ -9,8 +9,14 @@ use crate::output::Output;
 pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
     // Drawn on standard error, and only when it is a terminal (indicatif's rule).
-    let bar = if out.json { ProgressBar::hidden() } else { ProgressBar::new(0) };
-    bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+    let bar = if out.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+    );
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let reply = client
         .call_with_progress(Request::PoolVerify, |p| {
@@ -26,7 +32,11 @@ pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
     out.show(&report, || {
         for bad in &report.bad {
             let tier = serde_json::to_value(bad.tier).ok();
-            let tier = tier.as_ref().and_then(|v| v.as_str()).unwrap_or("?").to_string();
+            let tier = tier
+                .as_ref()
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_string();
             println!("bad {} ({tier}): {}", bad.key, bad.problem);
         }
         if report.bad.is_empty() {
@@ -38,7 +48,11 @@ pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
     }
     Err(Failure {
         code: FAILED,
-        error: anyhow::anyhow!("{} of {} pool entries are bad", report.bad.len(), report.entries),
+        error: anyhow::anyhow!(
+            "{} of {} pool entries are bad",
+            report.bad.len(),
+            report.entries
+        ),
         wire_code: None,
         answered: true,
     })

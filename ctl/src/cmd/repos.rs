@@ -25,7 +25,12 @@ pub async fn list(socket: &Path, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn one_repo(socket: &Path, request: Request, done: &str, out: &Output) -> Result<(), Failure> {
+async fn one_repo(
+    socket: &Path,
+    request: Request,
+    done: &str,
+    out: &Output,
+) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
     let Reply::Repo { repo } = client.call(request).await? else {
         return Err(anyhow::anyhow!("the daemon answered with something else than a repo").into());
@@ -40,6 +45,7 @@ async fn one_repo(socket: &Path, request: Request, done: &str, out: &Output) -> 
 /// The daemon runs elsewhere: send it absolute paths.
 fn absolute(path: Option<PathBuf>) -> Result<PathBuf, Failure> {
     let path = path.unwrap_or_else(|| PathBuf::from("."));
-    let path = std::path::absolute(&path).with_context(|| format!("making {} absolute", path.display()))?;
+    let path = std::path::absolute(&path)
+        .with_context(|| format!("making {} absolute", path.display()))?;
     Ok(path)
 }

@@ -24,13 +24,17 @@ pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    out.show(&reply, || println!("drsd (pid {pid}) on {} stopped", socket.display()));
+    out.show(&reply, || {
+        println!("drsd (pid {pid}) on {} stopped", socket.display())
+    });
     Ok(())
 }
 
 /// Whether process `pid` exists (signal 0 checks without sending anything).
 fn alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else { return false };
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
     // SAFETY: kill with signal 0 only checks for the process.
     pid > 0 && unsafe { libc::kill(pid, 0) } == 0
 }

@@ -15,16 +15,36 @@ pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
 }
 
 fn print(s: &StatusReport) {
-    println!("drsd {}  pid {}  up {}", s.version, s.pid, duration(s.uptime_secs));
+    println!(
+        "drsd {}  pid {}  up {}",
+        s.version,
+        s.pid,
+        duration(s.uptime_secs)
+    );
     println!("socket  {}", s.socket.display());
-    println!("pool    {}  (threshold {})", s.pool_dir.display(), bytes(s.pool.threshold));
-    println!("  {:<6} {:<8} {:>10} {:>12}", "tier", "engine", "entries", "bytes");
+    println!(
+        "pool    {}  (threshold {})",
+        s.pool_dir.display(),
+        bytes(s.pool.threshold)
+    );
+    println!(
+        "  {:<6} {:<8} {:>10} {:>12}",
+        "tier", "engine", "entries", "bytes"
+    );
     for t in &s.pool.tiers {
         let tier = serde_json::to_value(t.tier).ok();
         let tier = tier.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
-        println!("  {tier:<6} {:<8} {:>10} {:>12}", t.engine, t.entries, bytes(t.bytes));
+        println!(
+            "  {tier:<6} {:<8} {:>10} {:>12}",
+            t.engine,
+            t.entries,
+            bytes(t.bytes)
+        );
     }
-    println!("queue   {} queued, {} running", s.queue.queued, s.queue.running);
+    println!(
+        "queue   {} queued, {} running",
+        s.queue.queued, s.queue.running
+    );
     println!("repos   {}", s.repos.len());
     repo_table(&s.repos);
 }

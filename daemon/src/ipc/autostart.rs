@@ -107,7 +107,9 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
         Ok(Ok(_)) if first.trim_end() == READY_LINE => Ok(()),
         Ok(_) => match child.wait().await.map(|s| s.code()) {
             Ok(Some(EXIT_ALREADY_RUNNING)) => Ok(()),
-            Ok(code) => Err(failed(format!("it exited with status {code:?} before it was ready"))),
+            Ok(code) => Err(failed(format!(
+                "it exited with status {code:?} before it was ready"
+            ))),
             Err(e) => Err(failed(e.to_string())),
         },
         Err(_) => Err(failed(format!("not ready after {:?}", start.timeout))),
@@ -115,7 +117,10 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
 }
 
 fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child> {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
     Command::new(&start.drsd)
         .args(&start.args)
         .arg("--socket")
@@ -133,7 +138,11 @@ fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child>
 /// Retries the connection until `deadline`: the daemon that won a start race
 /// may still be binding its socket. `None` when nobody answers and no daemon
 /// holds the lock any more (the winner was one that was stopping).
-async fn connect_until(socket: &Path, client: &str, deadline: Instant) -> Result<Option<Client>, IpcError> {
+async fn connect_until(
+    socket: &Path,
+    client: &str,
+    deadline: Instant,
+) -> Result<Option<Client>, IpcError> {
     let mut pause = Duration::from_millis(5);
     loop {
         match Client::connect(socket, client).await {

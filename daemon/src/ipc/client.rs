@@ -74,7 +74,10 @@ impl Client {
             // The daemon may have answered and closed before reading us (a
             // refused peer): its answer is still there to read.
             return match self.read_frame().await {
-                Ok(ResponseFrame { body: Body::Error { error }, .. }) => Err(IpcError::Daemon(error)),
+                Ok(ResponseFrame {
+                    body: Body::Error { error },
+                    ..
+                }) => Err(IpcError::Daemon(error)),
                 _ => Err(IpcError::io("write to", &self.socket, e)),
             };
         }
@@ -93,7 +96,11 @@ impl Client {
 
     async fn read_frame(&mut self) -> Result<ResponseFrame, IpcError> {
         let line = match self.io.next().await {
-            None => return Err(IpcError::Closed { socket: self.socket.clone() }),
+            None => {
+                return Err(IpcError::Closed {
+                    socket: self.socket.clone(),
+                })
+            }
             Some(Err(e)) => return Err(IpcError::io("read from", &self.socket, e)),
             Some(Ok(line)) => line,
         };
@@ -122,8 +129,10 @@ pub(crate) async fn connect_stream(socket: &Path) -> Result<Stream, IpcError> {
     let name = socket
         .to_fs_name::<GenericFilePath>()
         .map_err(|e| IpcError::io("use as a socket name", socket, e))?;
-    Stream::connect(name).await.map_err(|source| IpcError::NotRunning {
-        socket: socket.to_path_buf(),
-        source,
-    })
+    Stream::connect(name)
+        .await
+        .map_err(|source| IpcError::NotRunning {
+            socket: socket.to_path_buf(),
+            source,
+        })
 }

@@ -73,7 +73,11 @@ impl<T: Serialize> Encoder<&T> for JsonLines {
         if text.len() > self.max {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("a frame of {} bytes is over the {}-byte line limit", text.len(), self.max),
+                format!(
+                    "a frame of {} bytes is over the {}-byte line limit",
+                    text.len(),
+                    self.max
+                ),
             ));
         }
         dst.reserve(text.len() + 1);
@@ -93,7 +97,10 @@ mod tests {
         let mut buf = BytesMut::from(&b"0123456789abc\n\xff\xfe\n{\"a\":1}\n"[..]);
         assert_eq!(codec.decode(&mut buf).unwrap(), Some(Line::TooLong));
         assert_eq!(codec.decode(&mut buf).unwrap(), Some(Line::NotText));
-        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Line::Text("{\"a\":1}".into())));
+        assert_eq!(
+            codec.decode(&mut buf).unwrap(),
+            Some(Line::Text("{\"a\":1}".into()))
+        );
         assert_eq!(codec.decode(&mut buf).unwrap(), None);
     }
 

@@ -8,7 +8,9 @@ mod error;
 pub mod paths;
 pub mod protocol;
 
-pub use autostart::{connect_or_start, Autostart, EXIT_ALREADY_RUNNING, NO_AUTOSTART_ENV, READY_LINE};
+pub use autostart::{
+    connect_or_start, Autostart, EXIT_ALREADY_RUNNING, NO_AUTOSTART_ENV, READY_LINE,
+};
 pub use client::Client;
 pub use error::IpcError;
 pub use protocol::*;

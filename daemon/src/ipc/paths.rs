@@ -79,7 +79,11 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), IpcError> {
         return Err(refuse("is not a folder".into()));
     }
     if meta.uid() != current_uid() {
-        return Err(refuse(format!("belongs to uid {}, not to us (uid {})", meta.uid(), current_uid())));
+        return Err(refuse(format!(
+            "belongs to uid {}, not to us (uid {})",
+            meta.uid(),
+            current_uid()
+        )));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -110,7 +114,10 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let err = ensure_private_dir(&dir).unwrap_err().to_string();
-        assert!(err.contains(&dir.display().to_string()) && err.contains("755"), "{err}");
+        assert!(
+            err.contains(&dir.display().to_string()) && err.contains("755"),
+            "{err}"
+        );
     }
 
     #[test]

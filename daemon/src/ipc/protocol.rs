@@ -46,10 +46,17 @@ pub struct RequestFrame {
 #[serde(tag = "method", rename_all = "snake_case")]
 pub enum Request {
     /// Must be the first request on a connection.
-    Hello { version: u32, client: String },
+    Hello {
+        version: u32,
+        client: String,
+    },
     Status,
-    ReposAdd { path: PathBuf },
-    ReposRemove { path: PathBuf },
+    ReposAdd {
+        path: PathBuf,
+    },
+    ReposRemove {
+        path: PathBuf,
+    },
     ReposList,
     /// Re-hash every pool entry.
     PoolVerify,
@@ -88,10 +95,18 @@ pub struct Progress {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
-    Hello { version: u32, server: String, pid: u32 },
+    Hello {
+        version: u32,
+        server: String,
+        pid: u32,
+    },
     Status(StatusReport),
-    Repos { repos: Vec<RepoReport> },
-    Repo { repo: RepoReport },
+    Repos {
+        repos: Vec<RepoReport>,
+    },
+    Repo {
+        repo: RepoReport,
+    },
     Verify(VerifyReport),
     Done,
 }

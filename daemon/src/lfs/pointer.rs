@@ -38,7 +38,10 @@ pub enum PointerError {
 impl Pointer {
     /// The pointer file's exact text, as git-lfs writes it.
     pub fn to_text(&self) -> String {
-        format!("version {}\noid sha256:{}\nsize {}\n", VERSIONS[0], self.oid, self.size)
+        format!(
+            "version {}\noid sha256:{}\nsize {}\n",
+            VERSIONS[0], self.oid, self.size
+        )
     }
 
     /// Parses a pointer file's bytes.
@@ -66,8 +69,14 @@ fn read_keys<'a>(lines: impl Iterator<Item = (usize, &'a str)>) -> Result<Pointe
     let (mut oid, mut size, mut last_key) = (None, None, "");
     for (line, text) in lines {
         let bad = |why: String| PointerError::Bad { line, why };
-        let (key, value) = text.split_once(' ').ok_or_else(|| bad(format!("{text:?} is not `key value`")))?;
-        if key.is_empty() || !key.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-')) {
+        let (key, value) = text
+            .split_once(' ')
+            .ok_or_else(|| bad(format!("{text:?} is not `key value`")))?;
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-'))
+        {
             return Err(bad(format!("bad key {key:?}")));
         }
         if key <= last_key {
@@ -82,8 +91,14 @@ fn read_keys<'a>(lines: impl Iterator<Item = (usize, &'a str)>) -> Result<Pointe
     }
     match (oid, size) {
         (Some(oid), Some(size)) => Ok(Pointer { oid, size }),
-        (None, _) => Err(PointerError::Bad { line: 0, why: "no oid".into() }),
-        (_, None) => Err(PointerError::Bad { line: 0, why: "no size".into() }),
+        (None, _) => Err(PointerError::Bad {
+            line: 0,
+            why: "no oid".into(),
+        }),
+        (_, None) => Err(PointerError::Bad {
+            line: 0,
+            why: "no size".into(),
+        }),
     }
 }
 
@@ -91,7 +106,8 @@ fn parse_oid(value: &str) -> Result<Oid, String> {
     let hex = value
         .strip_prefix("sha256:")
         .ok_or_else(|| format!("oid {value:?} is not sha256:<64 hex>"))?;
-    hex.parse().map_err(|_| format!("oid {value:?} is not sha256:<64 lowercase hex>"))
+    hex.parse()
+        .map_err(|_| format!("oid {value:?} is not sha256:<64 lowercase hex>"))
 }
 
 fn parse_size(value: &str) -> Result<u64, String> {
@@ -99,7 +115,9 @@ fn parse_size(value: &str) -> Result<u64, String> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("size {value:?} is not a decimal number"));
     }
-    value.parse().map_err(|_| format!("size {value:?} is too large"))
+    value
+        .parse()
+        .map_err(|_| format!("size {value:?} is too large"))
 }
 
 #[cfg(test)]
@@ -123,7 +141,11 @@ mod tests {
             .arg(&file)
             .output()
             .expect("git lfs runs (tests/ci/install-system-deps.sh installs it)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let pointer = Pointer::parse(&out.stdout).unwrap();
         assert_eq!(pointer.oid, Oid::of(&b"ACGT".repeat(1000)));
         assert_eq!(pointer.size, 4000);
@@ -147,17 +169,26 @@ mod tests {
         let oid = format!("oid sha256:{OID}");
         let cases: Vec<(String, &str)> = vec![
             (text(&[&oid, "size 1"]), "no version line first"),
-            (text(&["version https://example.invalid/v9", &oid, "size 1"]), "unknown version"),
+            (
+                text(&["version https://example.invalid/v9", &oid, "size 1"]),
+                "unknown version",
+            ),
             (format!("{v}\n{oid}\nsize 1"), "newline"),
             (text(&[v, "size 1", &oid]), "out of order"),
             (text(&[v, &oid]), "no size"),
             (text(&[v, "size 1"]), "no oid"),
             (text(&[v, "oid md5:abc", "size 1"]), "sha256:<64 hex>"),
-            (text(&[v, &format!("oid sha256:{}", OID.to_uppercase()), "size 1"]), "lowercase"),
+            (
+                text(&[v, &format!("oid sha256:{}", OID.to_uppercase()), "size 1"]),
+                "lowercase",
+            ),
             (text(&[v, &oid, "size -1"]), "decimal"),
             (text(&[v, &oid, "size +1"]), "decimal"),
             (text(&[v, &oid, "Size 1"]), "bad key"),
-            (text(&[v, &oid, "size 99999999999999999999999"]), "too large"),
+            (
+                text(&[v, &oid, "size 99999999999999999999999"]),
+                "too large",
+            ),
             ("x".repeat(2000), "1024"),
             (String::new(), "newline"),
         ];

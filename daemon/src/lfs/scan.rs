@@ -21,7 +21,11 @@ pub enum ScanError {
     #[error("{repo} is not a git work tree: {why}")]
     NotRepo { repo: PathBuf, why: String },
     #[error("git {args} in {repo}: {why}")]
-    Git { repo: PathBuf, args: String, why: String },
+    Git {
+        repo: PathBuf,
+        args: String,
+        why: String,
+    },
     #[error("looking up objects of {repo} in the pool: {source}")]
     Pool {
         repo: PathBuf,
@@ -40,10 +44,16 @@ pub struct GitDirs {
 
 /// A git command for `repo` that ignores any `GIT_DIR` and friends in our own
 /// environment (the daemon may have been started from inside a hook).
-fn git(repo: &Path) -> Command {
+pub(crate) fn git(repo: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(repo);
-    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+    ] {
         cmd.env_remove(var);
     }
     cmd.stdin(Stdio::null());
@@ -69,7 +79,9 @@ pub fn toplevel(path: &Path) -> Result<PathBuf, ScanError> {
     }
     let out = run(path, &["rev-parse", "--show-toplevel"])?;
     if !out.status.success() {
-        return Err(not_repo(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        return Err(not_repo(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
     }
     let top = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'));
     top.canonicalize().map_err(|e| not_repo(e.to_string()))
@@ -80,18 +92,31 @@ pub fn git_dirs(repo: &Path) -> Result<GitDirs, ScanError> {
     if !repo.is_dir() {
         return Err(missing(repo, "the folder no longer exists"));
     }
-    let out = run(repo, &["rev-parse", "--absolute-git-dir", "--git-common-dir"])?;
+    let out = run(
+        repo,
+        &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
+    )?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        return Err(missing(repo, &format!("it is no longer a git repo ({why})")));
+        return Err(missing(
+            repo,
+            &format!("it is no longer a git repo ({why})"),
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut lines = text.lines();
     let git_dir = PathBuf::from(lines.next().unwrap_or_default());
     let common = PathBuf::from(lines.next().unwrap_or_default());
     // --git-common-dir is relative to the folder git ran in.
-    let common_dir = if common.is_absolute() { common } else { repo.join(common) };
-    Ok(GitDirs { git_dir, common_dir })
+    let common_dir = if common.is_absolute() {
+        common
+    } else {
+        repo.join(common)
+    };
+    Ok(GitDirs {
+        git_dir,
+        common_dir,
+    })
 }
 
 fn missing(repo: &Path, why: &str) -> ScanError {
@@ -169,7 +194,12 @@ fn small_blob_id(entry: &[u8]) -> Option<String> {
     let meta = entry.split(|b| *b == b'\t').next()?;
     let meta = std::str::from_utf8(meta).ok()?;
     let mut fields = meta.split_ascii_whitespace();
-    let (_mode, kind, id, size) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let (_mode, kind, id, size) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
     let size: u64 = size.parse().ok()?;
     (kind == "blob" && size < MAX_POINTER_SIZE).then(|| id.to_string())
 }
@@ -205,7 +235,8 @@ fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer
     let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let mut pointers = BTreeMap::new();
     for id in ids {
-        let body = read_batch_entry(&mut out).map_err(|e| fail(format!("reading blob {id}: {e}")))?;
+        let body =
+            read_batch_entry(&mut out).map_err(|e| fail(format!("reading blob {id}: {e}")))?;
         if let Some(Ok(pointer)) = body.map(|b| Pointer::parse(&b)) {
             pointers.insert(id.clone(), pointer);
         }
@@ -219,7 +250,10 @@ fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer
 fn read_batch_entry(out: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
     let mut header = String::new();
     if out.read_line(&mut header)? == 0 {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "git stopped early"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "git stopped early",
+        ));
     }
     let fields: Vec<&str> = header.split_ascii_whitespace().collect();
     let Some(size) = fields.get(2).and_then(|s| s.parse::<usize>().ok()) else {

@@ -54,7 +54,11 @@ fn check_peer(stream: &Stream) -> Result<(), WireError> {
     }
 }
 
-async fn read_requests(shared: Arc<Shared>, recv: ReadHalf<Stream>, tx: mpsc::Sender<ResponseFrame>) {
+async fn read_requests(
+    shared: Arc<Shared>,
+    recv: ReadHalf<Stream>,
+    tx: mpsc::Sender<ResponseFrame>,
+) {
     let mut lines = FramedRead::new(recv, JsonLines::new(MAX_REQUEST_LINE));
     let mut greeted = false;
     loop {
@@ -102,21 +106,30 @@ async fn read_requests(shared: Arc<Shared>, recv: ReadHalf<Stream>, tx: mpsc::Se
 
 /// A request frame, or the error answer for a line that is not one.
 fn parse(line: Line) -> Result<RequestFrame, Box<ResponseFrame>> {
-    let bad = |code, message: String| Box::new(ResponseFrame::error(None, WireError::new(code, message)));
+    let bad =
+        |code, message: String| Box::new(ResponseFrame::error(None, WireError::new(code, message)));
     let text = match line {
         Line::Text(text) => text,
         Line::TooLong => {
             let why = format!("request line longer than {MAX_REQUEST_LINE} bytes; skipped");
             return Err(bad(ErrorCode::TooLong, why));
         }
-        Line::NotText => return Err(bad(ErrorCode::BadRequest, "request line is not UTF-8".into())),
+        Line::NotText => {
+            return Err(bad(
+                ErrorCode::BadRequest,
+                "request line is not UTF-8".into(),
+            ))
+        }
     };
     serde_json::from_str::<RequestFrame>(&text).map_err(|e| {
         // Answer with the id when the line has a readable one.
         let id = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| v.get("id").and_then(|id| id.as_u64()));
-        Box::new(ResponseFrame::error(id, WireError::new(ErrorCode::BadRequest, format!("not a request: {e}"))))
+        Box::new(ResponseFrame::error(
+            id,
+            WireError::new(ErrorCode::BadRequest, format!("not a request: {e}")),
+        ))
     })
 }
 

@@ -33,7 +33,11 @@ pub enum DaemonError {
 }
 
 impl DaemonError {
-    pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> DaemonError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: &std::path::Path,
+        source: std::io::Error,
+    ) -> DaemonError {
         DaemonError::Io {
             op,
             path: path.to_path_buf(),

@@ -25,12 +25,18 @@ pub(crate) struct Claimed {
 
 /// Takes the socket: private folder, lock, stale file check, bind (mode 0600).
 pub(crate) fn claim(socket: &Path) -> Result<Claimed, DaemonError> {
-    let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     ensure_private_dir(dir)?;
     let lock = take_lock(socket)?;
     clear_stale(socket)?;
     let listener = bind(socket)?;
-    Ok(Claimed { listener, _lock: lock })
+    Ok(Claimed {
+        listener,
+        _lock: lock,
+    })
 }
 
 fn take_lock(socket: &Path) -> Result<File, DaemonError> {
@@ -73,7 +79,10 @@ fn clear_stale(socket: &Path) -> Result<(), DaemonError> {
             how: "a daemon answers on the socket",
         });
     }
-    log::info!("removing stale socket {} (nothing answers on it)", socket.display());
+    log::info!(
+        "removing stale socket {} (nothing answers on it)",
+        socket.display()
+    );
     std::fs::remove_file(socket).map_err(|e| DaemonError::io("remove stale socket", socket, e))
 }
 

@@ -75,8 +75,16 @@ impl Daemon {
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
-        log::info!("drsd {} listening on {}", env!("CARGO_PKG_VERSION"), shared.config.socket.display());
-        Ok(Daemon { shared, claimed, changes })
+        log::info!(
+            "drsd {} listening on {}",
+            env!("CARGO_PKG_VERSION"),
+            shared.config.socket.display()
+        );
+        Ok(Daemon {
+            shared,
+            claimed,
+            changes,
+        })
     }
 
     pub fn socket(&self) -> &Path {
@@ -87,7 +95,11 @@ impl Daemon {
     /// stops accepting, waits up to the drain timeout for requests in
     /// flight, and removes the socket.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
-        let Daemon { shared, claimed, changes } = self;
+        let Daemon {
+            shared,
+            claimed,
+            changes,
+        } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
         accept_loop(&shared, &claimed.listener, shutdown).await;
@@ -112,7 +124,11 @@ async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
     })
 }
 
-async fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: impl Future<Output = ()>) {
+async fn accept_loop(
+    shared: &Arc<Shared>,
+    listener: &Listener,
+    shutdown: impl Future<Output = ()>,
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -138,7 +154,10 @@ async fn accept_loop(shared: &Arc<Shared>, listener: &Listener, shutdown: impl F
 async fn drain(shared: &Shared) {
     shared.tasks.close();
     let bound = shared.config.drain_timeout;
-    if tokio::time::timeout(bound, shared.tasks.wait()).await.is_err() {
+    if tokio::time::timeout(bound, shared.tasks.wait())
+        .await
+        .is_err()
+    {
         log::warn!(
             "{} connection(s) still busy after the {bound:?} drain timeout; stopping anyway",
             shared.tasks.len()

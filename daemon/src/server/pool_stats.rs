@@ -40,7 +40,8 @@ impl PoolStatsCache {
             Ok(Err(e)) => return unreadable(pool, &e),
             Err(e) => return unreadable(pool, &e),
         };
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), report.clone()));
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), report.clone()));
         report
     }
 }

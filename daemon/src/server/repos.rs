@@ -28,7 +28,11 @@ pub(super) struct Inner {
 
 impl RepoBook {
     /// The book with the repos saved in `state_file`, none scanned or watched yet.
-    pub fn load(state_file: PathBuf, pool: Arc<Pool>, watcher: Watcher) -> Result<RepoBook, DaemonError> {
+    pub fn load(
+        state_file: PathBuf,
+        pool: Arc<Pool>,
+        watcher: Watcher,
+    ) -> Result<RepoBook, DaemonError> {
         let repos = state::load(&state_file)?
             .into_iter()
             .map(|path| (path.clone(), fresh(path)))
@@ -58,7 +62,9 @@ impl RepoBook {
 
     /// Registers the work tree containing `path`, watches and scans it.
     pub async fn add(&self, path: PathBuf) -> Result<RepoReport, WireError> {
-        let top = blocking(move || toplevel(&path)).await.map_err(|e| invalid(&e))?;
+        let top = blocking(move || toplevel(&path))
+            .await
+            .map_err(|e| invalid(&e))?;
         let added = {
             let mut inner = self.lock();
             let added = !inner.repos.contains_key(&top);
@@ -81,7 +87,10 @@ impl RepoBook {
     pub async fn remove(&self, path: PathBuf) -> Result<RepoReport, WireError> {
         let key = self.find(&path).ok_or_else(|| not_registered(&path))?;
         let mut inner = self.lock();
-        let report = inner.repos.remove(&key).ok_or_else(|| not_registered(&path))?;
+        let report = inner
+            .repos
+            .remove(&key)
+            .ok_or_else(|| not_registered(&path))?;
         if let Err(e) = self.save(&inner) {
             inner.repos.insert(key, report);
             return Err(e);
@@ -95,8 +104,15 @@ impl RepoBook {
     /// work tree's top (a deleted repo can still be removed by its old path).
     fn find(&self, path: &Path) -> Option<PathBuf> {
         let inner = self.lock();
-        let candidates = [Some(path.to_path_buf()), path.canonicalize().ok(), toplevel(path).ok()];
-        candidates.into_iter().flatten().find(|p| inner.repos.contains_key(p))
+        let candidates = [
+            Some(path.to_path_buf()),
+            path.canonicalize().ok(),
+            toplevel(path).ok(),
+        ];
+        candidates
+            .into_iter()
+            .flatten()
+            .find(|p| inner.repos.contains_key(p))
     }
 
     fn report(&self, path: &Path) -> Option<RepoReport> {
@@ -105,7 +121,8 @@ impl RepoBook {
 
     fn save(&self, inner: &Inner) -> Result<(), WireError> {
         let paths: Vec<PathBuf> = inner.repos.keys().cloned().collect();
-        state::save(&self.state_file, &paths).map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))
+        state::save(&self.state_file, &paths)
+            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))
     }
 
     /// Scans `repo` again and updates its report and watch.
@@ -158,12 +175,17 @@ impl Inner {
             .watcher
             .needs_rewatch(repo, dirs)
             .then(|| self.watcher.watch_repo(repo, dirs));
-        let Some(r) = self.repos.get_mut(repo) else { return };
+        let Some(r) = self.repos.get_mut(repo) else {
+            return;
+        };
         log::debug!("scanned {}: {} pointers", repo.display(), scan.pointers);
         r.scan = Some(scan);
         match watch {
             Some(Err(e)) => {
-                log::warn!("{e}; rescanning {} every poll interval instead", repo.display());
+                log::warn!(
+                    "{e}; rescanning {} every poll interval instead",
+                    repo.display()
+                );
                 r.state = RepoState::Polling;
                 r.problem = Some(format!("{e} (see fs.inotify.max_user_watches)"));
             }
@@ -200,10 +222,15 @@ fn invalid(e: &ScanError) -> WireError {
 }
 
 fn not_registered(path: &Path) -> WireError {
-    WireError::new(ErrorCode::NotFound, format!("{} is not a registered repo", path.display()))
+    WireError::new(
+        ErrorCode::NotFound,
+        format!("{} is not a registered repo", path.display()),
+    )
 }
 
 /// Runs blocking work (git, pool I/O) off the async threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.expect("blocking task panicked")
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("blocking task panicked")
 }

@@ -31,9 +31,13 @@ pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, DaemonError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(DaemonError::io("read", path, e)),
     };
-    let state: StateFile = serde_json::from_slice(&text).map_err(|e| bad(format!("is not valid: {e}")))?;
+    let state: StateFile =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("is not valid: {e}")))?;
     if state.version != VERSION {
-        return Err(bad(format!("has version {}, this drsd reads {VERSION}", state.version)));
+        return Err(bad(format!(
+            "has version {}, this drsd reads {VERSION}",
+            state.version
+        )));
     }
     Ok(state.repos)
 }
@@ -46,11 +50,13 @@ pub(crate) fn save(path: &Path, repos: &[PathBuf]) -> Result<(), DaemonError> {
         repos: repos.to_vec(),
     };
     let text = serde_json::to_vec_pretty(&state).expect("paths serialize");
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| DaemonError::io("create temp file in", dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| DaemonError::io("create temp file in", dir, e))?;
     tmp.write_all(&text)
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(|e| DaemonError::io("write", tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| DaemonError::io("replace", path, e.error))?;
+    tmp.persist(path)
+        .map_err(|e| DaemonError::io("replace", path, e.error))?;
     Ok(())
 }
 
@@ -68,6 +74,9 @@ mod tests {
         assert_eq!(load(&path).unwrap(), repos);
         std::fs::write(&path, b"{not json").unwrap();
         let err = load(&path).unwrap_err().to_string();
-        assert!(err.contains(&path.display().to_string()) && err.contains("not valid"), "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("not valid"),
+            "{err}"
+        );
     }
 }

@@ -35,7 +35,13 @@ async fn start_in(dir: tempfile::TempDir, config: Config) -> TestDaemon {
     let task = tokio::spawn(daemon.serve(async {
         let _ = rx.await;
     }));
-    TestDaemon { dir, socket, shared, stop: Some(tx), task }
+    TestDaemon {
+        dir,
+        socket,
+        shared,
+        stop: Some(tx),
+        task,
+    }
 }
 
 async fn start() -> TestDaemon {
@@ -46,7 +52,9 @@ async fn start() -> TestDaemon {
 
 impl TestDaemon {
     async fn client(&self) -> Client {
-        Client::connect(&self.socket, "test").await.expect("client connects")
+        Client::connect(&self.socket, "test")
+            .await
+            .expect("client connects")
     }
 
     async fn status(&self) -> StatusReport {
@@ -77,7 +85,9 @@ struct Raw {
 impl Raw {
     fn connect(socket: &Path) -> Raw {
         let write = std::os::unix::net::UnixStream::connect(socket).unwrap();
-        write.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         let read = BufReader::new(write.try_clone().unwrap());
         Raw { write, read }
     }
@@ -134,10 +144,16 @@ async fn malformed_and_oversized_lines_get_errors_and_the_connection_goes_on() {
     raw.hello();
     raw.send(b"{this is not json\n");
     let answer = raw.answer();
-    assert_eq!((answer.id, error_code(&answer)), (None, ErrorCode::BadRequest));
+    assert_eq!(
+        (answer.id, error_code(&answer)),
+        (None, ErrorCode::BadRequest)
+    );
     raw.send(b"{\"id\":7,\"method\":\"no_such_thing\"}\n");
     let answer = raw.answer();
-    assert_eq!((answer.id, error_code(&answer)), (Some(7), ErrorCode::BadRequest));
+    assert_eq!(
+        (answer.id, error_code(&answer)),
+        (Some(7), ErrorCode::BadRequest)
+    );
     let mut huge = vec![b'x'; MAX_REQUEST_LINE * 3];
     huge.push(b'\n');
     raw.send(&huge);
@@ -149,7 +165,15 @@ async fn malformed_and_oversized_lines_get_errors_and_the_connection_goes_on() {
     raw.send(b"{\"id\":8,\"method\":\"repos_list\"}\n");
     let answer = raw.answer();
     assert_eq!(answer.id, Some(8));
-    assert!(matches!(answer.body, Body::Result { result: Reply::Repos { .. } }), "{answer:?}");
+    assert!(
+        matches!(
+            answer.body,
+            Body::Result {
+                result: Reply::Repos { .. }
+            }
+        ),
+        "{answer:?}"
+    );
     daemon.stop().await;
 }
 
@@ -173,7 +197,10 @@ async fn requests_on_one_connection_run_concurrently_and_answer_by_id() {
         order.push((answer.id.unwrap(), kind));
     }
     // The quick status overtakes the slow verify; verify's progress precedes its result.
-    let status_at = order.iter().position(|a| *a == (11, "result")).expect("status answered");
+    let status_at = order
+        .iter()
+        .position(|a| *a == (11, "result"))
+        .expect("status answered");
     assert!(status_at < order.len() - 1, "{order:?}");
     assert!(order.contains(&(10, "progress")), "{order:?}");
     daemon.stop().await;
@@ -188,7 +215,9 @@ async fn requests_before_hello_and_other_protocol_versions_are_refused() {
     raw.send(b"{\"id\":2,\"method\":\"hello\",\"version\":999,\"client\":\"future\"}\n");
     let answer = raw.answer();
     assert_eq!(error_code(&answer), ErrorCode::VersionMismatch);
-    let Body::Error { error } = answer.body else { unreachable!() };
+    let Body::Error { error } = answer.body else {
+        unreachable!()
+    };
     assert!(error.message.contains("999"), "{}", error.message);
     // The daemon closes a connection it cannot speak with.
     let mut rest = String::new();
@@ -219,9 +248,16 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     assert!(config.socket.exists());
     let daemon = start_in(dir, config.clone()).await;
     assert_eq!(daemon.status().await.pid, std::process::id());
-    let err = Daemon::bind(config.clone()).await.err().expect("a second daemon is refused");
+    let err = Daemon::bind(config.clone())
+        .await
+        .err()
+        .expect("a second daemon is refused");
     assert!(matches!(err, DaemonError::AlreadyRunning { .. }), "{err}");
-    assert!(err.to_string().contains(&config.socket.display().to_string()), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&config.socket.display().to_string()),
+        "{err}"
+    );
     // The refused daemon left the live socket alone.
     assert_eq!(daemon.status().await.pid, std::process::id());
     daemon.stop().await;
@@ -269,7 +305,11 @@ async fn stopping_waits_for_a_request_in_flight() {
     started_rx.await.unwrap();
     let socket = daemon.socket.clone();
     daemon.stop().await;
-    match verify.await.unwrap().expect("the request in flight completes") {
+    match verify
+        .await
+        .unwrap()
+        .expect("the request in flight completes")
+    {
         Reply::Verify(report) => assert_eq!((report.entries, report.bad.len()), (3, 0)),
         other => panic!("{other:?}"),
     }
@@ -299,8 +339,15 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     let shared = daemon.shared.clone();
     let stopping = Instant::now();
     daemon.stop().await;
-    assert!(stopping.elapsed() < Duration::from_millis(500), "{:?}", stopping.elapsed());
-    assert!(!shared.tasks.is_empty(), "verify was still running when the daemon gave up on it");
+    assert!(
+        stopping.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        stopping.elapsed()
+    );
+    assert!(
+        !shared.tasks.is_empty(),
+        "verify was still running when the daemon gave up on it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,7 +360,12 @@ async fn status_reports_the_pool_per_tier() {
     drop(pool);
     let daemon = start_in(dir, config).await;
     let status = daemon.status().await;
-    let tiers: Vec<(Tier, u64, u64)> = status.pool.tiers.iter().map(|t| (t.tier, t.entries, t.bytes)).collect();
+    let tiers: Vec<(Tier, u64, u64)> = status
+        .pool
+        .tiers
+        .iter()
+        .map(|t| (t.tier, t.entries, t.bytes))
+        .collect();
     assert_eq!(tiers, [(Tier::Kv, 1, 5), (Tier::Large, 1, 200_000)]);
     assert_eq!(status.pool.threshold, crate::pool::DEFAULT_THRESHOLD);
     daemon.stop().await;
@@ -325,7 +377,11 @@ async fn a_shutdown_request_stops_the_daemon() {
     let reply = daemon.client().await.call(Request::Shutdown).await.unwrap();
     assert_eq!(reply, Reply::Done);
     let task = daemon.task;
-    tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(!daemon.socket.exists());
 }
 
@@ -334,14 +390,23 @@ async fn a_shutdown_request_stops_the_daemon() {
 /// git with a fixed identity and no user or system config.
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
-        .args(["-c", "user.name=drsd test", "-c", "user.email=test@drsd.invalid"])
+        .args([
+            "-c",
+            "user.name=drsd test",
+            "-c",
+            "user.email=test@drsd.invalid",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A repo with git-lfs tracking *.bam and one committed LFS file.
@@ -362,7 +427,9 @@ fn commit_bam(repo: &Path, name: &str, bytes: &[u8]) {
 }
 
 async fn add_repo(daemon: &TestDaemon, path: &Path) -> RepoReport {
-    let request = Request::ReposAdd { path: path.to_path_buf() };
+    let request = Request::ReposAdd {
+        path: path.to_path_buf(),
+    };
     match daemon.client().await.call(request).await.unwrap() {
         Reply::Repo { repo } => repo,
         other => panic!("{other:?}"),
@@ -370,14 +437,21 @@ async fn add_repo(daemon: &TestDaemon, path: &Path) -> RepoReport {
 }
 
 /// Polls the daemon's record of `repo` until `done` holds (at most 10 s).
-async fn wait_for(daemon: &TestDaemon, repo: &Path, done: impl Fn(&RepoReport) -> bool) -> RepoReport {
+async fn wait_for(
+    daemon: &TestDaemon,
+    repo: &Path,
+    done: impl Fn(&RepoReport) -> bool,
+) -> RepoReport {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let report = daemon.repo_state(repo).expect("registered");
         if done(&report) {
             return report;
         }
-        assert!(Instant::now() < deadline, "timed out; last report {report:?}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out; last report {report:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -391,7 +465,10 @@ async fn a_commit_with_a_new_lfs_pointer_is_picked_up_by_the_watcher() {
     let scan = added.scan.unwrap();
     assert_eq!((scan.pointers, scan.in_repo, scan.absent), (1, 1, 0));
     commit_bam(&repo, "two.bam", b"reads two");
-    let report = wait_for(&daemon, &repo, |r| r.scan.as_ref().is_some_and(|s| s.pointers == 2)).await;
+    let report = wait_for(&daemon, &repo, |r| {
+        r.scan.as_ref().is_some_and(|s| s.pointers == 2)
+    })
+    .await;
     let scan = report.scan.unwrap();
     assert_eq!((scan.in_repo, scan.in_pool, scan.absent), (2, 0, 0));
     // An object in the pool but gone from .git/lfs/objects counts as in the
@@ -399,8 +476,17 @@ async fn a_commit_with_a_new_lfs_pointer_is_picked_up_by_the_watcher() {
     let oid = crate::pool::Oid::of(b"reads two");
     daemon.shared.pool.put(&oid, b"reads two").unwrap();
     let hex = oid.to_hex();
-    std::fs::remove_file(repo.join(".git/lfs/objects").join(&hex[..2]).join(&hex[2..4]).join(&hex)).unwrap();
-    let report = wait_for(&daemon, &repo, |r| r.scan.as_ref().is_some_and(|s| s.in_pool == 1)).await;
+    std::fs::remove_file(
+        repo.join(".git/lfs/objects")
+            .join(&hex[..2])
+            .join(&hex[2..4])
+            .join(&hex),
+    )
+    .unwrap();
+    let report = wait_for(&daemon, &repo, |r| {
+        r.scan.as_ref().is_some_and(|s| s.in_pool == 1)
+    })
+    .await;
     assert_eq!(report.scan.unwrap().in_repo, 1);
     daemon.stop().await;
 }
@@ -417,7 +503,12 @@ async fn a_repo_deleted_while_watched_is_reported_missing() {
     let status = daemon.status().await;
     assert_eq!(status.repos[0].state, RepoState::Missing);
     // It can still be unregistered by its old path.
-    let reply = daemon.client().await.call(Request::ReposRemove { path: repo.clone() }).await.unwrap();
+    let reply = daemon
+        .client()
+        .await
+        .call(Request::ReposRemove { path: repo.clone() })
+        .await
+        .unwrap();
     assert!(matches!(reply, Reply::Repo { .. }));
     assert!(daemon.status().await.repos.is_empty());
     daemon.stop().await;
@@ -460,17 +551,50 @@ async fn bad_repo_paths_get_errors_naming_them() {
     let plain = daemon.dir.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
     let cases = [
-        (plain.clone(), ErrorCode::InvalidArgument, "not a git work tree"),
-        (daemon.dir.path().join("nowhere"), ErrorCode::InvalidArgument, "no such folder"),
-        (PathBuf::from("relative/repo"), ErrorCode::InvalidArgument, "relative"),
+        (
+            plain.clone(),
+            ErrorCode::InvalidArgument,
+            "not a git work tree",
+        ),
+        (
+            daemon.dir.path().join("nowhere"),
+            ErrorCode::InvalidArgument,
+            "no such folder",
+        ),
+        (
+            PathBuf::from("relative/repo"),
+            ErrorCode::InvalidArgument,
+            "relative",
+        ),
     ];
     for (path, code, text) in cases {
-        let err = client.call(Request::ReposAdd { path: path.clone() }).await.unwrap_err();
-        let IpcError::Daemon(err) = err else { panic!("{err}") };
+        let err = client
+            .call(Request::ReposAdd { path: path.clone() })
+            .await
+            .unwrap_err();
+        let IpcError::Daemon(err) = err else {
+            panic!("{err}")
+        };
         assert_eq!(err.code, code);
-        assert!(err.message.contains(text) && err.message.contains(path.to_str().unwrap()), "{}", err.message);
+        assert!(
+            err.message.contains(text) && err.message.contains(path.to_str().unwrap()),
+            "{}",
+            err.message
+        );
     }
-    let err = client.call(Request::ReposRemove { path: plain }).await.unwrap_err();
-    assert!(matches!(err, IpcError::Daemon(WireError { code: ErrorCode::NotFound, .. })), "{err}");
+    let err = client
+        .call(Request::ReposRemove { path: plain })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            IpcError::Daemon(WireError {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ),
+        "{err}"
+    );
     daemon.stop().await;
 }

@@ -46,8 +46,12 @@ pub struct Watcher {
 impl Watcher {
     /// Starts the watcher thread; each debounced batch of changes is sent on
     /// `changed` as the set of repos concerned.
-    pub fn start(debounce: Duration, changed: UnboundedSender<Vec<PathBuf>>) -> Result<Watcher, WatchError> {
-        let owners = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<PathBuf, PathBuf>::new()));
+    pub fn start(
+        debounce: Duration,
+        changed: UnboundedSender<Vec<PathBuf>>,
+    ) -> Result<Watcher, WatchError> {
+        let owners =
+            std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<PathBuf, PathBuf>::new()));
         let lookup = owners.clone();
         let handler = move |result: DebounceEventResult| match result {
             Ok(events) => {

@@ -20,11 +20,18 @@ pub(crate) struct Progressor {
 
 impl Progressor {
     pub async fn send(&self, progress: Progress) {
-        let _ = self.tx.send(ResponseFrame::progress(self.id, progress)).await;
+        let _ = self
+            .tx
+            .send(ResponseFrame::progress(self.id, progress))
+            .await;
     }
 }
 
-pub(crate) async fn handle(shared: Arc<Shared>, frame: RequestFrame, tx: mpsc::Sender<ResponseFrame>) {
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    frame: RequestFrame,
+    tx: mpsc::Sender<ResponseFrame>,
+) {
     let RequestFrame { id, request } = frame;
     let method = method_name(&request);
     log::debug!("request {id}: {method}");
@@ -36,7 +43,10 @@ pub(crate) async fn handle(shared: Arc<Shared>, frame: RequestFrame, tx: mpsc::S
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
         Request::Shutdown => Ok(shutdown::handle(&shared)),
-        Request::Hello { .. } => Err(WireError::new(ErrorCode::BadRequest, "hello was already said")),
+        Request::Hello { .. } => Err(WireError::new(
+            ErrorCode::BadRequest,
+            "hello was already said",
+        )),
     };
     let answer = match outcome {
         Ok(reply) => ResponseFrame::result(id, reply),

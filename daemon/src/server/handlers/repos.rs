@@ -26,7 +26,10 @@ fn absolute(path: PathBuf) -> Result<PathBuf, WireError> {
     if path.is_absolute() {
         Ok(path)
     } else {
-        let why = format!("repo path {} is relative; send an absolute path", path.display());
+        let why = format!(
+            "repo path {} is relative; send an absolute path",
+            path.display()
+        );
         Err(WireError::new(ErrorCode::InvalidArgument, why))
     }
 }

@@ -1,0 +1,265 @@
+//! Setting a repo up for drsd (`drsctl init`) and back (`drsctl init --undo`):
+//! git-lfs's filters, our standalone transfer agent, and hooks that tell the
+//! daemon and then run git-lfs's own. Every key goes in the repo's git config:
+//! git-lfs ignores transfer-agent keys in `.lfsconfig` ("unsafe keys").
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::scan::{git, toplevel, ScanError};
+
+/// The name git-lfs knows our agent by.
+pub const AGENT: &str = "drs";
+/// The hooks git-lfs installs; ours replace them and chain to them.
+pub const HOOKS: [&str; 4] = ["pre-push", "post-checkout", "post-commit", "post-merge"];
+/// Marks a hook file as ours, so re-running init and undo recognise it.
+const MARK: &str = "# drsd hook: installed by `drsctl init`";
+/// The committed place a fresh clone learns the object remote from: a `drs`
+/// section in `.lfsconfig`, which git-lfs itself ignores.
+pub const REMOTE_KEY: &str = "drs.remote";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Repo(#[from] ScanError),
+    #[error("git {args} in {repo}: {why}")]
+    Git {
+        repo: PathBuf,
+        args: String,
+        why: String,
+    },
+    #[error("{path}: {op}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is a hook of your own, not git-lfs's: move it away, or call `drs-hook hook {name}` from it, then run init again")]
+    ForeignHook { path: PathBuf, name: String },
+}
+
+/// What init or undo changed; empty when the repo was already as wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SetupReport {
+    pub repo: PathBuf,
+    pub changed: Vec<String>,
+}
+
+/// Sets `repo` up to move LFS objects through the agent at `agent` (an
+/// absolute path to `drs-hook`), optionally recording the object remote in
+/// `.lfsconfig`. Idempotent.
+pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupReport, SetupError> {
+    let top = toplevel(repo)?;
+    let mut report = SetupReport {
+        repo: top.clone(),
+        changed: Vec::new(),
+    };
+    let hooks = hooks_dir(&top)?;
+    check_hooks(&hooks)?;
+    if config_get(&top, &["--local"], "filter.lfs.process")?.is_none() {
+        run(&top, &["lfs", "install", "--local"])?;
+        report.changed.push("git lfs install --local".into());
+    }
+    let agent_text = agent.to_string_lossy();
+    let keys = [
+        ("lfs.standalonetransferagent", AGENT),
+        ("lfs.customtransfer.drs.path", agent_text.as_ref()),
+        ("lfs.customtransfer.drs.args", "agent"),
+        ("lfs.customtransfer.drs.concurrent", "true"),
+    ];
+    for (key, value) in keys {
+        if config_get(&top, &["--local"], key)?.as_deref() != Some(value) {
+            run(&top, &["config", "--local", key, value])?;
+            report.changed.push(format!("{key}={value}"));
+        }
+    }
+    if let Some(url) = remote {
+        let file = top.join(".lfsconfig");
+        let file_arg = file.to_string_lossy();
+        if config_get(&top, &["--file", &file_arg], REMOTE_KEY)?.as_deref() != Some(url) {
+            run(&top, &["config", "--file", &file_arg, REMOTE_KEY, url])?;
+            report
+                .changed
+                .push(format!(".lfsconfig {REMOTE_KEY}={url} (commit it)"));
+        }
+    }
+    for name in HOOKS {
+        if write_hook(&hooks, name, agent)? {
+            report.changed.push(format!("hook {name}"));
+        }
+    }
+    Ok(report)
+}
+
+/// Undoes [`init`]: removes our keys and hooks and puts git-lfs's own hooks
+/// back. `.lfsconfig` is committed content and stays as it is.
+pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
+    let top = toplevel(repo)?;
+    let mut report = SetupReport {
+        repo: top.clone(),
+        changed: Vec::new(),
+    };
+    if config_get(&top, &["--local"], "lfs.standalonetransferagent")?.as_deref() == Some(AGENT) {
+        run(
+            &top,
+            &[
+                "config",
+                "--local",
+                "--unset",
+                "lfs.standalonetransferagent",
+            ],
+        )?;
+        report
+            .changed
+            .push("unset lfs.standalonetransferagent".into());
+    }
+    if config_get(&top, &["--local"], "lfs.customtransfer.drs.path")?.is_some() {
+        run(
+            &top,
+            &[
+                "config",
+                "--local",
+                "--remove-section",
+                "lfs.customtransfer.drs",
+            ],
+        )?;
+        report.changed.push("removed lfs.customtransfer.drs".into());
+    }
+    let hooks = hooks_dir(&top)?;
+    let mut removed = false;
+    for name in HOOKS {
+        let path = hooks.join(name);
+        if is_ours(&path)? {
+            fs::remove_file(&path).map_err(io("remove", &path))?;
+            removed = true;
+        }
+    }
+    if removed {
+        run(&top, &["lfs", "update", "--force"])?;
+        report.changed.push("git-lfs's own hooks restored".into());
+    }
+    Ok(report)
+}
+
+/// The object remote recorded in the repo's `.lfsconfig`, if any.
+pub fn recorded_remote(repo: &Path) -> Result<Option<String>, SetupError> {
+    let top = toplevel(repo)?;
+    let file = top.join(".lfsconfig");
+    if !file.exists() {
+        return Ok(None);
+    }
+    config_get(&top, &["--file", &file.to_string_lossy()], REMOTE_KEY)
+}
+
+/// The hooks folder git runs (honours `core.hooksPath` and worktrees).
+fn hooks_dir(top: &Path) -> Result<PathBuf, SetupError> {
+    let out = run(top, &["rev-parse", "--git-path", "hooks"])?;
+    let dir = top.join(out.trim_end_matches('\n'));
+    fs::create_dir_all(&dir).map_err(io("create folder", &dir))?;
+    Ok(dir)
+}
+
+/// Refuses, before anything changes, a hook that is neither ours nor git-lfs's.
+fn check_hooks(dir: &Path) -> Result<(), SetupError> {
+    for name in HOOKS {
+        let path = dir.join(name);
+        match fs::read_to_string(&path) {
+            Ok(old) if !old.contains(MARK) && !is_git_lfs_hook(&old, name) => {
+                return Err(SetupError::ForeignHook {
+                    path,
+                    name: name.into(),
+                })
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("read", &path)(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Writes our hook `name`; false when it was there already, as written.
+fn write_hook(dir: &Path, name: &str, agent: &Path) -> Result<bool, SetupError> {
+    let path = dir.join(name);
+    let text = format!(
+        "#!/bin/sh\n{MARK}\n# It tells the drsd daemon, then runs git-lfs's own `git lfs {name}`.\n\
+         # `drsctl init --undo` removes it.\nexec '{}' hook {name} \"$@\"\n",
+        agent.display().to_string().replace('\'', "'\\''")
+    );
+    if fs::read_to_string(&path).is_ok_and(|old| old == text) {
+        return Ok(false);
+    }
+    fs::write(&path, text).map_err(io("write", &path))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(io("chmod", &path))?;
+    Ok(true)
+}
+
+/// git-lfs's own hook: a few lines ending in `git lfs <name> "$@"`.
+fn is_git_lfs_hook(text: &str, name: &str) -> bool {
+    text.contains(&format!("git lfs {name} \"$@\""))
+}
+
+fn is_ours(path: &Path) -> Result<bool, SetupError> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(text.contains(MARK)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io("read", path)(e)),
+    }
+}
+
+fn config_get(top: &Path, scope: &[&str], key: &str) -> Result<Option<String>, SetupError> {
+    let mut args = vec!["config"];
+    args.extend_from_slice(scope);
+    args.extend_from_slice(&["--get", key]);
+    let out = git(top)
+        .args(&args)
+        .output()
+        .map_err(|e| git_err(top, &args, e.to_string()))?;
+    // Exit 1: the key is not set.
+    match out.status.code() {
+        Some(0) => Ok(Some(
+            String::from_utf8_lossy(&out.stdout)
+                .trim_end_matches('\n')
+                .to_string(),
+        )),
+        Some(1) => Ok(None),
+        _ => Err(git_err(
+            top,
+            &args,
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )),
+    }
+}
+
+fn run(top: &Path, args: &[&str]) -> Result<String, SetupError> {
+    let out = git(top)
+        .args(args)
+        .output()
+        .map_err(|e| git_err(top, args, e.to_string()))?;
+    if !out.status.success() {
+        return Err(git_err(
+            top,
+            args,
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn git_err(top: &Path, args: &[&str], why: String) -> SetupError {
+    SetupError::Git {
+        repo: top.to_path_buf(),
+        args: args.join(" "),
+        why,
+    }
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> SetupError + 'a {
+    move |source| SetupError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}

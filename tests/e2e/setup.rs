@@ -1,0 +1,126 @@
+//! `drsctl init` as a library call, against real git and Debian's git-lfs.
+
+use std::path::Path;
+use std::process::Command;
+
+use drsd::lfs::setup::{init, recorded_remote, undo, SetupError, HOOKS};
+use drsd_e2e::bin;
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim_end()
+        .to_string()
+}
+
+fn config(repo: &Path, key: &str) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["config", "--local", "--get", key])
+        .output()
+        .unwrap();
+    out.status.success().then(|| {
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_end()
+            .to_string()
+    })
+}
+
+fn new_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    dir
+}
+
+#[test]
+fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
+    let repo = new_repo();
+    let agent = bin("drs-hook");
+    let first = init(repo.path(), &agent, Some("s3://bucket/team")).unwrap();
+    assert!(first.changed.len() >= 8, "{:?}", first.changed);
+    assert_eq!(
+        config(repo.path(), "lfs.standalonetransferagent").as_deref(),
+        Some("drs")
+    );
+    assert_eq!(
+        config(repo.path(), "lfs.customtransfer.drs.path"),
+        Some(agent.display().to_string())
+    );
+    assert_eq!(
+        config(repo.path(), "lfs.customtransfer.drs.concurrent").as_deref(),
+        Some("true")
+    );
+    assert!(
+        config(repo.path(), "filter.lfs.process").is_some(),
+        "git lfs install --local ran"
+    );
+    // git-lfs itself reads the agent from the repo config.
+    let env = git(repo.path(), &["lfs", "env"]);
+    assert!(env.contains("drs"), "{env}");
+    assert_eq!(
+        recorded_remote(repo.path()).unwrap().as_deref(),
+        Some("s3://bucket/team")
+    );
+    for name in HOOKS {
+        let text = std::fs::read_to_string(repo.path().join(".git/hooks").join(name)).unwrap();
+        assert!(
+            text.contains(&format!("hook {name}")) && text.contains(&agent.display().to_string())
+        );
+    }
+    assert!(
+        init(repo.path(), &agent, Some("s3://bucket/team"))
+            .unwrap()
+            .changed
+            .is_empty(),
+        "idempotent"
+    );
+
+    let undone = undo(repo.path()).unwrap();
+    assert!(!undone.changed.is_empty());
+    assert_eq!(config(repo.path(), "lfs.standalonetransferagent"), None);
+    assert_eq!(config(repo.path(), "lfs.customtransfer.drs.path"), None);
+    let pre_push = std::fs::read_to_string(repo.path().join(".git/hooks/pre-push")).unwrap();
+    assert!(
+        pre_push.contains("git lfs pre-push") && !pre_push.contains("drs-hook"),
+        "{pre_push}"
+    );
+    assert!(undo(repo.path()).unwrap().changed.is_empty());
+}
+
+#[test]
+fn a_hook_of_the_user_s_own_is_refused_before_anything_changes() {
+    let repo = new_repo();
+    let hook = repo.path().join(".git/hooks/pre-push");
+    std::fs::write(&hook, "#!/bin/sh\necho mine\n").unwrap();
+    let err = init(repo.path(), &bin("drs-hook"), None).unwrap_err();
+    assert!(matches!(err, SetupError::ForeignHook { .. }), "{err}");
+    assert!(err.to_string().contains("hooks/pre-push"), "{err}");
+    assert_eq!(config(repo.path(), "lfs.standalonetransferagent"), None);
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\necho mine\n"
+    );
+}
+
+#[test]
+fn init_outside_a_repo_names_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = init(dir.path(), &bin("drs-hook"), None).unwrap_err();
+    assert!(
+        err.to_string().contains(&dir.path().display().to_string()),
+        "{err}"
+    );
+}
