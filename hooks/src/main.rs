@@ -1,8 +1,12 @@
 //! `drs-hook`: what git and git-lfs call; a thin client of the drsd daemon.
-//! For now it only checks that the daemon answers; the hook entry points and
-//! the custom transfer agent come with their own issue.
+//! `drs-hook agent` is git-lfs's custom transfer agent; `drs-hook hook NAME`
+//! is what the git hooks installed by `drsctl init` run.
+
+mod agent;
+mod hook;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -27,9 +31,18 @@ struct Cli {
 enum Command {
     /// Connect to the daemon (starting it if needed) and print its version
     Ping,
+    /// Speak git-lfs's custom transfer protocol on stdin/stdout, relaying each
+    /// transfer to the daemon (set up by `drsctl init` as `lfs.customtransfer.drs`)
+    Agent,
+    /// Run as git hook NAME: tell the daemon, then run `git lfs NAME` with the same arguments
+    Hook {
+        name: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
     let socket = paths::socket_path(cli.socket.as_deref());
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -44,7 +57,11 @@ fn main() -> Result<()> {
             )
             .await?;
             println!("{} on {}", client.server(), socket.display());
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }),
+        Command::Agent => runtime
+            .block_on(agent::run(&socket))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Hook { name, args } => runtime.block_on(hook::run(&socket, &name, &args)),
     }
 }

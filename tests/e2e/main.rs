@@ -1,4 +1,5 @@
 mod daemon;
+mod lfs_transfer;
 mod pool_crash;
 mod s3;
 mod setup;

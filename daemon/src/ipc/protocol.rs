@@ -62,6 +62,21 @@ pub enum Request {
     PoolVerify,
     /// Stop accepting, drain what is in flight, exit.
     Shutdown,
+    /// For the git-lfs transfer agent: put object `oid` in `repo`'s
+    /// `.git/lfs/tmp` (from the pool, else from the repo's object remote).
+    LfsDownload {
+        repo: PathBuf,
+        oid: String,
+        size: u64,
+    },
+    /// For the git-lfs transfer agent: take `path` into the pool and upload
+    /// it to the repo's object remote unless it is there already.
+    LfsUpload {
+        repo: PathBuf,
+        oid: String,
+        size: u64,
+        path: PathBuf,
+    },
 }
 
 /// One line from the daemon.
@@ -108,6 +123,15 @@ pub enum Reply {
         repo: RepoReport,
     },
     Verify(VerifyReport),
+    /// Where the downloaded object is, and whether it came from the `pool`
+    /// or the `remote`.
+    LfsObject {
+        path: PathBuf,
+        from: String,
+    },
+    LfsUploaded {
+        skipped: bool,
+    },
     Done,
 }
 

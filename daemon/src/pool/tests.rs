@@ -583,7 +583,7 @@ fn pool_verify_names_corrupt_entries_in_both_tiers() {
         bad,
         HashSet::from([small.as_bytes().to_vec(), large.as_bytes().to_vec()])
     );
-    assert!(!bad.contains(&good.as_bytes().to_vec()));
+    assert!(!bad.contains(good.as_bytes().as_slice()));
 }
 
 #[test]

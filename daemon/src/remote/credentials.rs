@@ -150,7 +150,7 @@ mod tests {
         std::fs::write(
             &file,
             "[default]\naws_access_key_id = A\naws_secret_access_key = B\n\
-             [ci]\naws_access_key_id=C\naws_secret_access_key=D\naws_session_token=T\n[empty]\n",
+             [ci]\naws_access_key_id=C\naws_secret_access_key=ci-secret-value\naws_session_token=T\n[empty]\n",
         )
         .unwrap();
         let env = |pairs: &'static [(&'static str, &'static str)]| {

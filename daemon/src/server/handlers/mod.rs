@@ -1,5 +1,6 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
+mod lfs;
 mod repos;
 mod shutdown;
 mod status;
@@ -25,6 +26,12 @@ impl Progressor {
             .send(ResponseFrame::progress(self.id, progress))
             .await;
     }
+
+    /// From synchronous code: drops the event when the connection is slow
+    /// rather than waiting (the next one carries the newer figure).
+    pub fn send_now(&self, progress: Progress) {
+        let _ = self.tx.try_send(ResponseFrame::progress(self.id, progress));
+    }
 }
 
 pub(crate) async fn handle(
@@ -43,6 +50,15 @@ pub(crate) async fn handle(
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
         Request::Shutdown => Ok(shutdown::handle(&shared)),
+        Request::LfsDownload { repo, oid, size } => {
+            lfs::download(&shared, repo, &oid, size, &progress).await
+        }
+        Request::LfsUpload {
+            repo,
+            oid,
+            size,
+            path,
+        } => lfs::upload(&shared, repo, &oid, size, path, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",

@@ -1,0 +1,230 @@
+//! What the git-lfs transfer agent asks: objects into and out of a repo,
+//! through the pool, and to and from the repo's object remote.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{internal, Progressor, Shared};
+use crate::ipc::{ErrorCode, Progress, Reply, WireError};
+use crate::lfs::scan::git_dirs;
+use crate::lfs::setup::recorded_remote;
+use crate::pool::Oid;
+use crate::remote::{
+    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, S3Client, S3Config,
+    S3Credentials, UploadOptions, Uploaded,
+};
+
+/// One S3 client for the daemon's life: it keeps connections open between
+/// objects. Built on first use from the daemon's environment and the AWS
+/// profile files; a failure is not kept, so fixing the setup needs no restart.
+static S3: Mutex<Option<Arc<S3Client>>> = Mutex::new(None);
+
+fn s3() -> Result<Arc<S3Client>, WireError> {
+    let mut slot = S3.lock().unwrap();
+    if let Some(client) = slot.as_ref() {
+        return Ok(client.clone());
+    }
+    let bad =
+        |e: crate::remote::RemoteError| WireError::new(ErrorCode::InvalidArgument, e.to_string());
+    let client = S3Client::new(
+        S3Config::from_env().map_err(bad)?,
+        S3Credentials::from_env().map_err(bad)?,
+    )
+    .map_err(bad)?;
+    Ok(slot.insert(Arc::new(client)).clone())
+}
+
+fn parse_oid(oid: &str) -> Result<Oid, WireError> {
+    oid.parse().map_err(|e: crate::pool::PoolError| {
+        WireError::new(ErrorCode::InvalidArgument, e.to_string())
+    })
+}
+
+/// The repo's object remote, from its committed `.lfsconfig`.
+async fn layout(repo: &Path) -> Result<ObjectLayout, WireError> {
+    let repo_path = repo.to_path_buf();
+    let recorded = tokio::task::spawn_blocking(move || recorded_remote(&repo_path))
+        .await
+        .map_err(internal)?
+        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    let url = recorded.ok_or_else(|| {
+        WireError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "{} has no object remote: set drs.remote in its .lfsconfig (drsctl init --remote s3://bucket/prefix)",
+                repo.display()
+            ),
+        )
+    })?;
+    ObjectLayout::parse(&url).map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
+}
+
+pub(super) async fn download(
+    shared: &Arc<Shared>,
+    repo: PathBuf,
+    oid: &str,
+    size: u64,
+    progress: &Progressor,
+) -> Result<Reply, WireError> {
+    let oid = parse_oid(oid)?;
+    let tmp = lfs_tmp(&repo).await?;
+    if let Some(path) = export(shared, oid, &tmp).await? {
+        return Ok(Reply::LfsObject {
+            path,
+            from: "pool".into(),
+        });
+    }
+    let layout = layout(&repo).await?;
+    let client = s3()?;
+    let key = layout.key(&oid);
+    let object = format!("s3://{}/{key}", layout.bucket);
+    let meta = client
+        .head(&layout.bucket, &key)
+        .await
+        .map_err(remote)?
+        .ok_or_else(|| {
+            WireError::new(
+                ErrorCode::NotFound,
+                format!("object {oid} is not in {object}"),
+            )
+        })?;
+    if meta.size != size {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "{object} holds {} bytes, the pointer says {size}",
+                meta.size
+            ),
+        ));
+    }
+    let req = Fetch {
+        bucket: &layout.bucket,
+        key: &key,
+        size,
+        etag: meta.etag.as_deref(),
+        expect: Some(oid),
+        md5: false,
+    };
+    let report = |done| {
+        progress.send_now(Progress {
+            stage: "download".into(),
+            done,
+            total: Some(size),
+            message: None,
+        })
+    };
+    fetch_into_pool(
+        &client,
+        shared.pool.clone(),
+        req,
+        FetchOptions::default(),
+        &report,
+    )
+    .await
+    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    let path = export(shared, oid, &tmp).await?.ok_or_else(|| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("object {oid} left the pool right after its download"),
+        )
+    })?;
+    Ok(Reply::LfsObject {
+        path,
+        from: "remote".into(),
+    })
+}
+
+pub(super) async fn upload(
+    shared: &Arc<Shared>,
+    repo: PathBuf,
+    oid: &str,
+    size: u64,
+    path: PathBuf,
+    progress: &Progressor,
+) -> Result<Reply, WireError> {
+    let oid = parse_oid(oid)?;
+    let layout = layout(&repo).await?;
+    let pool = shared.pool.clone();
+    let put = tokio::task::spawn_blocking(move || pool.adopt_file(&path, Some(&oid)))
+        .await
+        .map_err(internal)?
+        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    if put.len != size {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "object {oid} has {} bytes, the pointer says {size}",
+                put.len
+            ),
+        ));
+    }
+    let client = s3()?;
+    let uploaded = upload_from_pool(
+        &client,
+        shared.pool.clone(),
+        &layout,
+        &oid,
+        UploadOptions::default(),
+    )
+    .await
+    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    progress
+        .send(Progress {
+            stage: "upload".into(),
+            done: size,
+            total: Some(size),
+            message: None,
+        })
+        .await;
+    Ok(Reply::LfsUploaded {
+        skipped: matches!(uploaded, Uploaded::Skipped(_)),
+    })
+}
+
+/// `<common git dir>/lfs/tmp`: on the repo's filesystem, where git-lfs
+/// renames what the agent hands it.
+async fn lfs_tmp(repo: &Path) -> Result<PathBuf, WireError> {
+    let repo = repo.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let dirs = git_dirs(&repo)
+            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+        let tmp = dirs.common_dir.join("lfs/tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("create {}: {e}", tmp.display()),
+            )
+        })?;
+        Ok(tmp)
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Links (else copies) the pool's entry to a fresh name in `tmp`.
+async fn export(shared: &Arc<Shared>, oid: Oid, tmp: &Path) -> Result<Option<PathBuf>, WireError> {
+    let pool = shared.pool.clone();
+    let dest = tmp.join(format!(
+        "drs-{oid}-{}-{}",
+        std::process::id(),
+        next_suffix()
+    ));
+    tokio::task::spawn_blocking(move || match pool.export(&oid, &dest) {
+        Ok(Some(_)) => Ok(Some(dest)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(WireError::new(ErrorCode::Internal, e.to_string())),
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Distinct names for concurrent exports of one object.
+fn next_suffix() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn remote(e: crate::remote::RemoteError) -> WireError {
+    WireError::new(ErrorCode::Internal, e.to_string())
+}
