@@ -87,9 +87,11 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Whether `pid` runs; an exited, not yet reaped daemon (a zombie) does not.
 fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().map(str::trim_start).and_then(|s| s.chars().next());
+    state.is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 fn signal(child: &Child, sig: i32) {

@@ -321,7 +321,7 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config_in(dir.path());
     config.drain_timeout = Duration::from_millis(1);
-    fill_pool(&config.pool_dir, 6, 48);
+    fill_pool(&config.pool_dir, 8, 48);
     let daemon = start_in(dir, config).await;
     let mut client = daemon.client().await;
     let (started_tx, started_rx) = oneshot::channel();
@@ -339,14 +339,16 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
     let shared = daemon.shared.clone();
     let stopping = Instant::now();
     daemon.stop().await;
+    // The daemon returned while verify (hundreds of ms of hashing) still ran.
     assert!(
-        stopping.elapsed() < Duration::from_millis(500),
-        "{:?}",
+        !shared.tasks.is_empty(),
+        "verify had finished when stop returned after {:?}",
         stopping.elapsed()
     );
     assert!(
-        !shared.tasks.is_empty(),
-        "verify was still running when the daemon gave up on it"
+        stopping.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        stopping.elapsed()
     );
 }
 
@@ -499,7 +501,8 @@ async fn a_repo_deleted_while_watched_is_reported_missing() {
     std::fs::remove_dir_all(&repo).unwrap();
     // The watcher notices by itself, without any request looking.
     let report = wait_for(&daemon, &repo, |r| r.state == RepoState::Missing).await;
-    assert!(report.problem.unwrap().contains("no longer exists"));
+    // "no longer exists", or "no longer a git repo" when a scan ran mid-deletion.
+    assert!(report.problem.unwrap().contains("no longer"));
     let status = daemon.status().await;
     assert_eq!(status.repos[0].state, RepoState::Missing);
     // It can still be unregistered by its old path.
