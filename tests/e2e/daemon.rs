@@ -15,6 +15,42 @@ struct Home {
     dir: tempfile::TempDir,
 }
 
+/// A test's own `drsd serve`, killed if the test ends (or panics) with it still running.
+struct Served(Child);
+
+impl std::ops::Deref for Served {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl Drop for Home {
+    /// Stops a daemon a client started here, should the test have failed before it did.
+    fn drop(&mut self) {
+        let _ = self
+            .command("drsctl")
+            .arg("shutdown")
+            .env("DRSD_NO_AUTOSTART", "1")
+            .output();
+    }
+}
+
 impl Home {
     fn new() -> Home {
         Home {
@@ -56,7 +92,7 @@ impl Home {
     }
 
     /// `drsd serve --ready`, returned once it accepts connections.
-    fn serve(&self, extra: &[&str]) -> Child {
+    fn serve(&self, extra: &[&str]) -> Served {
         let mut child = self
             .command("drsd")
             .args(["serve", "--ready"])
@@ -74,7 +110,7 @@ impl Home {
             drsd::ipc::READY_LINE,
             "drsd did not get ready"
         );
-        child
+        Served(child)
     }
 }
 
@@ -398,24 +434,17 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn verbose_flags_raise_the_log_level() {
     let home = Home::new();
-    let quiet = home.serve(&[]);
-    home.drsctl(&["status"]);
-    signal(&quiet, libc::SIGTERM);
-    let quiet_log = String::from_utf8(quiet.wait_with_output().unwrap().stderr).unwrap();
-    let mut loud = home
-        .command("drsd")
-        .args(["-v", "serve", "--ready"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(loud.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    home.drsctl(&["status"]);
-    signal(&loud, libc::SIGTERM);
-    let loud_log = String::from_utf8(loud.wait_with_output().unwrap().stderr).unwrap();
+    let log_of = |extra: &[&str]| {
+        let mut daemon = home.serve(extra);
+        home.drsctl(&["status"]);
+        signal(&daemon, libc::SIGTERM);
+        assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
+        log
+    };
+    let quiet_log = log_of(&[]);
+    let loud_log = log_of(&["-v"]);
     assert!(
         quiet_log.contains("INFO") && !quiet_log.contains("DEBUG"),
         "{quiet_log}"
