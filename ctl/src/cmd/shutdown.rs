@@ -43,7 +43,13 @@ fn alive(pid: u32) -> bool {
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // "pid (comm) state ...": the state follows the last ')'.
-        Ok(stat) => !matches!(stat.rsplit(')').next().map(str::trim_start).and_then(|s| s.chars().next()), Some('Z' | 'X')),
+        Ok(stat) => !matches!(
+            stat.rsplit(')')
+                .next()
+                .map(str::trim_start)
+                .and_then(|s| s.chars().next()),
+            Some('Z' | 'X')
+        ),
         Err(_) => true, // no /proc (macOS): kill's answer stands
     }
 }
