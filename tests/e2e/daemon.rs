@@ -15,6 +15,42 @@ struct Home {
     dir: tempfile::TempDir,
 }
 
+/// A test's own `drsd serve`, killed if the test ends (or panics) with it still running.
+struct Served(Child);
+
+impl std::ops::Deref for Served {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl Drop for Home {
+    /// Stops a daemon a client started here, should the test have failed before it did.
+    fn drop(&mut self) {
+        let _ = self
+            .command("drsctl")
+            .arg("shutdown")
+            .env("DRSD_NO_AUTOSTART", "1")
+            .output();
+    }
+}
+
 impl Home {
     fn new() -> Home {
         Home {
@@ -56,7 +92,7 @@ impl Home {
     }
 
     /// `drsd serve --ready`, returned once it accepts connections.
-    fn serve(&self, extra: &[&str]) -> Child {
+    fn serve(&self, extra: &[&str]) -> Served {
         let mut child = self
             .command("drsd")
             .args(["serve", "--ready"])
@@ -74,7 +110,7 @@ impl Home {
             drsd::ipc::READY_LINE,
             "drsd did not get ready"
         );
-        child
+        Served(child)
     }
 }
 
@@ -87,9 +123,15 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Whether `pid` runs; an exited, not yet reaped daemon (a zombie) does not.
 fn alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as i32, 0) == 0 }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .map(str::trim_start)
+        .and_then(|s| s.chars().next());
+    state.is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -237,25 +279,36 @@ fn sigterm_lets_requests_in_flight_finish() {
 }
 
 #[test]
-fn sigterm_stops_within_the_drain_bound_even_if_a_request_is_not_done() {
+fn sigterm_stops_within_the_drain_bound_even_if_requests_are_stuck() {
+    use std::io::Write;
     let home = Home::new();
-    fill_pool(&home.pool(), 6, 32);
-    let mut daemon = home.serve(&["--drain-timeout", "0.001"]);
-    let started = Instant::now();
-    let outcome = verify_then_sigterm(&home.socket(), &daemon);
-    assert!(
-        outcome.is_err(),
-        "the daemon gave up on the request: {outcome:?}"
-    );
+    let mut daemon = home.serve(&["--drain-timeout", "0.2"]);
+    // A client that sends 5,000 requests and reads none of the answers: once
+    // its socket buffer is full those requests cannot finish.
+    let mut stuck = std::os::unix::net::UnixStream::connect(home.socket()).unwrap();
+    let mut flood =
+        b"{\"id\":0,\"method\":\"hello\",\"version\":1,\"client\":\"stuck\"}\n".to_vec();
+    for id in 1..=5000 {
+        flood.extend_from_slice(format!("{{\"id\":{id},\"method\":\"status\"}}\n").as_bytes());
+    }
+    stuck.write_all(&flood).unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // let the daemon read them
+    let stopping = Instant::now();
+    signal(&daemon, libc::SIGTERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+    let took = stopping.elapsed();
     let mut log = String::new();
     std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
-    assert!(log.contains("drain timeout"), "{log}");
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        started.elapsed()
+        log.contains("drain timeout"),
+        "the daemon gave up on the stuck requests: {log}"
     );
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(!home.socket().exists());
+    drop(stuck);
 }
 
 #[test]
@@ -381,24 +434,17 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn verbose_flags_raise_the_log_level() {
     let home = Home::new();
-    let quiet = home.serve(&[]);
-    home.drsctl(&["status"]);
-    signal(&quiet, libc::SIGTERM);
-    let quiet_log = String::from_utf8(quiet.wait_with_output().unwrap().stderr).unwrap();
-    let mut loud = home
-        .command("drsd")
-        .args(["-v", "serve", "--ready"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(loud.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    home.drsctl(&["status"]);
-    signal(&loud, libc::SIGTERM);
-    let loud_log = String::from_utf8(loud.wait_with_output().unwrap().stderr).unwrap();
+    let log_of = |extra: &[&str]| {
+        let mut daemon = home.serve(extra);
+        home.drsctl(&["status"]);
+        signal(&daemon, libc::SIGTERM);
+        assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
+        log
+    };
+    let quiet_log = log_of(&[]);
+    let loud_log = log_of(&["-v"]);
     assert!(
         quiet_log.contains("INFO") && !quiet_log.contains("DEBUG"),
         "{quiet_log}"

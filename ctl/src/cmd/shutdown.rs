@@ -30,11 +30,26 @@ pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Whether process `pid` exists (signal 0 checks without sending anything).
+/// Whether process `pid` still runs. An exited daemon that nobody has reaped
+/// yet (an autostarted one's parent is gone; init reaps it when it gets to
+/// it) is a zombie: it holds nothing any more, so it counts as gone.
 fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
     // SAFETY: kill with signal 0 only checks for the process.
-    pid > 0 && unsafe { libc::kill(pid, 0) } == 0
+    if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) state ...": the state follows the last ')'.
+        Ok(stat) => !matches!(
+            stat.rsplit(')')
+                .next()
+                .map(str::trim_start)
+                .and_then(|s| s.chars().next()),
+            Some('Z' | 'X')
+        ),
+        Err(_) => true, // no /proc (macOS): kill's answer stands
+    }
 }

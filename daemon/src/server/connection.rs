@@ -16,7 +16,7 @@ use crate::ipc::paths::current_uid;
 use crate::ipc::*;
 
 /// Answers queued for the writer before request tasks wait on it.
-const OUTBOX: usize = 64;
+pub(crate) const OUTBOX: usize = 64;
 
 pub(crate) async fn serve(shared: Arc<Shared>, stream: Stream) {
     let refused = check_peer(&stream).err();
