@@ -37,6 +37,20 @@ struct Cli {
 enum Command {
     /// The daemon, the pool per tier, registered repos, the job queue
     Status,
+    /// Set a repo up for drsd: git-lfs uses our transfer agent, hooks tell
+    /// the daemon, the daemon watches it. Idempotent.
+    Init {
+        /// The repo [default: the current folder]
+        path: Option<PathBuf>,
+        /// Record the object remote (s3://bucket/prefix) in .lfsconfig, for every clone
+        #[arg(long)]
+        remote: Option<String>,
+        /// Put git-lfs's own setup back and unregister the repo
+        #[arg(long, conflicts_with = "remote")]
+        undo: bool,
+    },
+    /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
+    Clone { url: String, dir: Option<PathBuf> },
     /// Register, unregister and list the repos the daemon watches
     #[command(subcommand)]
     Repos(ReposCommand),
@@ -88,6 +102,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
     runtime.block_on(async {
         match cli.command {
             Command::Status => cmd::status::run(&socket, &out).await,
+            Command::Init { path, remote, undo } => {
+                cmd::init::init(&socket, path, remote, undo, &out).await
+            }
+            Command::Clone { url, dir } => cmd::init::clone(&socket, &url, dir, &out).await,
             Command::Repos(ReposCommand::Add { path }) => {
                 cmd::repos::add(&socket, path, &out).await
             }

@@ -6,7 +6,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use drsd::lfs::setup::init;
 use drsd::pool::Oid;
 use drsd::remote::{ObjectLayout, S3Client, S3Config, S3Credentials};
 use drsd_e2e::bin;
@@ -50,9 +49,16 @@ impl Daemon {
 
     /// git in `repo`, its agent and hooks talking to this daemon.
     fn git(&self, repo: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(repo)
+        self.run(Command::new("git").arg("-C").arg(repo), args)
+    }
+
+    /// drsctl run in `dir`, talking to this daemon.
+    fn drsctl(&self, dir: &Path, args: &[&str]) -> String {
+        self.run(Command::new(bin("drsctl")).current_dir(dir), args)
+    }
+
+    fn run(&self, cmd: &mut Command, args: &[&str]) -> String {
+        let out = cmd
             .args(args)
             .envs(Self::env_of(&self.dir))
             .env("GIT_TERMINAL_PROMPT", "0")
@@ -63,11 +69,7 @@ impl Daemon {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            out.status.success(),
-            "git {args:?} in {}: {text}",
-            repo.display()
-        );
+        assert!(out.status.success(), "{cmd:?}: {text}");
         text
     }
 }
@@ -131,7 +133,7 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     let a = top.path().join("a");
     std::fs::create_dir(&a).unwrap();
     daemon.git(&a, &["init", "-q"]);
-    init(&a, &bin("drs-hook"), Some(&remote_url)).unwrap();
+    daemon.drsctl(&a, &["init", "--remote", &remote_url]);
     daemon.git(&a, &["lfs", "track", "*.bin"]);
     let files = [
         ("small.bin", content(1, 1000)),
@@ -167,18 +169,7 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
 
     // A second clone on this machine: served from the pool, by hard link.
     let b = top.path().join("b");
-    let out = Command::new("git")
-        .args(["clone", "-q", bare.to_str().unwrap(), b.to_str().unwrap()])
-        .env("GIT_LFS_SKIP_SMUDGE", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    init(&b, &bin("drs-hook"), None).unwrap();
-    daemon.git(&b, &["lfs", "pull"]);
+    daemon.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "b"]);
     for (name, data) in &files {
         assert_eq!(
             &std::fs::read(b.join(name)).unwrap(),
@@ -203,14 +194,7 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     drop(daemon);
     let other = Daemon::start(&top.path().join("d2"));
     let c = top.path().join("c");
-    let out = Command::new("git")
-        .args(["clone", "-q", bare.to_str().unwrap(), c.to_str().unwrap()])
-        .env("GIT_LFS_SKIP_SMUDGE", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    init(&c, &bin("drs-hook"), None).unwrap();
-    other.git(&c, &["lfs", "pull"]);
+    other.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "c"]);
     for (name, data) in &files {
         assert_eq!(
             &std::fs::read(c.join(name)).unwrap(),
@@ -220,4 +204,17 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     }
     // Pushing again sends nothing new: every object is skipped as present.
     other.git(&c, &["lfs", "push", "--all", "origin"]);
+    let undone: serde_json::Value =
+        serde_json::from_str(&other.drsctl(&c, &["--json", "init", "--undo"])).unwrap();
+    assert!(
+        !undone["changed"].as_array().unwrap().is_empty(),
+        "{undone}"
+    );
+    let agent = Command::new("git")
+        .arg("-C")
+        .arg(&c)
+        .args(["config", "--get", "lfs.standalonetransferagent"])
+        .output()
+        .unwrap();
+    assert!(!agent.status.success(), "undo unset the agent");
 }

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::lfs::setup::SetupReport;
 use crate::pool::{PoolStats, Tier};
 
 /// Bumped on any change a peer of the previous version would misread.
@@ -62,6 +63,15 @@ pub enum Request {
     PoolVerify,
     /// Stop accepting, drain what is in flight, exit.
     Shutdown,
+    /// Set `path`'s repo up for drsd (git-lfs keys naming `agent`, hooks,
+    /// `drs.remote` in `.lfsconfig` when given) and register it; or, with
+    /// `undo`, put git-lfs's own setup back and unregister it.
+    RepoInit {
+        path: PathBuf,
+        agent: PathBuf,
+        remote: Option<String>,
+        undo: bool,
+    },
     /// For the git-lfs transfer agent: put object `oid` in `repo`'s
     /// `.git/lfs/tmp` (from the pool, else from the repo's object remote).
     LfsDownload {
@@ -132,6 +142,7 @@ pub enum Reply {
     LfsUploaded {
         skipped: bool,
     },
+    Setup(SetupReport),
     Done,
 }
 

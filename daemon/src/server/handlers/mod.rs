@@ -1,5 +1,6 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
+mod init;
 mod lfs;
 mod repos;
 mod shutdown;
@@ -50,6 +51,12 @@ pub(crate) async fn handle(
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
         Request::Shutdown => Ok(shutdown::handle(&shared)),
+        Request::RepoInit {
+            path,
+            agent,
+            remote,
+            undo,
+        } => init::handle(&shared, path, agent, remote, undo).await,
         Request::LfsDownload { repo, oid, size } => {
             lfs::download(&shared, repo, &oid, size, &progress).await
         }

@@ -1,0 +1,132 @@
+//! `drsctl init` and `drsctl clone`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{anyhow, Context};
+use drsd::ipc::{Reply, Request, SetupReport};
+
+use crate::exit::Failure;
+use crate::output::Output;
+
+/// Sets the repo at `path` up for drsd (or back, with `undo`).
+pub async fn init(
+    socket: &Path,
+    path: Option<PathBuf>,
+    remote: Option<String>,
+    undo: bool,
+    out: &Output,
+) -> Result<(), Failure> {
+    let path = std::path::absolute(path.unwrap_or_else(|| PathBuf::from(".")))
+        .context("making the repo path absolute")?;
+    let report = request(socket, path, remote, undo).await?;
+    out.show(&report, || {
+        if report.changed.is_empty() {
+            println!(
+                "{} was already {}",
+                report.repo.display(),
+                if undo { "undone" } else { "set up" }
+            );
+        }
+        for change in &report.changed {
+            println!("{}: {change}", report.repo.display());
+        }
+    });
+    Ok(())
+}
+
+async fn request(
+    socket: &Path,
+    path: PathBuf,
+    remote: Option<String>,
+    undo: bool,
+) -> Result<SetupReport, Failure> {
+    let mut client = super::connect(socket).await?;
+    let agent = agent_path()?;
+    let reply = client
+        .call(Request::RepoInit {
+            path,
+            agent,
+            remote,
+            undo,
+        })
+        .await?;
+    let Reply::Setup(report) = reply else {
+        return Err(anyhow!("the daemon answered init with something else").into());
+    };
+    Ok(report)
+}
+
+/// `drs-hook` beside this drsctl (how both are installed), else `$DRS_HOOK`.
+fn agent_path() -> Result<PathBuf, Failure> {
+    if let Some(path) = std::env::var_os("DRS_HOOK").filter(|p| !p.is_empty()) {
+        return Ok(std::path::absolute(PathBuf::from(path)).context("making $DRS_HOOK absolute")?);
+    }
+    let exe = std::env::current_exe().context("finding drsctl's own path")?;
+    let sibling = exe.with_file_name("drs-hook");
+    if !sibling.exists() {
+        return Err(anyhow!(
+            "no drs-hook beside {}: install both, or set DRS_HOOK",
+            exe.display()
+        )
+        .into());
+    }
+    Ok(sibling)
+}
+
+/// Clone without smudge, set up, fetch the objects through our agent, check out.
+pub async fn clone(
+    socket: &Path,
+    url: &str,
+    dir: Option<PathBuf>,
+    out: &Output,
+) -> Result<(), Failure> {
+    let dir = match dir {
+        Some(d) => d,
+        None => PathBuf::from(default_dir(url)?),
+    };
+    git(
+        None,
+        &["clone", "--quiet", url, &dir.to_string_lossy()],
+        true,
+    )?;
+    let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
+    let report = request(socket, dir.clone(), None, false).await?;
+    // The agent downloads into .git/lfs and checks the files out.
+    git(Some(&dir), &["lfs", "pull"], false)?;
+    out.show(&report, || {
+        println!("cloned {url} into {} with drsd", dir.display())
+    });
+    Ok(())
+}
+
+fn default_dir(url: &str) -> Result<String, Failure> {
+    let name = url
+        .trim_end_matches('/')
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or("");
+    let name = name.strip_suffix(".git").unwrap_or(name);
+    if name.is_empty() {
+        return Err(anyhow!("cannot name a folder after {url:?}: give DIR").into());
+    }
+    Ok(name.to_string())
+}
+
+fn git(dir: Option<&Path>, args: &[&str], skip_smudge: bool) -> Result<(), Failure> {
+    let mut cmd = Command::new("git");
+    if let Some(dir) = dir {
+        cmd.arg("-C").arg(dir);
+    }
+    if skip_smudge {
+        cmd.env("GIT_LFS_SKIP_SMUDGE", "1");
+    }
+    let status = cmd
+        .args(args)
+        .status()
+        .with_context(|| format!("running git {}", args[0]))?;
+    if !status.success() {
+        return Err(anyhow!("git {} failed (see its message above)", args.join(" ")).into());
+    }
+    Ok(())
+}
