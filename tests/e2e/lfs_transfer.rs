@@ -18,10 +18,16 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
+        Self::start_with(dir, &[])
+    }
+
+    /// A daemon with `extra` in its environment (e.g. another S3 endpoint).
+    fn start_with(dir: &Path, extra: &[(&str, &str)]) -> Daemon {
         std::fs::create_dir_all(dir).unwrap();
         let mut child = Command::new(bin("drsd"))
             .args(["serve", "--ready"])
             .envs(Self::env_of(dir))
+            .envs(extra.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -114,44 +120,74 @@ fn lfs_object(repo: &Path, oid: &Oid) -> PathBuf {
         .join(&hex)
 }
 
+/// A HOME with a git identity, a fresh bucket, a folder for repos and daemons.
+struct World {
+    top: tempfile::TempDir,
+    bucket: String,
+    remote_url: String,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let top = tempfile::tempdir().unwrap();
+        let home = top.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = T\n\temail = t@example.org\n[init]\n\tdefaultBranch = main\n",
+        )
+        .unwrap();
+        // git and git-lfs read the user's config from here (one test per process).
+        std::env::set_var("HOME", &home);
+        let bucket = format!("lfs-{tag}-{}", std::process::id());
+        rt().block_on(s3().create_bucket(&bucket)).unwrap();
+        let remote_url = format!("s3://{bucket}/team");
+        World {
+            top,
+            bucket,
+            remote_url,
+        }
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        self.top.path().join(name)
+    }
+
+    /// Repo `a` set up with drsd and the object remote, `files` committed
+    /// as LFS objects, and a bare `origin` (not pushed yet).
+    fn source_repo(&self, daemon: &Daemon, files: &[(&str, Vec<u8>)]) -> (PathBuf, PathBuf) {
+        let a = self.dir("a");
+        std::fs::create_dir(&a).unwrap();
+        daemon.git(&a, &["init", "-q"]);
+        daemon.drsctl(&a, &["init", "--remote", &self.remote_url]);
+        daemon.git(&a, &["lfs", "track", "*.bin"]);
+        for (name, data) in files {
+            std::fs::write(a.join(name), data).unwrap();
+        }
+        daemon.git(&a, &["add", "."]);
+        daemon.git(&a, &["commit", "-qm", "data"]);
+        let bare = self.dir("remote.git");
+        daemon.git(
+            self.top.path(),
+            &["init", "-q", "--bare", bare.to_str().unwrap()],
+        );
+        daemon.git(&a, &["remote", "add", "origin", bare.to_str().unwrap()]);
+        (a, bare)
+    }
+}
+
 #[test]
 fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
-    let top = tempfile::tempdir().unwrap();
-    let home = top.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join(".gitconfig"),
-        "[user]\n\tname = T\n\temail = t@example.org\n[init]\n\tdefaultBranch = main\n",
-    )
-    .unwrap();
-    std::env::set_var("HOME", &home); // git and git-lfs read the user's config from here
-    let bucket = format!("lfs-{}", std::process::id());
-    rt().block_on(s3().create_bucket(&bucket)).unwrap();
-    let remote_url = format!("s3://{bucket}/team");
-
-    let daemon = Daemon::start(&top.path().join("d1"));
-    let a = top.path().join("a");
-    std::fs::create_dir(&a).unwrap();
-    daemon.git(&a, &["init", "-q"]);
-    daemon.drsctl(&a, &["init", "--remote", &remote_url]);
-    daemon.git(&a, &["lfs", "track", "*.bin"]);
+    let world = World::new("small");
+    let daemon = Daemon::start(&world.dir("d1"));
     let files = [
         ("small.bin", content(1, 1000)),
         ("mid.bin", content(2, 300_000)),
         ("big.bin", content(3, 3 << 20)),
     ];
-    for (name, data) in &files {
-        std::fs::write(a.join(name), data).unwrap();
-    }
-    daemon.git(&a, &["add", "."]);
-    daemon.git(&a, &["commit", "-qm", "data"]);
-    let bare = top.path().join("remote.git");
-    daemon.git(
-        top.path(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    daemon.git(&a, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let (a, bare) = world.source_repo(&daemon, &files);
     daemon.git(&a, &["push", "-q", "origin", "main"]);
+    let (top, bucket, remote_url) = (&world.top, &world.bucket, &world.remote_url);
 
     // Every object is in the bucket under the layout, with its sha256.
     let layout = ObjectLayout::parse(&remote_url).unwrap();
@@ -217,4 +253,116 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
         .output()
         .unwrap();
     assert!(!agent.status.success(), "undo unset the agent");
+}
+
+/// `git` in `repo` with this daemon, expected to fail: its output.
+fn git_fails(daemon: &Daemon, repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .envs(Daemon::env_of(&daemon.dir))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "git {args:?} should have failed");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn an_upload_to_an_unreachable_store_fails_clearly_and_a_retry_succeeds() {
+    let world = World::new("retry");
+    let files = [
+        ("one.bin", content(7, 200_000)),
+        ("two.bin", content(8, 2 << 20)),
+    ];
+    let down = Daemon::start_with(
+        &world.dir("d1"),
+        &[("AWS_ENDPOINT_URL", "http://127.0.0.1:9")],
+    );
+    let (a, _) = world.source_repo(&down, &files);
+    let text = git_fails(&down, &a, &["push", "-q", "origin", "main"]);
+    let oid = Oid::of(&files[1].1);
+    assert!(
+        text.contains(&oid.to_hex()[..8]) || text.contains("two.bin"),
+        "names the object: {text}"
+    );
+    assert!(!text.contains("X-Amz-Signature"), "{text}");
+    drop(down);
+    let up = Daemon::start(&world.dir("d1"));
+    up.git(&a, &["push", "-q", "origin", "main"]);
+    let layout = ObjectLayout::parse(&world.remote_url).unwrap();
+    for (_, data) in &files {
+        let meta = rt().block_on(s3().head(&world.bucket, &layout.key(&Oid::of(data))));
+        assert_eq!(meta.unwrap().map(|m| m.size), Some(data.len() as u64));
+    }
+}
+
+#[test]
+fn a_one_gib_object_survives_a_daemon_killed_mid_download() {
+    let world = World::new("gib");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let big = content(9, 1 << 30);
+    let oid = Oid::of(&big);
+    let (a, bare) = world.source_repo(&daemon, &[("huge.bin", big)]);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    drop(daemon);
+
+    // Another machine: an empty pool, so the object comes from RGW.
+    let d2 = world.dir("d2");
+    let mut other = Daemon::start(&d2);
+    let c = world.dir("c");
+    let out = Command::new("git")
+        .args(["clone", "-q", bare.to_str().unwrap(), c.to_str().unwrap()])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    other.drsctl(&c, &["init"]);
+    let mut pull = Command::new("git")
+        .arg("-C")
+        .arg(&c)
+        .args(["lfs", "pull"])
+        .envs(Daemon::env_of(&d2))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill the daemon once a good part of the object has arrived.
+    let partial = d2.join("pool/partial");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let largest = || {
+        std::fs::read_dir(&partial)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.metadata().ok())
+                    .map(|m| m.len())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    while largest() < 64 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the download never got going"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    other.child.kill().unwrap(); // SIGKILL
+    other.child.wait().unwrap();
+    assert!(
+        !pull.wait().unwrap().success(),
+        "the pull cannot finish without its daemon"
+    );
+    assert!(largest() > 0, "the partial download stays for the retry");
+
+    let again = Daemon::start(&d2);
+    again.git(&c, &["lfs", "pull"]);
+    let got = std::fs::read(c.join("huge.bin")).unwrap();
+    assert_eq!(Oid::of(&got), oid, "the retried download is the object");
+    assert_eq!(largest(), 0, "the partial file was adopted into the pool");
+    drop(other);
 }
