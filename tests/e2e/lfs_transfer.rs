@@ -230,13 +230,21 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     drop(daemon);
     let other = Daemon::start(&top.path().join("d2"));
     let c = top.path().join("c");
-    other.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "c"]);
+    // Two clones at once: both want every object; each is downloaded once.
+    std::thread::scope(|s| {
+        for name in ["c", "c2"] {
+            let (other, top, bare) = (&other, top.path(), &bare);
+            s.spawn(move || other.drsctl(top, &["clone", bare.to_str().unwrap(), name]));
+        }
+    });
     for (name, data) in &files {
-        assert_eq!(
-            &std::fs::read(c.join(name)).unwrap(),
-            data,
-            "{name} from RGW"
-        );
+        for clone in [&c, &top.path().join("c2")] {
+            assert_eq!(
+                &std::fs::read(clone.join(name)).unwrap(),
+                data,
+                "{name} from RGW"
+            );
+        }
     }
     // Pushing again sends nothing new: every object is skipped as present.
     other.git(&c, &["lfs", "push", "--all", "origin"]);

@@ -1,6 +1,7 @@
 //! What the git-lfs transfer agent asks: objects into and out of a repo,
 //! through the pool, and to and from the repo's object remote.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +69,10 @@ pub(super) async fn download(
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
     let tmp = lfs_tmp(&repo).await?;
+    // One download per object at a time: a second request (another repo's
+    // pull) waits here and then finds the object in the pool.
+    let gate = gate(oid);
+    let _turn = gate.lock().await;
     if let Some(path) = export(shared, oid, &tmp).await? {
         return Ok(Reply::LfsObject {
             path,
@@ -145,17 +150,18 @@ pub(super) async fn upload(
     let oid = parse_oid(oid)?;
     let layout = layout(&repo).await?;
     let pool = shared.pool.clone();
-    let put = tokio::task::spawn_blocking(move || pool.adopt_file(&path, Some(&oid)))
-        .await
-        .map_err(internal)?
-        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
-    if put.len != size {
+    // The pool's copy is verified already: only a new object is hashed and adopted.
+    let len = tokio::task::spawn_blocking(move || match pool.size(&oid)? {
+        Some(len) => Ok(len),
+        None => pool.adopt_file(&path, Some(&oid)).map(|put| put.len),
+    })
+    .await
+    .map_err(internal)?
+    .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    if len != size {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
-            format!(
-                "object {oid} has {} bytes, the pointer says {size}",
-                put.len
-            ),
+            format!("object {oid} has {len} bytes, the pointer says {size}"),
         ));
     }
     let client = s3()?;
@@ -216,6 +222,25 @@ async fn export(shared: &Arc<Shared>, oid: Oid, tmp: &Path) -> Result<Option<Pat
     })
     .await
     .map_err(internal)?
+}
+
+type Gate = Arc<tokio::sync::Mutex<()>>;
+
+/// Downloads in flight, by object; an entry goes when its last holder does.
+static IN_FLIGHT: Mutex<BTreeMap<Oid, std::sync::Weak<tokio::sync::Mutex<()>>>> =
+    Mutex::new(BTreeMap::new());
+
+/// The lock that serialises downloads of `oid` in this daemon (the only
+/// writer of the pool's partial files: one daemon per socket and pool).
+fn gate(oid: Oid) -> Gate {
+    let mut map = IN_FLIGHT.lock().unwrap();
+    map.retain(|_, weak| weak.strong_count() > 0);
+    if let Some(gate) = map.get(&oid).and_then(std::sync::Weak::upgrade) {
+        return gate;
+    }
+    let gate = Gate::default();
+    map.insert(oid, Arc::downgrade(&gate));
+    gate
 }
 
 /// Distinct names for concurrent exports of one object.
