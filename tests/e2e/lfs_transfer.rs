@@ -190,12 +190,10 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     let (top, bucket, remote_url) = (&world.top, &world.bucket, &world.remote_url);
 
     // Every object is in the bucket under the layout, with its sha256.
-    let layout = ObjectLayout::parse(&remote_url).unwrap();
+    let layout = ObjectLayout::parse(remote_url).unwrap();
     for (name, data) in &files {
         let oid = Oid::of(data);
-        let meta = rt()
-            .block_on(s3().head(&bucket, &layout.key(&oid)))
-            .unwrap();
+        let meta = rt().block_on(s3().head(bucket, &layout.key(&oid))).unwrap();
         let meta = meta.unwrap_or_else(|| panic!("{name} was not uploaded"));
         assert_eq!(
             (meta.size, meta.sha256),
