@@ -372,3 +372,35 @@ fn a_one_gib_object_survives_a_daemon_killed_mid_download() {
     assert_eq!(largest(), 0, "the partial file was adopted into the pool");
     drop(other);
 }
+
+#[test]
+fn objects_git_lfs_stored_itself_are_adopted_into_the_pool_by_link() {
+    let world = World::new("adopt");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let data = content(11, 500_000);
+    let (a, _) = world.source_repo(&daemon, &[("local.bin", data.clone())]);
+    // The commit's post-commit hook told the daemon; ask once more so the
+    // rescan has certainly run before we look.
+    daemon.drsctl(&a, &["repos", "add"]);
+    let oid = Oid::of(&data);
+    let hex = oid.to_hex();
+    let pooled = world
+        .dir("d1/pool/large")
+        .join(&hex[..2])
+        .join(&hex[2..4])
+        .join(&hex);
+    let repo_copy = lfs_object(&a, &oid);
+    assert_eq!(
+        std::fs::metadata(&pooled).map(|m| m.ino()).ok(),
+        Some(std::fs::metadata(&repo_copy).unwrap().ino()),
+        "the pool holds git-lfs's own object, as the same file"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&daemon.drsctl(&a, &["--json", "status"])).unwrap();
+    let repo = &status["repos"][0]["scan"];
+    assert_eq!(
+        (repo["pointers"].as_u64(), repo["in_repo"].as_u64()),
+        (Some(1), Some(1)),
+        "{status}"
+    );
+}

@@ -147,6 +147,7 @@ pub fn scan_in(repo: &Path, dirs: &GitDirs, pool: &Pool) -> Result<ScanReport, S
     for pointer in pointers.values() {
         if in_lfs_objects(&objects, pointer) {
             report.in_repo += 1;
+            adopt(&objects, pointer, pool);
         } else if pool.has(&pointer.oid).map_err(|source| ScanError::Pool {
             repo: repo.to_path_buf(),
             source: Box::new(source),
@@ -265,8 +266,26 @@ fn read_batch_entry(out: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> 
     Ok(Some(body))
 }
 
-fn in_lfs_objects(objects: &Path, pointer: &Pointer) -> bool {
+fn object_path(objects: &Path, pointer: &Pointer) -> PathBuf {
     let hex = pointer.oid.to_hex();
-    let path = objects.join(&hex[0..2]).join(&hex[2..4]).join(&hex);
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == pointer.size)
+    objects.join(&hex[0..2]).join(&hex[2..4]).join(&hex)
+}
+
+fn in_lfs_objects(objects: &Path, pointer: &Pointer) -> bool {
+    std::fs::metadata(object_path(objects, pointer))
+        .is_ok_and(|m| m.is_file() && m.len() == pointer.size)
+}
+
+/// Takes an object git-lfs stored itself (a `git add` of a real file) into
+/// the pool, by hard link where it can, so other repos share it. One that
+/// does not hash to its oid stays out, with a warning: git-lfs's own
+/// `fsck` is the tool for the repo's copy.
+fn adopt(objects: &Path, pointer: &Pointer, pool: &Pool) {
+    if pool.has(&pointer.oid).unwrap_or(true) {
+        return;
+    }
+    let path = object_path(objects, pointer);
+    if let Err(e) = pool.adopt_file(&path, Some(&pointer.oid)) {
+        log::warn!("not adopting {} into the pool: {e}", path.display());
+    }
 }
