@@ -404,3 +404,41 @@ fn objects_git_lfs_stored_itself_are_adopted_into_the_pool_by_link() {
         "{status}"
     );
 }
+
+#[test]
+fn two_thousand_small_objects_go_up_and_come_back() {
+    let world = World::new("many");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let files: Vec<(String, Vec<u8>)> = (0..2000u32)
+        .map(|i| {
+            (
+                format!("f{i:04}.bin"),
+                format!("object {i}\n").repeat(40).into_bytes(),
+            )
+        })
+        .collect();
+    let named: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+    let (a, bare) = world.source_repo(&daemon, &named);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    drop(daemon);
+
+    // A clone with an empty pool fetches all 2,000 from RGW.
+    let other = Daemon::start(&world.dir("d2"));
+    other.drsctl(world.top.path(), &["clone", bare.to_str().unwrap(), "c"]);
+    let c = world.dir("c");
+    for (name, data) in &files {
+        assert_eq!(&std::fs::read(c.join(name)).unwrap(), data, "{name}");
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(&other.drsctl(&c, &["--json", "repos", "list"])).unwrap();
+    assert_eq!(
+        status[0]["scan"]["pointers"].as_u64(),
+        Some(2000),
+        "{status}"
+    );
+    assert_eq!(
+        status[0]["scan"]["in_repo"].as_u64(),
+        Some(2000),
+        "{status}"
+    );
+}
