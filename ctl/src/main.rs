@@ -42,7 +42,7 @@ enum Command {
     Init {
         /// The repo [default: the current folder]
         path: Option<PathBuf>,
-        /// Record the object remote (s3://bucket/prefix) in .lfsconfig, for every clone
+        /// Record the object remote (s3://bucket/prefix) in .gitattributes, for every clone
         #[arg(long)]
         remote: Option<String>,
         /// Put git-lfs's own setup back and unregister the repo

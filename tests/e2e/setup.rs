@@ -68,12 +68,45 @@ fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
         "git lfs install --local ran"
     );
     // git-lfs itself reads the agent from the repo config.
-    let env = git(repo.path(), &["lfs", "env"]);
-    assert!(env.contains("drs"), "{env}");
+    let env = Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["lfs", "env"])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&env.stdout),
+        String::from_utf8_lossy(&env.stderr),
+    );
+    assert!(out.contains("drs"), "{out}");
+    assert!(
+        !err.contains("unsafe"),
+        "git-lfs complains about our settings: {err}"
+    );
     assert_eq!(
         recorded_remote(repo.path()).unwrap().as_deref(),
         Some("s3://bucket/team")
     );
+    // A second remote replaces the first; other attributes stay.
+    std::fs::write(
+        repo.path().join(".gitattributes"),
+        std::fs::read_to_string(repo.path().join(".gitattributes")).unwrap()
+            + "*.bam filter=lfs diff=lfs merge=lfs -text\n",
+    )
+    .unwrap();
+    init(repo.path(), &bin("drs-hook"), Some("s3://other/x")).unwrap();
+    assert_eq!(
+        recorded_remote(repo.path()).unwrap().as_deref(),
+        Some("s3://other/x")
+    );
+    let attrs = std::fs::read_to_string(repo.path().join(".gitattributes")).unwrap();
+    assert!(
+        attrs.contains("*.bam filter=lfs") && attrs.matches("drs-remote=").count() == 1,
+        "{attrs}"
+    );
+    let err = init(repo.path(), &bin("drs-hook"), Some("s3://a b")).unwrap_err();
+    assert!(err.to_string().contains("s3://a b"), "{err}");
+    init(repo.path(), &bin("drs-hook"), Some("s3://bucket/team")).unwrap();
     for name in HOOKS {
         let text = std::fs::read_to_string(repo.path().join(".git/hooks").join(name)).unwrap();
         assert!(

@@ -64,7 +64,7 @@ pub enum Request {
     /// Stop accepting, drain what is in flight, exit.
     Shutdown,
     /// Set `path`'s repo up for drsd (git-lfs keys naming `agent`, hooks,
-    /// `drs.remote` in `.lfsconfig` when given) and register it; or, with
+    /// `drs-remote` in `.gitattributes` when given) and register it; or, with
     /// `undo`, put git-lfs's own setup back and unregister it.
     RepoInit {
         path: PathBuf,

@@ -15,9 +15,11 @@ pub const AGENT: &str = "drs";
 pub const HOOKS: [&str; 4] = ["pre-push", "post-checkout", "post-commit", "post-merge"];
 /// Marks a hook file as ours, so re-running init and undo recognise it.
 const MARK: &str = "# drsd hook: installed by `drsctl init`";
-/// The committed place a fresh clone learns the object remote from: a `drs`
-/// section in `.lfsconfig`, which git-lfs itself ignores.
-pub const REMOTE_KEY: &str = "drs.remote";
+/// The committed place a fresh clone learns the object remote from: a git
+/// attribute of `.gitattributes` itself, in that file (`.gitattributes
+/// drs-remote=s3://bucket/prefix`). Not `.lfsconfig`: git-lfs 3.3 warns
+/// about any key it does not know there, on every command.
+pub const REMOTE_ATTR: &str = "drs-remote";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -36,6 +38,10 @@ pub enum SetupError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "object remote {url:?} cannot be recorded: it must be one word, like s3://bucket/prefix"
+    )]
+    BadRemote { url: String },
     #[error("{path} is a hook of your own, not git-lfs's: move it away, or call `drs-hook hook {name}` from it, then run init again")]
     ForeignHook { path: PathBuf, name: String },
 }
@@ -49,7 +55,7 @@ pub struct SetupReport {
 
 /// Sets `repo` up to move LFS objects through the agent at `agent` (an
 /// absolute path to `drs-hook`), optionally recording the object remote in
-/// `.lfsconfig`. Idempotent.
+/// `.gitattributes`. Idempotent.
 pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupReport, SetupError> {
     let top = toplevel(repo)?;
     let mut report = SetupReport {
@@ -76,13 +82,11 @@ pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupRepo
         }
     }
     if let Some(url) = remote {
-        let file = top.join(".lfsconfig");
-        let file_arg = file.to_string_lossy();
-        if config_get(&top, &["--file", &file_arg], REMOTE_KEY)?.as_deref() != Some(url) {
-            run(&top, &["config", "--file", &file_arg, REMOTE_KEY, url])?;
+        if recorded_remote(&top)?.as_deref() != Some(url) {
+            record_remote(&top, url)?;
             report
                 .changed
-                .push(format!(".lfsconfig {REMOTE_KEY}={url} (commit it)"));
+                .push(format!(".gitattributes {REMOTE_ATTR}={url} (commit it)"));
         }
     }
     for name in HOOKS {
@@ -94,7 +98,7 @@ pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupRepo
 }
 
 /// Undoes [`init`]: removes our keys and hooks and puts git-lfs's own hooks
-/// back. `.lfsconfig` is committed content and stays as it is.
+/// back. `.gitattributes` is committed content and stays as it is.
 pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     let top = toplevel(repo)?;
     let mut report = SetupReport {
@@ -143,14 +147,39 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     Ok(report)
 }
 
-/// The object remote recorded in the repo's `.lfsconfig`, if any.
+/// The object remote recorded in the repo's `.gitattributes`, if any.
 pub fn recorded_remote(repo: &Path) -> Result<Option<String>, SetupError> {
     let top = toplevel(repo)?;
-    let file = top.join(".lfsconfig");
-    if !file.exists() {
-        return Ok(None);
+    let out = run(&top, &["check-attr", REMOTE_ATTR, "--", ".gitattributes"])?;
+    // ".gitattributes: drs-remote: <value>", or "unspecified" / "unset" / "set".
+    let value = out.trim_end().rsplit(": ").next().unwrap_or("");
+    Ok(match value {
+        "" | "unspecified" | "unset" | "set" => None,
+        url => Some(url.to_string()),
+    })
+}
+
+/// Writes (or replaces) the `drs-remote` line in the top `.gitattributes`.
+fn record_remote(top: &Path, url: &str) -> Result<(), SetupError> {
+    if url.is_empty() || url.chars().any(char::is_whitespace) {
+        return Err(SetupError::BadRemote { url: url.into() });
     }
-    config_get(&top, &["--file", &file.to_string_lossy()], REMOTE_KEY)
+    let path = top.join(".gitattributes");
+    let old = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io("read", &path)(e)),
+    };
+    let mut lines: Vec<&str> = old
+        .lines()
+        .filter(|l| {
+            !l.split_whitespace()
+                .any(|w| w.starts_with(&format!("{REMOTE_ATTR}=")))
+        })
+        .collect();
+    let line = format!(".gitattributes {REMOTE_ATTR}={url}");
+    lines.push(&line);
+    fs::write(&path, lines.join("\n") + "\n").map_err(io("write", &path))
 }
 
 /// The hooks folder git runs (honours `core.hooksPath` and worktrees).

@@ -41,7 +41,7 @@ fn parse_oid(oid: &str) -> Result<Oid, WireError> {
     })
 }
 
-/// The repo's object remote, from its committed `.lfsconfig`.
+/// The repo's object remote, from its committed `.gitattributes`.
 async fn layout(repo: &Path) -> Result<ObjectLayout, WireError> {
     let repo_path = repo.to_path_buf();
     let recorded = tokio::task::spawn_blocking(move || recorded_remote(&repo_path))
@@ -52,7 +52,7 @@ async fn layout(repo: &Path) -> Result<ObjectLayout, WireError> {
         WireError::new(
             ErrorCode::InvalidArgument,
             format!(
-                "{} has no object remote: set drs.remote in its .lfsconfig (drsctl init --remote s3://bucket/prefix)",
+                "{} has no object remote: record one with drsctl init --remote s3://bucket/prefix (it goes in .gitattributes)",
                 repo.display()
             ),
         )
