@@ -121,17 +121,17 @@ pub async fn upload_from_pool(
             let bytes = tokio::task::spawn_blocking(move || blob.to_vec())
                 .await
                 .expect("pool reads do not panic")?;
-            client
+            // A single PUT answers with the real ETag: no HEAD needed.
+            let etag = client
                 .put_with(bucket, &key, Bytes::from(bytes), &headers)
                 .await?;
-            client
-                .head(bucket, &key)
-                .await?
-                .ok_or_else(|| RemoteError::Protocol {
-                    op: "HEAD after upload",
-                    object: object.clone(),
-                    why: "the object is not there".into(),
-                })?
+            ObjectMeta {
+                size: len,
+                etag,
+                last_modified: None,
+                version_id: None,
+                sha256: Some(hex.clone()),
+            }
         }
     };
     if meta.size != len {

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, Progress, Reply, WireError};
-use crate::lfs::scan::git_dirs;
+use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::Oid;
 use crate::remote::{
@@ -41,14 +42,67 @@ fn parse_oid(oid: &str) -> Result<Oid, WireError> {
     })
 }
 
+/// What a transfer needs to know about a repo, found with git once and kept
+/// until the repo's `.gitattributes` (where the remote is recorded) changes:
+/// thousands of small objects must not cost three git processes each.
+#[derive(Clone)]
+struct RepoFacts {
+    /// `<common git dir>/lfs/tmp`: on the repo's filesystem, where git-lfs
+    /// renames what the agent hands it.
+    tmp: PathBuf,
+    remote: Option<String>,
+    attributes: PathBuf,
+    stamp: Option<SystemTime>,
+}
+
+static FACTS: Mutex<BTreeMap<PathBuf, RepoFacts>> = Mutex::new(BTreeMap::new());
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
+    let cached = FACTS.lock().unwrap().get(repo).cloned();
+    if let Some(facts) = cached.filter(|f| modified(&f.attributes) == f.stamp) {
+        return Ok(facts);
+    }
+    let path = repo.to_path_buf();
+    let facts = tokio::task::spawn_blocking(move || {
+        let bad =
+            |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
+        let top = toplevel(&path).map_err(|e| bad(&e))?;
+        let tmp = git_dirs(&top)
+            .map_err(|e| bad(&e))?
+            .common_dir
+            .join("lfs/tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("create {}: {e}", tmp.display()),
+            )
+        })?;
+        let attributes = top.join(".gitattributes");
+        let stamp = modified(&attributes);
+        let remote = recorded_remote(&top).map_err(|e| bad(&e))?;
+        Ok::<_, WireError>(RepoFacts {
+            tmp,
+            remote,
+            attributes,
+            stamp,
+        })
+    })
+    .await
+    .map_err(internal)??;
+    FACTS
+        .lock()
+        .unwrap()
+        .insert(repo.to_path_buf(), facts.clone());
+    Ok(facts)
+}
+
 /// The repo's object remote, from its committed `.gitattributes`.
-async fn layout(repo: &Path) -> Result<ObjectLayout, WireError> {
-    let repo_path = repo.to_path_buf();
-    let recorded = tokio::task::spawn_blocking(move || recorded_remote(&repo_path))
-        .await
-        .map_err(internal)?
-        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
-    let url = recorded.ok_or_else(|| {
+fn layout(repo: &Path, facts: &RepoFacts) -> Result<ObjectLayout, WireError> {
+    let url = facts.remote.as_deref().ok_or_else(|| {
         WireError::new(
             ErrorCode::InvalidArgument,
             format!(
@@ -57,7 +111,7 @@ async fn layout(repo: &Path) -> Result<ObjectLayout, WireError> {
             ),
         )
     })?;
-    ObjectLayout::parse(&url).map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
+    ObjectLayout::parse(url).map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
 }
 
 pub(super) async fn download(
@@ -68,7 +122,8 @@ pub(super) async fn download(
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
-    let tmp = lfs_tmp(&repo).await?;
+    let facts = facts(&repo).await?;
+    let tmp = facts.tmp.clone();
     // One download per object at a time: a second request (another repo's
     // pull) waits here and then finds the object in the pool.
     let gate = gate(oid);
@@ -79,34 +134,42 @@ pub(super) async fn download(
             from: "pool".into(),
         });
     }
-    let layout = layout(&repo).await?;
+    let layout = layout(&repo, &facts)?;
     let client = s3()?;
     let key = layout.key(&oid);
     let object = format!("s3://{}/{key}", layout.bucket);
-    let meta = client
-        .head(&layout.bucket, &key)
-        .await
-        .map_err(remote)?
-        .ok_or_else(|| {
-            WireError::new(
-                ErrorCode::NotFound,
-                format!("object {oid} is not in {object}"),
-            )
-        })?;
-    if meta.size != size {
-        return Err(WireError::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "{object} holds {} bytes, the pointer says {size}",
-                meta.size
-            ),
-        ));
-    }
+    // A large object is HEADed for its ETag, so ranges ask `If-Match` it
+    // and a partial download can resume; a small one comes in one GET, its
+    // sha256 checked like every download's.
+    let etag = if size > FetchOptions::default().chunk {
+        let meta = client
+            .head(&layout.bucket, &key)
+            .await
+            .map_err(remote)?
+            .ok_or_else(|| {
+                WireError::new(
+                    ErrorCode::NotFound,
+                    format!("object {oid} is not in {object}"),
+                )
+            })?;
+        if meta.size != size {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{object} holds {} bytes, the pointer says {size}",
+                    meta.size
+                ),
+            ));
+        }
+        meta.etag
+    } else {
+        None
+    };
     let req = Fetch {
         bucket: &layout.bucket,
         key: &key,
         size,
-        etag: meta.etag.as_deref(),
+        etag: etag.as_deref(),
         expect: Some(oid),
         md5: false,
     };
@@ -148,7 +211,7 @@ pub(super) async fn upload(
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
-    let layout = layout(&repo).await?;
+    let layout = layout(&repo, &facts(&repo).await?)?;
     let pool = shared.pool.clone();
     // The pool's copy is verified already: only a new object is hashed and adopted.
     let len = tokio::task::spawn_blocking(move || match pool.size(&oid)? {
@@ -185,26 +248,6 @@ pub(super) async fn upload(
     Ok(Reply::LfsUploaded {
         skipped: matches!(uploaded, Uploaded::Skipped(_)),
     })
-}
-
-/// `<common git dir>/lfs/tmp`: on the repo's filesystem, where git-lfs
-/// renames what the agent hands it.
-async fn lfs_tmp(repo: &Path) -> Result<PathBuf, WireError> {
-    let repo = repo.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let dirs = git_dirs(&repo)
-            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
-        let tmp = dirs.common_dir.join("lfs/tmp");
-        std::fs::create_dir_all(&tmp).map_err(|e| {
-            WireError::new(
-                ErrorCode::Internal,
-                format!("create {}: {e}", tmp.display()),
-            )
-        })?;
-        Ok(tmp)
-    })
-    .await
-    .map_err(internal)?
 }
 
 /// Links (else copies) the pool's entry to a fresh name in `tmp`.
