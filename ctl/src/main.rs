@@ -26,9 +26,8 @@ struct Cli {
     /// Machine-readable JSON on standard output instead of tables
     #[arg(long, global = true)]
     json: bool,
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
-    #[arg(long, env = "DRSD_SOCKET", global = true)]
-    socket: Option<PathBuf>,
+    #[command(flatten)]
+    socket: drsd::ipc::paths::SocketArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,7 +89,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    let socket = drsd::ipc::paths::socket_path(cli.socket.as_deref());
+    let socket = cli.socket.path();
     let out = output::Output { json: cli.json };
     if let Command::Service(command) = cli.command {
         return service::run(command, &out);

@@ -26,9 +26,8 @@ struct Cli {
     /// Tier threshold in bytes, fixed when the pool is created [default: 131072]
     #[arg(long, global = true)]
     threshold: Option<u64>,
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
-    #[arg(long, env = "DRSD_SOCKET", global = true)]
-    socket: Option<PathBuf>,
+    #[command(flatten)]
+    socket: drsd::ipc::paths::SocketArg,
     /// Where the daemon keeps its registered repos [default: $XDG_STATE_HOME/drsd]
     #[arg(long, env = "DRSD_STATE_DIR", global = true)]
     state_dir: Option<PathBuf>,
@@ -100,7 +99,7 @@ fn seconds(value: f64) -> Result<Duration> {
 fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<ExitCode> {
     drsd::logging::init(cli.verbose);
     let mut config = Config::resolve(
-        cli.socket.as_deref(),
+        cli.socket.socket.as_deref(),
         cli.pool.clone(),
         cli.state_dir.clone(),
         cli.threshold,

@@ -5,12 +5,11 @@
 mod agent;
 mod hook;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use drsd::ipc::{connect_or_start, paths, Autostart};
+use drsd::ipc::{connect_or_start, Autostart};
 
 #[derive(Parser)]
 #[command(
@@ -20,9 +19,8 @@ use drsd::ipc::{connect_or_start, paths, Autostart};
 over its socket, starting the daemon when none answers (unless DRSD_NO_AUTOSTART=1)."
 )]
 struct Cli {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
-    #[arg(long, env = "DRSD_SOCKET", global = true)]
-    socket: Option<PathBuf>,
+    #[command(flatten)]
+    socket: drsd::ipc::paths::SocketArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -44,7 +42,7 @@ enum Command {
 
 fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
-    let socket = paths::socket_path(cli.socket.as_deref());
+    let socket = cli.socket.path();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

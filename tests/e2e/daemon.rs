@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use drsd::ipc::{Client, IpcError, Reply, Request};
-use drsd_e2e::bin;
+use drsd_e2e::{bin, spawn_ready};
 
 /// A private folder with a socket, pool and state for one daemon.
 struct Home {
@@ -93,22 +93,11 @@ impl Home {
 
     /// `drsd serve --ready`, returned once it accepts connections.
     fn serve(&self, extra: &[&str]) -> Served {
-        let mut child = self
-            .command("drsd")
-            .args(["serve", "--ready"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("drsd starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(
-            line.trim_end(),
-            drsd::ipc::READY_LINE,
-            "drsd did not get ready"
+        let child = spawn_ready(
+            self.command("drsd")
+                .args(["serve", "--ready"])
+                .args(extra)
+                .stderr(Stdio::piped()),
         );
         Served(child)
     }
@@ -677,20 +666,13 @@ fn past_the_inotify_limit_a_repo_is_polled() {
     git(&["add", "."]);
     git(&["commit", "-q", "-m", "a"]);
     let script = r#"echo 4 > /proc/sys/user/max_inotify_watches && exec "$@""#;
-    let mut daemon = home
-        .command("unshare")
-        .args(["-U", "-r", "sh", "-c", script, "sh"])
-        .arg(bin("drsd"))
-        .args(["serve", "--ready", "--poll-interval", "0.2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(daemon.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
+    let mut daemon = spawn_ready(
+        home.command("unshare")
+            .args(["-U", "-r", "sh", "-c", script, "sh"])
+            .arg(bin("drsd"))
+            .args(["serve", "--ready", "--poll-interval", "0.2"])
+            .stderr(Stdio::piped()),
+    );
     let out = home.drsctl(&["--json", "repos", "add", repo.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let added = json(&out);

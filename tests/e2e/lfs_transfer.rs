@@ -1,14 +1,13 @@
 //! The Git LFS path end to end: real git and git-lfs, our agent and hooks,
 //! a real daemon, Ceph RGW as the object remote, a bare git remote.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use drsd::pool::Oid;
 use drsd::remote::{ObjectLayout, S3Client, S3Config, S3Credentials};
-use drsd_e2e::bin;
+use drsd_e2e::{bin, spawn_ready};
 
 /// A daemon of our own (socket, pool, state under one folder), killed on drop.
 struct Daemon {
@@ -24,19 +23,13 @@ impl Daemon {
     /// A daemon with `extra` in its environment (e.g. another S3 endpoint).
     fn start_with(dir: &Path, extra: &[(&str, &str)]) -> Daemon {
         std::fs::create_dir_all(dir).unwrap();
-        let mut child = Command::new(bin("drsd"))
-            .args(["serve", "--ready"])
-            .envs(Self::env_of(dir))
-            .envs(extra.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("drsd starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
+        let child = spawn_ready(
+            Command::new(bin("drsd"))
+                .args(["serve", "--ready"])
+                .envs(Self::env_of(dir))
+                .envs(extra.iter().copied())
+                .stderr(Stdio::inherit()),
+        );
         Daemon {
             dir: dir.to_path_buf(),
             child,

@@ -135,3 +135,18 @@ mod tests {
         assert_eq!(socket_path(Some(p)), p);
     }
 }
+
+/// The `--socket` flag every drsd program takes (flatten it into a CLI).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SocketArg {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
+    #[arg(long, env = "DRSD_SOCKET", global = true)]
+    pub socket: Option<PathBuf>,
+}
+
+impl SocketArg {
+    /// The path chosen, or the default ([`socket_path`]).
+    pub fn path(&self) -> PathBuf {
+        socket_path(self.socket.as_deref())
+    }
+}
