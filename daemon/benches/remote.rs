@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drsd::pool::Pool;
-use drsd::remote::{fetch_into_pool, Fetch, FetchOptions, S3Client, S3Config, S3Credentials};
+use drsd::remote::{
+    fetch_into_pool, Fetch, FetchOptions, Origin, S3Client, S3Config, S3Credentials,
+};
 use rusty_s3::S3Action;
 
 fn main() {
@@ -62,14 +64,24 @@ async fn run(mib: u64) {
     let _ = std::fs::remove_file(&out);
 
     let pool = Arc::new(Pool::open(&dir.path().join("pool"), None).unwrap());
-    let configs = [(1, false), (4, false), (8, false), (4, true)];
+    // (ranges in flight, range MiB, md5 too)
+    let configs = [
+        (1, 256, false),
+        (2, 64, false),
+        (4, 64, false),
+        (4, 8, false),
+        (1, 256, true),
+    ];
     let mut rows = Vec::new();
-    for (parallel, md5) in configs {
+    for (parallel, chunk_mib, md5) in configs {
         let mut best = Duration::MAX;
         for _ in 0..3 {
             let req = Fetch {
-                bucket: "bench",
-                key: "object.bin",
+                origin: Origin::S3 {
+                    client: &client,
+                    bucket: "bench",
+                    key: "object.bin",
+                },
                 size: meta.size,
                 etag: Some(&etag),
                 expect: None,
@@ -77,16 +89,16 @@ async fn run(mib: u64) {
             };
             let opts = FetchOptions {
                 parallel,
-                ..FetchOptions::default()
+                chunk: chunk_mib << 20,
             };
             let t = Instant::now();
-            let got = fetch_into_pool(&client, pool.clone(), req, opts, &|_| {})
+            let got = fetch_into_pool(pool.clone(), req, opts, &|_| {})
                 .await
                 .unwrap();
             best = best.min(t.elapsed());
             pool.delete(&got.put.oid).unwrap();
         }
-        rows.push((parallel, md5, best));
+        rows.push((parallel, chunk_mib, md5, best));
     }
     // The network and RGW alone: the same kind of ranges, bodies dropped.
     let mut network = Vec::new();
@@ -129,10 +141,10 @@ async fn run(mib: u64) {
     println!("### Download of a {mib} MiB object from Ceph RGW on loopback, best of 3\n");
     println!("| what | MiB/s | / curl -o /dev/null | / curl -o FILE |");
     println!("|---|---|---|---|");
-    for (parallel, md5, d) in rows {
+    for (parallel, chunk_mib, md5, d) in rows {
         let hashes = if md5 { "sha256 + md5" } else { "sha256" };
         println!(
-            "| pool fetch: {parallel} × 8 MiB ranges, {hashes}, fsync, into the pool | {:.0} | {:.2}× | {:.2}× |",
+            "| pool fetch: {parallel} × {chunk_mib} MiB streamed ranges, {hashes}, fsync, into the pool | {:.0} | {:.2}× | {:.2}× |",
             rate(d),
             rate(d) / rate(curl_null),
             rate(d) / rate(curl_file)

@@ -152,7 +152,7 @@ mod fetch {
 
     use bytes::Bytes;
     use drsd::pool::{Oid, Pool, Tier};
-    use drsd::remote::{fetch_into_pool, Fetch, FetchError, FetchOptions};
+    use drsd::remote::{fetch_into_pool, Fetch, FetchError, FetchOptions, Origin};
     use md5::{Digest, Md5};
 
     use super::{client, fresh_bucket, rt};
@@ -194,14 +194,13 @@ mod fetch {
                 .unwrap();
             let seen = std::sync::Mutex::new(0u64);
             let req = Fetch {
-                bucket: &b,
-                key: "big.bam",
+                origin: s3(&c, &b, "big.bam"),
                 size: body.len() as u64,
                 etag: Some(&etag),
                 expect: None,
                 md5: true,
             };
-            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|n| {
+            let got = fetch_into_pool(pool.clone(), req, opts(), &|n| {
                 *seen.lock().unwrap() = n
             })
             .await
@@ -230,22 +229,29 @@ mod fetch {
                 .unwrap()
                 .unwrap();
             let req = Fetch {
-                key: "small.txt",
+                origin: s3(&c, &b, "small.txt"),
                 size: 1000,
                 etag: Some(&etag),
-                ..req_of(&b)
+                ..req_of(&c, &b)
             };
-            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|_| {})
+            let got = fetch_into_pool(pool.clone(), req, opts(), &|_| {})
                 .await
                 .unwrap();
             assert_eq!((got.put.oid, got.put.tier), (Oid::of(&small), Tier::Kv));
         });
     }
 
-    fn req_of(b: &str) -> Fetch<'_> {
+    fn s3<'a>(client: &'a drsd::remote::S3Client, bucket: &'a str, key: &'a str) -> Origin<'a> {
+        Origin::S3 {
+            client,
+            bucket,
+            key,
+        }
+    }
+
+    fn req_of<'a>(c: &'a drsd::remote::S3Client, b: &'a str) -> Fetch<'a> {
         Fetch {
-            bucket: b,
-            key: "",
+            origin: s3(c, b, ""),
             size: 0,
             etag: None,
             expect: None,
@@ -267,18 +273,18 @@ mod fetch {
                 .unwrap()
                 .unwrap();
             let req = Fetch {
-                key: "r.cram",
+                origin: s3(&c, &b, "r.cram"),
                 size: body.len() as u64,
                 etag: Some(&etag),
                 expect: Some(Oid::of(&body)),
-                ..req_of(&b)
+                ..req_of(&c, &b)
             };
             // A wrong ETag refuses every range: what arrived stays for a resume.
             let stale = Fetch {
                 etag: Some("0123456789abcdef0123456789abcdef"),
                 ..req.clone()
             };
-            let err = fetch_into_pool(&c, pool.clone(), stale, opts(), &|_| {})
+            let err = fetch_into_pool(pool.clone(), stale, opts(), &|_| {})
                 .await
                 .unwrap_err();
             assert!(matches!(err, FetchError::Changed { .. }), "{err}");
@@ -296,7 +302,7 @@ mod fetch {
                 format!("{}.part", Oid::of(id.as_bytes()))
             };
             std::fs::write(part.join(&name), &body[..5 * MIB / 2]).unwrap();
-            let got = fetch_into_pool(&c, pool.clone(), req.clone(), opts(), &|_| {})
+            let got = fetch_into_pool(pool.clone(), req.clone(), opts(), &|_| {})
                 .await
                 .unwrap();
             assert_eq!(
@@ -310,7 +316,7 @@ mod fetch {
             // A partial file holding wrong bytes fails the hash and is discarded.
             pool.delete(&got.put.oid).unwrap();
             std::fs::write(part.join(&name), vec![0u8; 3 * MIB]).unwrap();
-            let err = fetch_into_pool(&c, pool.clone(), req.clone(), opts(), &|_| {})
+            let err = fetch_into_pool(pool.clone(), req.clone(), opts(), &|_| {})
                 .await
                 .unwrap_err();
             assert!(
@@ -320,7 +326,7 @@ mod fetch {
             assert!(partial_files(dir.path()).is_empty());
             assert!(!pool.has(&Oid::of(&body)).unwrap());
             // ... and the next try starts over and succeeds.
-            let got = fetch_into_pool(&c, pool.clone(), req, opts(), &|_| {})
+            let got = fetch_into_pool(pool.clone(), req, opts(), &|_| {})
                 .await
                 .unwrap();
             assert_eq!((got.resumed_from, got.put.oid), (0, Oid::of(&body)));

@@ -253,10 +253,10 @@ struct LocalStage<'a> {
 
 /// Start writeback every this many bytes, so the commit's fsync finds most of
 /// the file already on its way to disk instead of all of it dirty.
-const WRITEBACK_EVERY: u64 = 64 << 20;
+pub(crate) const WRITEBACK_EVERY: u64 = 64 << 20;
 
 #[cfg(target_os = "linux")]
-fn start_writeback(file: &File, offset: u64, len: u64) {
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     // SAFETY: a hint on a descriptor we own; failure only loses the overlap.
     unsafe {
@@ -270,7 +270,7 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(_: &File, _: u64, _: u64) {}
+pub(crate) fn start_writeback(_: &File, _: u64, _: u64) {}
 
 impl Staged for LocalStage<'_> {
     fn write(&mut self, bytes: &[u8]) -> Result<()> {

@@ -24,6 +24,7 @@ pub use dispatch::{
 pub use error::{PoolError, Result};
 pub use files::Placed;
 pub use local::LocalEngine;
+pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
 pub use oid::Oid;
 pub use pins::Pin;

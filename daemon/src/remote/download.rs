@@ -8,19 +8,53 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use bytes::Bytes;
-use futures_util::stream::{self, StreamExt, TryStreamExt};
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use reqwest::Response;
+use tokio::sync::mpsc::{self as tokio_mpsc, Receiver, Sender};
+use tokio::sync::Semaphore;
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::{RemoteError, S3Client};
-use crate::pool::{Oid, Pool, PoolError, Put};
+use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, WRITEBACK_EVERY};
+
+/// Where the bytes come from. Every range is asked `If-Match` the ETag, when
+/// there is one.
+#[derive(Clone, Copy)]
+pub enum Origin<'a> {
+    S3 {
+        client: &'a S3Client,
+        bucket: &'a str,
+        key: &'a str,
+    },
+}
+
+impl Origin<'_> {
+    /// The object's name in errors, and part of its partial file's identity.
+    pub fn describe(&self) -> String {
+        match self {
+            Origin::S3 { bucket, key, .. } => format!("s3://{bucket}/{key}"),
+        }
+    }
+
+    async fn get(&self, range: Range<u64>, etag: Option<&str>) -> Result<Response, RemoteError> {
+        match self {
+            Origin::S3 {
+                client,
+                bucket,
+                key,
+            } => client.get_if(bucket, key, Some(range), etag).await,
+        }
+    }
+}
 
 /// One object to fetch, with what we already know about it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Fetch<'a> {
-    pub bucket: &'a str,
-    pub key: &'a str,
+    pub origin: Origin<'a>,
     pub size: u64,
     /// Every range is requested `If-Match` this ETag, so a change on the
     /// server mid-download is refused, and partial files resume only when
@@ -32,6 +66,9 @@ pub struct Fetch<'a> {
     pub md5: bool,
 }
 
+/// How a download is cut: `parallel` range requests of `chunk` bytes in
+/// flight, each streamed. On loopback with RGW on the same cores one stream
+/// is fastest (docs/benchmarks.md); a long path to a cluster wants more.
 #[derive(Debug, Clone, Copy)]
 pub struct FetchOptions {
     pub chunk: u64,
@@ -41,8 +78,8 @@ pub struct FetchOptions {
 impl Default for FetchOptions {
     fn default() -> FetchOptions {
         FetchOptions {
-            chunk: 8 << 20,
-            parallel: 4,
+            chunk: 256 << 20,
+            parallel: 1,
         }
     }
 }
@@ -93,43 +130,33 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> FetchE
     }
 }
 
+/// Bodies reach the writer in pieces of this size: few enough channel hops
+/// and write calls, small enough to keep the hash threads busy.
+const PIECE: usize = 1 << 20;
+
+/// How many pieces a range may hold before it waits for the writer: the
+/// memory bound per range in flight.
+const PIECES_AHEAD: usize = 8;
+
+/// A resume starts at a multiple of this.
+const RESUME_ALIGN: u64 = 1 << 20;
+
 /// Fetches the object into the pool and returns what landed. On a network
 /// error the bytes received so far stay in the partial file for the next
 /// try; on a hash or ETag mismatch nothing stays. `progress` gets the bytes
-/// held so far after each chunk.
+/// held so far as they arrive.
 pub async fn fetch_into_pool(
-    client: &S3Client,
     pool: Arc<Pool>,
     req: Fetch<'_>,
     opts: FetchOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Fetched, FetchError> {
-    let object = format!("s3://{}/{}", req.bucket, req.key);
+    let object = req.origin.describe();
     let path = partial_path(&pool, &req)?;
-    let (file, start) = open_partial(&path, &req, opts.chunk)?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(opts.parallel);
+    let (file, start) = open_partial(&path, &req)?;
+    let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
     let sink = Sink::spawn(file, path.clone(), start, req.md5, rx);
-    let ranges = (start..req.size)
-        .step_by(opts.chunk.max(1) as usize)
-        .map(|from| {
-            let to = (from + opts.chunk).min(req.size);
-            from..to
-        });
-    let fetched = stream::iter(ranges)
-        .map(|range| fetch_range(client, &req, &object, range))
-        .buffered(opts.parallel.max(1))
-        .try_for_each(|chunk| {
-            let tx = tx.clone();
-            let object = &object;
-            async move {
-                tx.send(chunk).await.map_err(|_| FetchError::Short {
-                    object: object.clone(),
-                    why: "the writer stopped".into(),
-                })
-            }
-        })
-        .await;
-    drop(tx);
+    let fetched = stream_in_order(&req, &object, start, opts, tx, progress).await;
     let done = tokio::task::spawn_blocking(move || sink.finish())
         .await
         .expect("the download writer does not panic")?;
@@ -155,22 +182,86 @@ pub async fn fetch_into_pool(
     })
 }
 
+/// Streams `start..size` as `opts.parallel` range requests in flight and
+/// hands their pieces to the writer in file order. A range ahead of the one
+/// being written buffers at most [`PIECES_AHEAD`] pieces, then waits.
+async fn stream_in_order(
+    req: &Fetch<'_>,
+    object: &str,
+    start: u64,
+    opts: FetchOptions,
+    writer: Sender<Bytes>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), FetchError> {
+    let chunk = opts.chunk.max(RESUME_ALIGN);
+    let ranges = (start..req.size)
+        .step_by(chunk as usize)
+        .map(|from| from..(from + chunk).min(req.size));
+    // A permit per range not yet written: the bound on ranges in flight,
+    // counting those received whole but still waiting for their turn.
+    let permits = Arc::new(Semaphore::new(opts.parallel.max(1)));
+    let (order_tx, mut order_rx) = tokio_mpsc::unbounded_channel();
+    let produce = async move {
+        let mut running = FuturesUnordered::new();
+        for range in ranges {
+            // Wait for a permit while the ranges in flight go on.
+            let permit = loop {
+                tokio::select! {
+                    p = permits.clone().acquire_owned() => break p.expect("never closed"),
+                    Some(done) = running.next() => done?,
+                }
+            };
+            let (tx, rx) = tokio_mpsc::channel(PIECES_AHEAD);
+            if order_tx.send((range.clone(), rx, permit)).is_err() {
+                break; // the consumer stopped; it reports why
+            }
+            running.push(stream_range(req, object, range, tx));
+        }
+        drop(order_tx);
+        while let Some(done) = running.next().await {
+            done?;
+        }
+        Ok::<(), FetchError>(())
+    };
+    let consume = async move {
+        let mut held = start;
+        while let Some((range, mut rx, _permit)) = order_rx.recv().await {
+            while let Some(piece) = rx.recv().await {
+                held += piece.len() as u64;
+                writer.send(piece).await.map_err(|_| FetchError::Short {
+                    object: object.to_string(),
+                    why: "the writer stopped".into(),
+                })?;
+                progress(held);
+            }
+            if held != range.end {
+                return Err(FetchError::Short {
+                    object: object.to_string(),
+                    why: format!("bytes {}-{} broke off", range.start, range.end - 1),
+                });
+            }
+        }
+        Ok(())
+    };
+    tokio::try_join!(produce, consume).map(|_| ())
+}
+
 /// `partial/<sha256 of what identifies this version>.part`.
 fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
     let dir = pool.partial_dir().ok_or(FetchError::NoPartialDir)?;
     let id = format!(
-        "s3://{}/{}\n{}\n{}",
-        req.bucket,
-        req.key,
+        "{}\n{}\n{}",
+        req.origin.describe(),
         req.etag.unwrap_or(""),
         req.size
     );
     Ok(dir.join(format!("{}.part", Oid::of(id.as_bytes()))))
 }
 
-/// Opens the partial file and decides where to resume: at the last whole
-/// chunk of an earlier try, or at 0 when the version is not pinned by an ETag.
-fn open_partial(path: &Path, req: &Fetch<'_>, chunk: u64) -> Result<(File, u64), FetchError> {
+/// Opens the partial file and decides where to resume: where an earlier try
+/// stopped (rounded down to [`RESUME_ALIGN`]), or at 0 when the version is
+/// not pinned by an ETag.
+fn open_partial(path: &Path, req: &Fetch<'_>) -> Result<(File, u64), FetchError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -182,49 +273,60 @@ fn open_partial(path: &Path, req: &Fetch<'_>, chunk: u64) -> Result<(File, u64),
     let start = if req.etag.is_none() || have > req.size {
         0
     } else {
-        have - have % chunk.max(1)
+        have - have % RESUME_ALIGN
     };
     file.set_len(start).map_err(io("truncate", path))?;
     Ok((file, start))
 }
 
-async fn fetch_range(
-    client: &S3Client,
+/// One range request, its body sent on in pieces of [`PIECE`] bytes.
+async fn stream_range(
     req: &Fetch<'_>,
     object: &str,
-    range: std::ops::Range<u64>,
-) -> Result<Bytes, FetchError> {
+    range: Range<u64>,
+    tx: Sender<Bytes>,
+) -> Result<(), FetchError> {
     let want = range.end - range.start;
-    let resp = client
-        .get_if(req.bucket, req.key, Some(range.clone()), req.etag)
-        .await
-        .map_err(|e| match e {
-            RemoteError::Http { status: 412, .. } => FetchError::Changed {
-                object: object.to_string(),
-                why: format!("its ETag is no longer {}", req.etag.unwrap_or("")),
-            },
-            other => other.into(),
-        })?;
-    let body = resp.bytes().await.map_err(|e| FetchError::Short {
-        object: object.to_string(),
-        why: format!(
-            "body of bytes {}-{} broke off: {e}",
-            range.start,
-            range.end - 1
-        ),
-    })?;
-    if body.len() as u64 != want {
-        return Err(FetchError::Short {
+    let mut resp = req.origin.get(range.clone(), req.etag).await.map_err(|e| match e {
+        RemoteError::Http { status: 412, .. } => FetchError::Changed {
             object: object.to_string(),
-            why: format!(
-                "bytes {}-{}: got {} of {want}",
-                range.start,
-                range.end - 1,
-                body.len()
-            ),
-        });
+            why: format!("its ETag is no longer {}", req.etag.unwrap_or("")),
+        },
+        other => other.into(),
+    })?;
+    let broke = |why: String| FetchError::Short {
+        object: object.to_string(),
+        why: format!("bytes {}-{}: {why}", range.start, range.end - 1),
+    };
+    let mut got = 0u64;
+    let mut piece = BytesMut::with_capacity(PIECE);
+    loop {
+        let part = resp
+            .chunk()
+            .await
+            .map_err(|e| broke(format!("the body broke off: {e}")))?;
+        let end = part.is_none();
+        if let Some(part) = part {
+            got += part.len() as u64;
+            if got > want {
+                return Err(broke(format!("more than the {want} bytes asked")));
+            }
+            piece.extend_from_slice(&part);
+        }
+        if (piece.len() >= PIECE || end) && !piece.is_empty() {
+            let full = std::mem::replace(&mut piece, BytesMut::with_capacity(PIECE));
+            if tx.send(full.freeze()).await.is_err() {
+                return Ok(()); // the writer stopped; it reports why
+            }
+        }
+        if end {
+            break;
+        }
     }
-    Ok(body)
+    if got != want {
+        return Err(broke(format!("got {got} of {want}")));
+    }
+    Ok(())
 }
 
 fn verify(req: &Fetch<'_>, object: &str, done: &Done) -> Result<(), FetchError> {
@@ -276,7 +378,7 @@ impl Sink {
         path: PathBuf,
         start: u64,
         md5: bool,
-        rx: tokio::sync::mpsc::Receiver<Bytes>,
+        rx: Receiver<Bytes>,
     ) -> Sink {
         let thread = std::thread::spawn(move || write_and_hash(file, &path, start, md5, rx));
         Sink { thread }
@@ -294,7 +396,7 @@ fn write_and_hash(
     path: &Path,
     start: u64,
     want_md5: bool,
-    mut rx: tokio::sync::mpsc::Receiver<Bytes>,
+    mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
     let sha = Hasher::spawn::<Sha256>();
     let md5 = want_md5.then(Hasher::spawn::<Md5>);
@@ -313,6 +415,7 @@ fn write_and_hash(
         feed(Bytes::from(buf));
     }
     let mut len = start;
+    let mut flushed = start;
     let mut failed = None;
     while let Some(chunk) = rx.blocking_recv() {
         if let Err(e) = file.write_all(&chunk) {
@@ -321,6 +424,11 @@ fn write_and_hash(
         }
         len += chunk.len() as u64;
         feed(chunk);
+        // Start writeback as we go, so the final fsync finds little dirty.
+        if len - flushed >= WRITEBACK_EVERY {
+            start_writeback(&file, flushed, len - flushed);
+            flushed = len;
+        }
     }
     if let Some(e) = failed {
         return Err(io("write", path)(e));
@@ -339,7 +447,7 @@ struct Hasher {
 
 impl Hasher {
     fn spawn<D: Digest + Send + 'static>() -> Hasher {
-        let (tx, rx) = mpsc::sync_channel::<Bytes>(4);
+        let (tx, rx) = mpsc::sync_channel::<Bytes>(PIECES_AHEAD * 2);
         let thread = std::thread::spawn(move || {
             let mut d = D::new();
             for chunk in rx {

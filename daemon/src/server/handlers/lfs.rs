@@ -12,7 +12,7 @@ use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::Oid;
 use crate::remote::{
-    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, S3Client, S3Config,
+    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin, S3Client, S3Config,
     S3Credentials, UploadOptions, Uploaded,
 };
 
@@ -166,8 +166,11 @@ pub(super) async fn download(
         None
     };
     let req = Fetch {
-        bucket: &layout.bucket,
-        key: &key,
+        origin: Origin::S3 {
+            client: &client,
+            bucket: &layout.bucket,
+            key: &key,
+        },
         size,
         etag: etag.as_deref(),
         expect: Some(oid),
@@ -182,7 +185,6 @@ pub(super) async fn download(
         })
     };
     fetch_into_pool(
-        &client,
         shared.pool.clone(),
         req,
         FetchOptions::default(),
