@@ -15,12 +15,16 @@ use drsd::remote::{
 use rusty_s3::S3Action;
 
 fn main() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if std::env::args().any(|a| a == "--small") {
+        rt.block_on(small_objects());
+        return;
+    }
     let mib: u64 = std::env::args()
         .skip_while(|a| a != "--mib")
         .nth(1)
         .map(|n| n.parse().expect("--mib N"))
         .unwrap_or(1024);
-    let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(run(mib));
 }
 
@@ -178,4 +182,43 @@ fn presign(config: &S3Config, bucket: &str, key: &str) -> String {
 
 fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> Duration {
     (0..n).map(|_| f()).min().unwrap()
+}
+
+/// RGW's own rate for 2,000 × 16 KiB objects (PUT, HEAD, GET) at several
+/// concurrencies: the floor under any push or clone of that many objects.
+async fn small_objects() {
+    use futures_util::stream::{self, StreamExt};
+    let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
+    let client = S3Client::new(config, S3Credentials::from_env().unwrap()).unwrap();
+    let bucket = format!("bench-small-{}", std::process::id());
+    client.create_bucket(&bucket).await.unwrap();
+    let body = bytes::Bytes::from(vec![7u8; 16 << 10]);
+    println!("### 2,000 × 16 KiB objects straight to Ceph RGW (S3Client, no daemon)\n");
+    println!("| concurrency | PUT/s | HEAD/s | GET/s |");
+    println!("|---|---|---|---|");
+    for (round, parallel) in [1usize, 8, 32, 64].into_iter().enumerate() {
+        let keys: Vec<String> = (0..2000).map(|i| format!("r{round}/k{i:04}")).collect();
+        let timed = |what: &'static str| {
+            let (client, bucket, keys, body) = (&client, &bucket, &keys, &body);
+            async move {
+                let t = Instant::now();
+                stream::iter(keys.iter())
+                    .map(|k| async move {
+                        match what {
+                            "put" => drop(client.put(bucket, k, body.clone()).await.unwrap()),
+                            "head" => assert!(client.head(bucket, k).await.unwrap().is_some()),
+                            _ => assert_eq!(client.get_bytes(bucket, k, None).await.unwrap().len(), 16 << 10),
+                        }
+                    })
+                    .buffer_unordered(parallel)
+                    .collect::<Vec<()>>()
+                    .await;
+                2000.0 / t.elapsed().as_secs_f64()
+            }
+        };
+        let put = timed("put").await;
+        let head = timed("head").await;
+        let get = timed("get").await;
+        println!("| {parallel} | {put:.0} | {head:.0} | {get:.0} |");
+    }
 }
