@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
-use drsd::ipc::{connect_or_start, Autostart, Request};
+use drsd::ipc::{connect_or_start, Autostart, Reply, Request};
 
 pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode> {
     // Only pre-push gets input from git (the refs being pushed); git-lfs needs it too.
@@ -17,6 +17,10 @@ pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode>
             .context("reading the refs git pushes")?;
     }
     notify_daemon(socket).await;
+    if name == "pre-push" {
+        let remote = args.first().cloned().unwrap_or_else(|| "origin".into());
+        send_ahead(socket, remote, &input).await;
+    }
     let mut child = Command::new("git")
         .args(["lfs", name])
         .args(args)
@@ -48,5 +52,36 @@ async fn notify_daemon(socket: &Path) {
     };
     if let Err(e) = outcome.await {
         eprintln!("drs-hook: the drsd daemon was not told about this repo: {e}");
+    }
+}
+
+/// Has the daemon send the pushed objects to the object remote, many at a
+/// time, before git-lfs offers them to the agent one by one. A failure here
+/// is not the push's end: git-lfs and the agent try each object again.
+async fn send_ahead(socket: &Path, remote: String, input: &[u8]) {
+    let who = concat!("drs-hook ", env!("CARGO_PKG_VERSION"));
+    let Ok(repo) = std::env::current_dir() else {
+        return;
+    };
+    let request = Request::PrePush {
+        repo,
+        remote,
+        updates: String::from_utf8_lossy(input).into_owned(),
+    };
+    let outcome = async {
+        let mut client = connect_or_start(socket, who, Some(&Autostart::from_env())).await?;
+        client.call(request).await
+    };
+    match outcome.await {
+        Ok(Reply::PrePush(report)) => {
+            for problem in &report.failed {
+                eprintln!(
+                    "drs-hook: object {} was not sent ahead: {}",
+                    problem.oid, problem.why
+                );
+            }
+        }
+        Ok(_) => eprintln!("drs-hook: the daemon answered pre-push with something else"),
+        Err(e) => eprintln!("drs-hook: the objects were not sent ahead: {e}"),
     }
 }

@@ -196,7 +196,17 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
 
     // A second clone on this machine: served from the pool, by hard link.
     let b = top.path().join("b");
-    daemon.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "b"]);
+    let cloned: serde_json::Value = serde_json::from_str(&daemon.drsctl(
+        top.path(),
+        &["--json", "clone", bare.to_str().unwrap(), "b"],
+    ))
+    .unwrap();
+    let h = &cloned["hydrate"];
+    assert_eq!(
+        (h["objects"].as_u64(), h["from_pool"].as_u64(), h["downloaded"].as_u64()),
+        (Some(files.len() as u64), Some(files.len() as u64), Some(0)),
+        "{cloned}"
+    );
     for (name, data) in &files {
         assert_eq!(
             &std::fs::read(b.join(name)).unwrap(),
@@ -417,7 +427,18 @@ fn two_thousand_small_objects_go_up_and_come_back() {
 
     // A clone with an empty pool fetches all 2,000 from RGW.
     let other = Daemon::start(&world.dir("d2"));
-    other.drsctl(world.top.path(), &["clone", bare.to_str().unwrap(), "c"]);
+    let cloned: serde_json::Value = serde_json::from_str(&other.drsctl(
+        world.top.path(),
+        &["--json", "clone", bare.to_str().unwrap(), "c"],
+    ))
+    .unwrap();
+    // The daemon hydrated every object before git-lfs ran.
+    let h = &cloned["hydrate"];
+    assert_eq!(
+        (h["objects"].as_u64(), h["downloaded"].as_u64(), h["failed"].as_array().map(Vec::len)),
+        (Some(2000), Some(2000), Some(0)),
+        "{cloned}"
+    );
     let c = world.dir("c");
     for (name, data) in &files {
         assert_eq!(&std::fs::read(c.join(name)).unwrap(), data, "{name}");

@@ -354,6 +354,7 @@ mod upload {
             let opts = UploadOptions {
                 multipart_from: 8 << 20,
                 part_size: 5 << 20,
+                put_first_below: 1 << 20,
             };
             let mut oids = Vec::new();
             for (i, len) in [1000usize, 6 << 20, 12 << 20].into_iter().enumerate() {
@@ -383,15 +384,19 @@ mod upload {
             let multipart = c.head(&b, &layout.key(&oids[2].0)).await.unwrap().unwrap();
             assert!(multipart.etag.unwrap().ends_with("-3"));
 
-            // Same key, other bytes, no sha256: not skipped, replaced.
-            let (oid, _) = oids[1];
-            c.put(&b, &layout.key(&oid), Bytes::from_static(b"impostor"))
-                .await
-                .unwrap();
-            let fixed = upload_from_pool(&c, pool.clone(), &layout, &oid, opts)
-                .await
-                .unwrap();
-            assert!(matches!(fixed, Uploaded::Sent(_)));
+            // Same key, other bytes, no sha256: not skipped, replaced; for a
+            // small object too, whose conditional PUT finds the key taken.
+            for (oid, _) in &oids[..2] {
+                c.put(&b, &layout.key(oid), Bytes::from_static(b"impostor"))
+                    .await
+                    .unwrap();
+                let fixed = upload_from_pool(&c, pool.clone(), &layout, oid, opts)
+                    .await
+                    .unwrap();
+                assert!(matches!(fixed, Uploaded::Sent(_)), "{oid}: {fixed:?}");
+                let back = c.get_bytes(&b, &layout.key(oid), None).await.unwrap();
+                assert_eq!(Oid::of(&back), *oid);
+            }
             let missing = Oid::of(b"never stored");
             let err = upload_from_pool(&c, pool, &layout, &missing, opts)
                 .await

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{anyhow, Context};
-use drsd::ipc::{Reply, Request, SetupReport};
+use drsd::ipc::{HydrateReport, Reply, Request, SetupReport};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::Failure;
 use crate::output::Output;
@@ -92,12 +93,55 @@ pub async fn clone(
     )?;
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
     let report = request(socket, dir.clone(), None, false).await?;
-    // The agent downloads into .git/lfs and checks the files out.
+    let hydrated = hydrate(socket, &dir, out).await?;
+    // git-lfs finds the objects in place and checks the files out; anything
+    // hydrate could not place it fetches through the agent (and reports).
     git(Some(&dir), &["lfs", "pull"], false)?;
-    out.show(&report, || {
-        println!("cloned {url} into {} with drsd", dir.display())
+    let both = serde_json::json!({ "setup": report, "hydrate": hydrated });
+    out.show(&both, || {
+        println!(
+            "cloned {url} into {} with drsd: {} objects, {} from the pool, {} downloaded",
+            dir.display(),
+            hydrated.objects,
+            hydrated.from_pool + hydrated.present,
+            hydrated.downloaded
+        )
     });
     Ok(())
+}
+
+/// Asks the daemon to put HEAD's objects in the clone's `.git/lfs/objects`,
+/// with a progress bar on standard error.
+async fn hydrate(socket: &Path, dir: &Path, out: &Output) -> Result<HydrateReport, Failure> {
+    let mut client = super::connect(socket).await?;
+    let bar = if out.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} objects {pos}/{len} [{elapsed}]")
+            .expect("valid template"),
+    );
+    let reply = client
+        .call_with_progress(
+            Request::Hydrate {
+                repo: dir.to_path_buf(),
+            },
+            |p| {
+                bar.set_length(p.total.unwrap_or(0));
+                bar.set_position(p.done);
+            },
+        )
+        .await;
+    bar.finish_and_clear();
+    let Reply::Hydrated(report) = reply? else {
+        return Err(anyhow!("the daemon answered hydrate with something else").into());
+    };
+    for problem in &report.failed {
+        eprintln!("drsctl: object {} was not hydrated: {}", problem.oid, problem.why);
+    }
+    Ok(report)
 }
 
 fn default_dir(url: &str) -> Result<String, Failure> {

@@ -87,6 +87,19 @@ pub enum Request {
         size: u64,
         path: PathBuf,
     },
+    /// From the pre-push hook, before git-lfs runs: send every object the
+    /// push introduces to the repo's object remote, many at a time, so the
+    /// agent then finds them there. `updates` is the hook's standard input.
+    PrePush {
+        repo: PathBuf,
+        remote: String,
+        updates: String,
+    },
+    /// Put the objects of HEAD's pointers in the repo's `.git/lfs/objects`:
+    /// from the pool, else from the repo's object remote into the pool first.
+    Hydrate {
+        repo: PathBuf,
+    },
 }
 
 /// One line from the daemon.
@@ -143,7 +156,39 @@ pub enum Reply {
         skipped: bool,
     },
     Setup(SetupReport),
+    PrePush(PushReport),
+    Hydrated(HydrateReport),
     Done,
+}
+
+/// What a pre-push request found and did, counted in objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushReport {
+    /// Objects the push introduces.
+    pub objects: u64,
+    pub uploaded: u64,
+    /// Already in the object remote.
+    pub present: u64,
+    /// Objects that could not be sent, with the reason; git-lfs and the
+    /// agent try them again.
+    pub failed: Vec<ObjectProblem>,
+}
+
+/// What a hydrate request found and did, counted in objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HydrateReport {
+    pub objects: u64,
+    /// Already in `.git/lfs/objects`.
+    pub present: u64,
+    pub from_pool: u64,
+    pub downloaded: u64,
+    pub failed: Vec<ObjectProblem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectProblem {
+    pub oid: String,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

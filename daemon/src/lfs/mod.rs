@@ -1,9 +1,11 @@
 //! Git LFS as the repos see it: the pointer format and scanning a repo's
 //! HEAD tree for pointers; setting a repo up for drsd and back.
 
+pub mod hydrate;
 pub mod pointer;
 pub mod scan;
 pub mod setup;
 
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
-pub use scan::{scan_repo, ScanError};
+pub use hydrate::{hydrate, Hydrated};
+pub use scan::{head_pointers, pushed_pointers, scan_repo, Pushed, ScanError};

@@ -289,3 +289,121 @@ fn adopt(objects: &Path, pointer: &Pointer, pool: &Pool) {
         log::warn!("not adopting {} into the pool: {e}", path.display());
     }
 }
+
+/// The LFS pointers in HEAD's tree, one per object.
+pub fn head_pointers(repo: &Path) -> Result<Vec<Pointer>, ScanError> {
+    if head_commit(repo)?.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut pointers: Vec<Pointer> = read_pointers(repo, &small_blobs(repo)?)?
+        .into_values()
+        .collect();
+    pointers.sort_by_key(|p| p.oid);
+    pointers.dedup_by_key(|p| p.oid);
+    Ok(pointers)
+}
+
+/// An object a push would send, with every path it has in the pushed commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    pub pointer: Pointer,
+    pub paths: Vec<String>,
+}
+
+/// The pointers a push introduces, chosen as git-lfs chooses them: objects
+/// reachable from the pushed commits and not from what `remote` already has.
+/// `updates` is what git gives the pre-push hook on its standard input:
+/// `<local ref> <local sha> <remote ref> <remote sha>` lines.
+pub fn pushed_pointers(repo: &Path, remote: &str, updates: &str) -> Result<Vec<Pushed>, ScanError> {
+    let mut args: Vec<String> = vec![
+        "rev-list".into(),
+        "--objects".into(),
+        format!("--filter=blob:limit={MAX_POINTER_SIZE}"),
+    ];
+    let mut any = false;
+    for line in updates.lines() {
+        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+        let [_, local, _, theirs] = fields[..] else {
+            continue;
+        };
+        if is_zero(local) {
+            continue; // a deletion sends nothing
+        }
+        any = true;
+        args.push(local.to_string());
+        if !is_zero(theirs) && object_exists(repo, theirs)? {
+            args.push(format!("^{theirs}"));
+        }
+    }
+    if !any {
+        return Ok(Vec::new());
+    }
+    args.push("--not".into());
+    args.push(format!("--remotes={remote}"));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(repo, &argv)?;
+    if !out.status.success() {
+        return Err(git_failed(repo, &argv[..3], &out.stderr));
+    }
+    let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((id, path)) = line.split_once(' ').filter(|(_, p)| !p.is_empty()) {
+            paths.entry(id.to_string()).or_default().push(path.to_string());
+        }
+    }
+    let blobs = small_blob_ids(repo, paths.keys())?;
+    let mut by_oid: BTreeMap<crate::pool::Oid, Pushed> = BTreeMap::new();
+    for (id, pointer) in read_pointers(repo, &blobs)? {
+        let entry = by_oid.entry(pointer.oid).or_insert_with(|| Pushed {
+            pointer,
+            paths: Vec::new(),
+        });
+        entry.paths.extend(paths.remove(&id).unwrap_or_default());
+    }
+    Ok(by_oid.into_values().collect())
+}
+
+fn is_zero(sha: &str) -> bool {
+    sha.bytes().all(|b| b == b'0')
+}
+
+fn object_exists(repo: &Path, sha: &str) -> Result<bool, ScanError> {
+    Ok(run(repo, &["cat-file", "-e", sha])?.status.success())
+}
+
+/// Of `ids`, the blobs small enough to be pointers, through one
+/// `git cat-file --batch-check`.
+fn small_blob_ids<'a>(
+    repo: &Path,
+    ids: impl Iterator<Item = &'a String>,
+) -> Result<Vec<String>, ScanError> {
+    let args = ["cat-file", "--batch-check"];
+    let fail = |why: String| ScanError::Git {
+        repo: repo.to_path_buf(),
+        args: args.join(" "),
+        why,
+    };
+    let mut child = git(repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| fail(format!("cannot run git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input: String = ids.map(|id| format!("{id}\n")).collect();
+    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| fail(format!("reading its output: {e}")))?;
+    let _ = feeder.join();
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_ascii_whitespace();
+            let (id, kind, size) = (f.next()?, f.next()?, f.next()?.parse::<u64>().ok()?);
+            (kind == "blob" && size < MAX_POINTER_SIZE).then(|| id.to_string())
+        })
+        .collect())
+}

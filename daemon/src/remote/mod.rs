@@ -13,6 +13,6 @@ mod url;
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
 pub use error::RemoteError;
-pub use s3::{ObjectMeta, Retry, S3Client, S3Config, SHA256_META};
+pub use s3::{ObjectMeta, PutOutcome, Retry, S3Client, S3Config, SHA256_META};
 pub use upload::{upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded};
 pub use url::ObjectUrl;

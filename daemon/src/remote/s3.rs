@@ -80,6 +80,14 @@ pub struct ObjectMeta {
 /// The metadata header our uploads carry: the content oid.
 pub const SHA256_META: &str = "x-amz-meta-sha256";
 
+/// What a conditional PUT did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    Stored { etag: Option<String> },
+    /// The key was taken; the object there is unchanged.
+    Exists,
+}
+
 /// An S3 client over presigned requests.
 pub struct S3Client {
     config: S3Config,
@@ -235,6 +243,38 @@ impl S3Client {
         body: Bytes,
         headers: &[(&str, &str)],
     ) -> Result<Option<String>, RemoteError> {
+        let resp = self.put_object(bucket, key, body, headers, &[]).await?;
+        Ok(etag(&resp))
+    }
+
+    /// A single PUT that lands only where the key is free (`If-None-Match: *`):
+    /// one request for a new object, and one that exists is left alone.
+    pub async fn put_if_absent(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<PutOutcome, RemoteError> {
+        let mut all = headers.to_vec();
+        all.push(("if-none-match", "*"));
+        let resp = self
+            .put_object(bucket, key, body, &all, &[StatusCode::PRECONDITION_FAILED])
+            .await?;
+        Ok(match resp.status() {
+            StatusCode::PRECONDITION_FAILED => PutOutcome::Exists,
+            _ => PutOutcome::Stored { etag: etag(&resp) },
+        })
+    }
+
+    async fn put_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+        accept: &[StatusCode],
+    ) -> Result<Response, RemoteError> {
         let b = self.bucket(bucket)?;
         let mut action = b.put_object(self.creds.keys.as_ref(), key);
         for (k, v) in headers {
@@ -242,12 +282,10 @@ impl S3Client {
         }
         let url = action.sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
-        let resp = self
-            .send("PUT", &object, &[], || {
-                with_headers(self.http.put(url.clone()), headers).body(body.clone())
-            })
-            .await?;
-        Ok(etag(&resp))
+        self.send("PUT", &object, accept, || {
+            with_headers(self.http.put(url.clone()), headers).body(body.clone())
+        })
+        .await
     }
 
     /// Uploads the file at `path` in parts of exactly `part_size` bytes (the

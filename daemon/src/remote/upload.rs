@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{ObjectMeta, RemoteError, S3Client, SHA256_META};
+use super::{ObjectMeta, PutOutcome, RemoteError, S3Client, SHA256_META};
 use crate::pool::{Blob, Oid, Pool, PoolError};
 
 /// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
@@ -55,6 +55,10 @@ pub struct UploadOptions {
     pub multipart_from: u64,
     /// Fixed, so the same content always gets the same multipart ETag.
     pub part_size: u64,
+    /// Objects below this size go up with `If-None-Match: *` before any
+    /// check: for a new object that is one request instead of a HEAD and a
+    /// PUT, and sending a small body costs about what a HEAD does.
+    pub put_first_below: u64,
 }
 
 impl Default for UploadOptions {
@@ -62,6 +66,7 @@ impl Default for UploadOptions {
         UploadOptions {
             multipart_from: 64 << 20,
             part_size: 64 << 20,
+            put_first_below: 1 << 20,
         }
     }
 }
@@ -104,35 +109,47 @@ pub async fn upload_from_pool(
             .ok_or(UploadError::Missing(oid))?
     };
     let len = blob.len();
+    let headers = [(SHA256_META, hex.as_str())];
+    let sent = |etag| ObjectMeta {
+        size: len,
+        etag,
+        last_modified: None,
+        version_id: None,
+        sha256: Some(hex.clone()),
+    };
+    // What goes up: the pool's file in parts, or bytes in one PUT.
+    let file = match &blob {
+        Blob::File { path, .. } if len >= opts.multipart_from => Some(path.clone()),
+        _ => None,
+    };
+    let mut bytes = None;
+    if file.is_none() && len < opts.put_first_below {
+        let body = Bytes::from(read_all(blob).await?);
+        match client.put_if_absent(bucket, &key, body.clone(), &headers).await? {
+            PutOutcome::Stored { etag } => return Ok(Uploaded::Sent(sent(etag))),
+            PutOutcome::Exists => bytes = Some(body), // checked below like any present object
+        }
+    } else if file.is_none() {
+        bytes = Some(Bytes::from(read_all(blob).await?));
+    }
     if let Some(meta) = client.head(bucket, &key).await? {
         let same = meta.size == len && meta.sha256.as_deref() == Some(hex.as_str());
         if same && readable(client, bucket, &key, len).await? {
             return Ok(Uploaded::Skipped(meta));
         }
     }
-    let headers = [(SHA256_META, hex.as_str())];
-    let meta = match blob {
-        Blob::File { ref path, .. } if len >= opts.multipart_from => {
+    let meta = match (file, bytes) {
+        (Some(path), _) => {
             client
-                .put_multipart(bucket, &key, path, opts.part_size, &headers)
+                .put_multipart(bucket, &key, &path, opts.part_size, &headers)
                 .await?
         }
-        blob => {
-            let bytes = tokio::task::spawn_blocking(move || blob.to_vec())
-                .await
-                .expect("pool reads do not panic")?;
-            // A single PUT answers with the real ETag: no HEAD needed.
-            let etag = client
-                .put_with(bucket, &key, Bytes::from(bytes), &headers)
-                .await?;
-            ObjectMeta {
-                size: len,
-                etag,
-                last_modified: None,
-                version_id: None,
-                sha256: Some(hex.clone()),
-            }
-        }
+        // A single PUT answers with the real ETag: no HEAD needed.
+        (None, body) => sent(
+            client
+                .put_with(bucket, &key, body.expect("read when not a file"), &headers)
+                .await?,
+        ),
     };
     if meta.size != len {
         return Err(UploadError::Size {
@@ -142,6 +159,13 @@ pub async fn upload_from_pool(
         });
     }
     Ok(Uploaded::Sent(meta))
+}
+
+async fn read_all(blob: Blob) -> Result<Vec<u8>, UploadError> {
+    let bytes = tokio::task::spawn_blocking(move || blob.to_vec())
+        .await
+        .expect("pool reads do not panic")?;
+    Ok(bytes)
 }
 
 /// A one-byte read: the object is not only listed but can be fetched.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, Progress, Reply, WireError};
@@ -46,11 +46,13 @@ fn parse_oid(oid: &str) -> Result<Oid, WireError> {
 /// until the repo's `.gitattributes` (where the remote is recorded) changes:
 /// thousands of small objects must not cost three git processes each.
 #[derive(Clone)]
-struct RepoFacts {
-    /// `<common git dir>/lfs/tmp`: on the repo's filesystem, where git-lfs
-    /// renames what the agent hands it.
-    tmp: PathBuf,
-    remote: Option<String>,
+pub(super) struct RepoFacts {
+    /// `<common git dir>/lfs`: git-lfs's objects and tmp folders.
+    pub lfs: PathBuf,
+    /// `<lfs>/tmp`: on the repo's filesystem, where git-lfs renames what
+    /// the agent hands it.
+    pub tmp: PathBuf,
+    pub remote: Option<String>,
     attributes: PathBuf,
     stamp: Option<SystemTime>,
 }
@@ -61,7 +63,7 @@ fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
+pub(super) async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
     let cached = FACTS.lock().unwrap().get(repo).cloned();
     if let Some(facts) = cached.filter(|f| modified(&f.attributes) == f.stamp) {
         return Ok(facts);
@@ -71,10 +73,8 @@ async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
         let bad =
             |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
         let top = toplevel(&path).map_err(|e| bad(&e))?;
-        let tmp = git_dirs(&top)
-            .map_err(|e| bad(&e))?
-            .common_dir
-            .join("lfs/tmp");
+        let lfs = git_dirs(&top).map_err(|e| bad(&e))?.common_dir.join("lfs");
+        let tmp = lfs.join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| {
             WireError::new(
                 ErrorCode::Internal,
@@ -85,6 +85,7 @@ async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
         let stamp = modified(&attributes);
         let remote = recorded_remote(&top).map_err(|e| bad(&e))?;
         Ok::<_, WireError>(RepoFacts {
+            lfs,
             tmp,
             remote,
             attributes,
@@ -101,7 +102,7 @@ async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
 }
 
 /// The repo's object remote, from its committed `.gitattributes`.
-fn layout(repo: &Path, facts: &RepoFacts) -> Result<ObjectLayout, WireError> {
+pub(super) fn layout(repo: &Path, facts: &RepoFacts) -> Result<ObjectLayout, WireError> {
     let url = facts.remote.as_deref().ok_or_else(|| {
         WireError::new(
             ErrorCode::InvalidArgument,
@@ -123,25 +124,57 @@ pub(super) async fn download(
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
     let facts = facts(&repo).await?;
-    let tmp = facts.tmp.clone();
+    let report = |done| {
+        progress.send_now(Progress {
+            stage: "download".into(),
+            done,
+            total: Some(size),
+            message: None,
+        })
+    };
+    let from = fetch_object(shared, &repo, &facts, oid, size, &report).await?;
+    let path = export(shared, oid, &facts.tmp).await?.ok_or_else(|| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("object {oid} left the pool right after its download"),
+        )
+    })?;
+    Ok(Reply::LfsObject {
+        path,
+        from: from.into(),
+    })
+}
+
+/// Makes sure the pool holds `oid`: there already (`"pool"`), or fetched
+/// from the repo's object remote (`"remote"`).
+pub(super) async fn fetch_object(
+    shared: &Arc<Shared>,
+    repo: &Path,
+    facts: &RepoFacts,
+    oid: Oid,
+    size: u64,
+    report: &(dyn Fn(u64) + Sync),
+) -> Result<&'static str, WireError> {
     // One download per object at a time: a second request (another repo's
     // pull) waits here and then finds the object in the pool.
     let gate = gate(oid);
     let _turn = gate.lock().await;
-    if let Some(path) = export(shared, oid, &tmp).await? {
-        return Ok(Reply::LfsObject {
-            path,
-            from: "pool".into(),
-        });
+    let pool = shared.pool.clone();
+    let held = tokio::task::spawn_blocking(move || pool.size(&oid))
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+    if held == Some(size) {
+        return Ok("pool");
     }
-    let layout = layout(&repo, &facts)?;
+    let layout = layout(repo, facts)?;
     let client = s3()?;
     let key = layout.key(&oid);
     let object = format!("s3://{}/{key}", layout.bucket);
     // A large object is HEADed for its ETag, so ranges ask `If-Match` it
     // and a partial download can resume; a small one comes in one GET, its
     // sha256 checked like every download's.
-    let etag = if size > FetchOptions::default().chunk {
+    let etag = if size > RESUMABLE_FROM {
         let meta = client
             .head(&layout.bucket, &key)
             .await
@@ -176,33 +209,14 @@ pub(super) async fn download(
         expect: Some(oid),
         md5: false,
     };
-    let report = |done| {
-        progress.send_now(Progress {
-            stage: "download".into(),
-            done,
-            total: Some(size),
-            message: None,
-        })
-    };
-    fetch_into_pool(
-        shared.pool.clone(),
-        req,
-        FetchOptions::default(),
-        &report,
-    )
-    .await
-    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
-    let path = export(shared, oid, &tmp).await?.ok_or_else(|| {
-        WireError::new(
-            ErrorCode::Internal,
-            format!("object {oid} left the pool right after its download"),
-        )
-    })?;
-    Ok(Reply::LfsObject {
-        path,
-        from: "remote".into(),
-    })
+    fetch_into_pool(shared.pool.clone(), req, FetchOptions::default(), report)
+        .await
+        .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    Ok("remote")
 }
+
+/// Objects above this size are worth a HEAD first, for an ETag to resume by.
+const RESUMABLE_FROM: u64 = 8 << 20;
 
 pub(super) async fn upload(
     shared: &Arc<Shared>,
@@ -214,31 +228,8 @@ pub(super) async fn upload(
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
     let layout = layout(&repo, &facts(&repo).await?)?;
-    let pool = shared.pool.clone();
-    // The pool's copy is verified already: only a new object is hashed and adopted.
-    let len = tokio::task::spawn_blocking(move || match pool.size(&oid)? {
-        Some(len) => Ok(len),
-        None => pool.adopt_file(&path, Some(&oid)).map(|put| put.len),
-    })
-    .await
-    .map_err(internal)?
-    .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
-    if len != size {
-        return Err(WireError::new(
-            ErrorCode::InvalidArgument,
-            format!("object {oid} has {len} bytes, the pointer says {size}"),
-        ));
-    }
-    let client = s3()?;
-    let uploaded = upload_from_pool(
-        &client,
-        shared.pool.clone(),
-        &layout,
-        &oid,
-        UploadOptions::default(),
-    )
-    .await
-    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    take_in(shared, oid, size, Some(path)).await?;
+    let skipped = send_object(shared, &layout, oid).await?;
     progress
         .send(Progress {
             stage: "upload".into(),
@@ -247,9 +238,84 @@ pub(super) async fn upload(
             message: None,
         })
         .await;
-    Ok(Reply::LfsUploaded {
-        skipped: matches!(uploaded, Uploaded::Skipped(_)),
+    Ok(Reply::LfsUploaded { skipped })
+}
+
+/// Makes sure the pool holds `oid` of `size` bytes, adopting the repo's file
+/// at `path` when it does not (hashed on the way in). The pool's own copy is
+/// verified already and is not read again.
+pub(super) async fn take_in(
+    shared: &Arc<Shared>,
+    oid: Oid,
+    size: u64,
+    path: Option<PathBuf>,
+) -> Result<(), WireError> {
+    let pool = shared.pool.clone();
+    let len = tokio::task::spawn_blocking(move || match (pool.size(&oid)?, path) {
+        (Some(len), _) => Ok(Some(len)),
+        (None, Some(path)) => pool.adopt_file(&path, Some(&oid)).map(|put| Some(put.len)),
+        (None, None) => Ok(None),
     })
+    .await
+    .map_err(internal)?
+    .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    match len {
+        Some(len) if len == size => Ok(()),
+        Some(len) => Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("object {oid} has {len} bytes, the pointer says {size}"),
+        )),
+        None => Err(WireError::new(
+            ErrorCode::NotFound,
+            format!("object {oid} is neither in the pool nor in the repo"),
+        )),
+    }
+}
+
+/// Uploads pool entry `oid` to `layout` unless it is there; true when it
+/// was (or this daemon sent or saw it there in the last few minutes: the
+/// pre-push hook's batch is not checked again when git-lfs asks per object).
+pub(super) async fn send_object(
+    shared: &Arc<Shared>,
+    layout: &ObjectLayout,
+    oid: Oid,
+) -> Result<bool, WireError> {
+    let place = format!("{}/{}", layout.bucket, layout.prefix);
+    if confirmed(&place, oid) {
+        return Ok(true);
+    }
+    let client = s3()?;
+    let uploaded = upload_from_pool(
+        &client,
+        shared.pool.clone(),
+        layout,
+        &oid,
+        UploadOptions::default(),
+    )
+    .await
+    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    confirm(place, oid);
+    Ok(matches!(uploaded, Uploaded::Skipped(_)))
+}
+
+/// How long an object this daemon sent or found stays known to be there.
+const CONFIRMED_FOR: Duration = Duration::from_secs(600);
+
+/// Objects known to be in an object remote (`bucket/prefix`), and since when.
+static CONFIRMED: Mutex<BTreeMap<(String, Oid), Instant>> = Mutex::new(BTreeMap::new());
+
+fn confirmed(place: &str, oid: Oid) -> bool {
+    let map = CONFIRMED.lock().unwrap();
+    map.get(&(place.to_string(), oid))
+        .is_some_and(|at| at.elapsed() < CONFIRMED_FOR)
+}
+
+fn confirm(place: String, oid: Oid) {
+    let mut map = CONFIRMED.lock().unwrap();
+    if map.len() >= 100_000 {
+        map.retain(|_, at| at.elapsed() < CONFIRMED_FOR);
+    }
+    map.insert((place, oid), Instant::now());
 }
 
 /// Links (else copies) the pool's entry to a fresh name in `tmp`.

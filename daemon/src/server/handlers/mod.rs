@@ -1,7 +1,9 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
+mod hydrate;
 mod init;
 mod lfs;
+mod push;
 mod repos;
 mod shutdown;
 mod status;
@@ -66,6 +68,12 @@ pub(crate) async fn handle(
             size,
             path,
         } => lfs::upload(&shared, repo, &oid, size, path, &progress).await,
+        Request::PrePush {
+            repo,
+            remote,
+            updates,
+        } => push::handle(&shared, repo, remote, updates, &progress).await,
+        Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",

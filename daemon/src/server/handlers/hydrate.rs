@@ -1,0 +1,98 @@
+//! `hydrate`: the objects of HEAD's pointers into the repo's
+//! `.git/lfs/objects`, from the pool, else fetched from the repo's object
+//! remote into the pool first, many at a time. `drsctl clone` asks this
+//! before git-lfs checks the files out, so git-lfs transfers nothing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::stream::{self, StreamExt};
+
+use super::lfs::{facts, fetch_object, RepoFacts};
+use super::push::PARALLEL;
+use super::{internal, Progressor, Shared};
+use crate::ipc::{ErrorCode, HydrateReport, ObjectProblem, Progress, Reply, WireError};
+use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
+
+/// Where an object came from.
+enum Source {
+    Present,
+    Pool,
+    Remote,
+}
+
+pub(super) async fn handle(
+    shared: &Arc<Shared>,
+    repo: PathBuf,
+    progress: &Progressor,
+) -> Result<Reply, WireError> {
+    let facts = facts(&repo).await?;
+    let pointers = {
+        let repo = repo.clone();
+        tokio::task::spawn_blocking(move || head_pointers(&repo))
+            .await
+            .map_err(internal)?
+            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?
+    };
+    let total = pointers.len() as u64;
+    let mut report = HydrateReport {
+        objects: total,
+        ..HydrateReport::default()
+    };
+    let mut results = stream::iter(pointers)
+        .map(|pointer| {
+            let (repo, facts) = (&repo, &facts);
+            async move { (pointer.oid, one(shared, repo, facts, pointer).await) }
+        })
+        .buffer_unordered(PARALLEL);
+    let mut done = 0;
+    while let Some((oid, outcome)) = results.next().await {
+        match outcome {
+            Ok(Source::Present) => report.present += 1,
+            Ok(Source::Pool) => report.from_pool += 1,
+            Ok(Source::Remote) => report.downloaded += 1,
+            Err(e) => report.failed.push(ObjectProblem {
+                oid: oid.to_hex(),
+                why: e.message,
+            }),
+        }
+        done += 1;
+        progress.send_now(Progress {
+            stage: "hydrate".into(),
+            done,
+            total: Some(total),
+            message: None,
+        });
+    }
+    Ok(Reply::Hydrated(report))
+}
+
+async fn one(
+    shared: &Arc<Shared>,
+    repo: &std::path::Path,
+    facts: &RepoFacts,
+    pointer: Pointer,
+) -> Result<Source, WireError> {
+    let place = || {
+        let (pool, lfs) = (shared.pool.clone(), facts.lfs.clone());
+        async move {
+            tokio::task::spawn_blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size))
+                .await
+                .map_err(internal)?
+                .map_err(internal)
+        }
+    };
+    match place().await? {
+        Hydrated::Present => return Ok(Source::Present),
+        Hydrated::Placed => return Ok(Source::Pool),
+        Hydrated::NotInPool => {}
+    }
+    fetch_object(shared, repo, facts, pointer.oid, pointer.size, &|_| {}).await?;
+    match place().await? {
+        Hydrated::NotInPool => Err(WireError::new(
+            ErrorCode::Internal,
+            format!("object {} left the pool right after its download", pointer.oid),
+        )),
+        _ => Ok(Source::Remote),
+    }
+}
