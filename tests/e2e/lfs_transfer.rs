@@ -453,3 +453,51 @@ fn two_thousand_small_objects_go_up_and_come_back() {
         "{repo}"
     );
 }
+
+#[test]
+fn git_lfs_prune_in_one_repo_leaves_what_another_repo_needs() {
+    let world = World::new("prune");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let shared = content(9, 300 << 10); // large tier: repos link to the pool's file
+    let (a, bare) = world.source_repo(&daemon, &[("shared.bin", shared.clone())]);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    daemon.drsctl(world.top.path(), &["clone", bare.to_str().unwrap(), "b"]);
+    let b = world.dir("b");
+    let oid = Oid::of(&shared);
+
+    // Repo a drops the file; prune keeps nothing it calls recent or unpushed.
+    daemon.git(&a, &["rm", "-q", "shared.bin"]);
+    daemon.git(&a, &["commit", "-qm", "drop"]);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    for (key, value) in [
+        ("lfs.fetchrecentrefsdays", "0"),
+        ("lfs.fetchrecentcommitsdays", "0"),
+        ("lfs.pruneoffsetdays", "0"),
+    ] {
+        daemon.git(&a, &["config", key, value]);
+    }
+    assert!(lfs_object(&a, &oid).exists());
+    daemon.git(&a, &["lfs", "prune"]);
+    assert!(
+        !lfs_object(&a, &oid).exists(),
+        "git lfs prune did not prune a's copy: the test proves nothing"
+    );
+
+    // b keeps its object and its file; the pool keeps its copy.
+    assert_eq!(std::fs::read(lfs_object(&b, &oid)).unwrap(), shared);
+    assert_eq!(std::fs::read(b.join("shared.bin")).unwrap(), shared);
+    daemon.git(&b, &["lfs", "fsck", "--objects"]);
+    let pooled = world
+        .dir("d1/pool/large")
+        .join(&oid.to_hex()[..2])
+        .join(&oid.to_hex()[2..4])
+        .join(oid.to_hex());
+    assert_eq!(std::fs::read(&pooled).unwrap(), shared);
+
+    // And a gets it back from the pool: the bucket no longer has it.
+    let layout = ObjectLayout::parse(&world.remote_url).unwrap();
+    rt().block_on(s3().delete(&world.bucket, &layout.key(&oid)))
+        .unwrap();
+    daemon.git(&a, &["checkout", "-q", "HEAD~1", "--", "shared.bin"]);
+    assert_eq!(std::fs::read(a.join("shared.bin")).unwrap(), shared);
+}

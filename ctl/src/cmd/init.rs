@@ -88,15 +88,16 @@ pub async fn clone(
     };
     git(
         None,
-        &["clone", "--quiet", url, &dir.to_string_lossy()],
+        &["clone", "--quiet", "--no-checkout", url, &dir.to_string_lossy()],
         true,
     )?;
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
     let report = request(socket, dir.clone(), None, false).await?;
     let hydrated = hydrate(socket, &dir, out).await?;
-    // git-lfs finds the objects in place and checks the files out; anything
-    // hydrate could not place it fetches through the agent (and reports).
-    git(Some(&dir), &["lfs", "pull"], false)?;
+    // git checks the files out through git-lfs's smudge filter, which finds
+    // the objects in place; anything hydrate could not place it fetches
+    // through the agent (and reports).
+    git(Some(&dir), &["checkout", "--quiet"], false)?;
     let both = serde_json::json!({ "setup": report, "hydrate": hydrated });
     out.show(&both, || {
         println!(

@@ -147,10 +147,21 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     Ok(report)
 }
 
-/// The object remote recorded in the repo's `.gitattributes`, if any.
+/// The object remote recorded in the repo's `.gitattributes`, if any: the
+/// work tree's, or HEAD's before a checkout (`drsctl clone` hydrates first).
 pub fn recorded_remote(repo: &Path) -> Result<Option<String>, SetupError> {
     let top = toplevel(repo)?;
-    let out = run(&top, &["check-attr", REMOTE_ATTR, "--", ".gitattributes"])?;
+    let mut args = vec!["check-attr"];
+    if !top.join(".gitattributes").exists() {
+        args.push("--source=HEAD");
+    }
+    args.extend([REMOTE_ATTR, "--", ".gitattributes"]);
+    let out = match run(&top, &args) {
+        Ok(out) => out,
+        // An unborn HEAD has no attributes to read.
+        Err(_) if args[1] == "--source=HEAD" => return Ok(None),
+        Err(e) => return Err(e),
+    };
     // ".gitattributes: drs-remote: <value>", or "unspecified" / "unset" / "set".
     let value = out.trim_end().rsplit(": ").next().unwrap_or("");
     Ok(match value {

@@ -19,7 +19,7 @@ use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::{RemoteError, S3Client};
-use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, WRITEBACK_EVERY};
+use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, Tier, WRITEBACK_EVERY};
 
 /// Where the bytes come from. Every range is asked `If-Match` the ETag, when
 /// there is one.
@@ -152,6 +152,9 @@ pub async fn fetch_into_pool(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Fetched, FetchError> {
     let object = req.origin.describe();
+    if pool.tier_for(req.size) == Tier::Kv {
+        return fetch_small(pool, &req, &object, progress).await;
+    }
     let path = partial_path(&pool, &req)?;
     let (file, start) = open_partial(&path, &req)?;
     let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
@@ -179,6 +182,47 @@ pub async fn fetch_into_pool(
         put,
         md5: done.md5,
         resumed_from: start,
+    })
+}
+
+/// An object for the kv tier: one GET into memory, checked, one put. No
+/// partial file: there is nothing worth resuming, and a file and its fsync
+/// per object would cost more than the transfer.
+async fn fetch_small(
+    pool: Arc<Pool>,
+    req: &Fetch<'_>,
+    object: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Fetched, FetchError> {
+    let (tx, mut rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
+    let range = 0..req.size;
+    let collect = async {
+        let mut body = Vec::with_capacity(req.size as usize);
+        while let Some(piece) = rx.recv().await {
+            body.extend_from_slice(&piece);
+        }
+        Ok::<_, FetchError>(body)
+    };
+    let body = if req.size == 0 {
+        Vec::new()
+    } else {
+        let ((), body) = tokio::try_join!(stream_range(req, object, range, tx), collect)?;
+        body
+    };
+    progress(body.len() as u64);
+    let done = Done {
+        len: body.len() as u64,
+        sha256: Oid::of(&body),
+        md5: req.md5.then(|| Md5::digest(&body).into()),
+    };
+    verify(req, object, &done)?;
+    let put = tokio::task::spawn_blocking(move || pool.put(&done.sha256, &body))
+        .await
+        .expect("pool puts do not panic")?;
+    Ok(Fetched {
+        put,
+        md5: done.md5,
+        resumed_from: 0,
     })
 }
 

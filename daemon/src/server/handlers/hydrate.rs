@@ -26,6 +26,7 @@ pub(super) async fn handle(
     repo: PathBuf,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let started = std::time::Instant::now();
     let facts = facts(&repo).await?;
     let pointers = {
         let repo = repo.clone();
@@ -64,6 +65,16 @@ pub(super) async fn handle(
             message: None,
         });
     }
+    log::info!(
+        "hydrate {}: {} objects, {} present, {} from the pool, {} downloaded, {} failed, in {:.2} s",
+        repo.display(),
+        report.objects,
+        report.present,
+        report.from_pool,
+        report.downloaded,
+        report.failed.len(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(Reply::Hydrated(report))
 }
 

@@ -24,6 +24,7 @@ pub(super) async fn handle(
     updates: String,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let started = std::time::Instant::now();
     let facts = facts(&repo).await?;
     if facts.remote.is_none() {
         // No object remote recorded: git-lfs and the agent say what is wrong.
@@ -74,5 +75,14 @@ pub(super) async fn handle(
             message: None,
         });
     }
+    log::info!(
+        "pre-push {}: {} objects, {} uploaded, {} present, {} failed, in {:.2} s",
+        repo.display(),
+        report.objects,
+        report.uploaded,
+        report.present,
+        report.failed.len(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(Reply::PrePush(report))
 }
