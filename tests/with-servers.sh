@@ -17,6 +17,8 @@ stop() {
   rm -rf "$work"
 }
 trap stop EXIT
+# nginx's workers run as nobody when started by root: they must reach www/.
+chmod 755 "$work"
 MONPORT=${DRSD_TEST_MONPORT:-16789} RGW_MEM_BYTES=${RGW_MEM_BYTES:-$((6 << 30))} \
   tests/ci/rgw-up.sh "$work/rgw" "${DRSD_TEST_RGW_PORT:-18000}"
 # shellcheck disable=SC1091

@@ -4,6 +4,7 @@
 pub mod pointer;
 pub mod scan;
 pub mod setup;
+pub mod track;
 
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use scan::{scan_repo, ScanError};

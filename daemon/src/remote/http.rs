@@ -166,7 +166,7 @@ fn status_error(op: &'static str, object: &str, attempt: u32, status: StatusCode
             object: object.into(),
             status: status.as_u16(),
             code: tries,
-            source_: "no credentials (plain HTTPS; a signed URL carries its own)".into(),
+            source_: "none (a plain HTTPS URL; a signed URL carries its own)".into(),
         };
     }
     RemoteError::Http {

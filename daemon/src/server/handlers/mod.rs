@@ -1,5 +1,6 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
+mod add_url;
 mod init;
 mod lfs;
 mod repos;
@@ -66,6 +67,12 @@ pub(crate) async fn handle(
             size,
             path,
         } => lfs::upload(&shared, repo, &oid, size, path, &progress).await,
+        Request::AddUrl {
+            cwd,
+            entries,
+            from,
+            force,
+        } => add_url::handle(&shared, cwd, entries, from, force, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
@@ -88,6 +95,9 @@ fn method_name(request: &Request) -> String {
         .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
         .unwrap_or_default()
 }
+
+/// Puts back a registered repo's foreign-object entries from its mirror.
+pub(crate) use add_url::restore as restore_registry;
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> WireError {
     WireError::new(ErrorCode::Internal, e.to_string())
