@@ -1,3 +1,4 @@
+mod add_url;
 mod daemon;
 mod lfs_transfer;
 mod pool_crash;

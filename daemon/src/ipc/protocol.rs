@@ -195,7 +195,8 @@ pub struct AddedUrl {
     pub path: String,
     pub oid: String,
     pub size: u64,
-    /// Whether `oid` is `sha256(etag)` rather than the content's sha256.
+    /// Whether `oid` is the provisional oid (from the ETag) rather than the
+    /// content's sha256.
     pub provisional: bool,
     /// Where the oid came from: `sha256_option`, `store_checksum`, `registry`
     /// or `etag`.

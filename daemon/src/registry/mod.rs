@@ -39,7 +39,8 @@ pub struct ForeignObject {
     /// added by a checksum or `--sha256`).
     pub etag: String,
     pub size: u64,
-    /// `sha256(etag)`, hex.
+    /// [`provisional_oid`] of the URL and ETag, hex; the content oid when
+    /// the store sent no ETag (the object was added by its checksum).
     pub provisional_oid: String,
     /// `sha256(content)`, hex, once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,9 +65,32 @@ pub struct Entry {
     pub object: ForeignObject,
 }
 
-/// `sha256` of the ETag string without its quotes.
-pub fn provisional_oid(etag: &str) -> String {
-    hex::encode(Sha256::digest(etag.trim_matches('"').as_bytes()))
+/// The provisional oid of the object at `url` with this (strong) ETag.
+///
+/// `sha256` of the ETag without its quotes when the ETag is derived from the
+/// content: an S3-style MD5 (32 hex digits, `-N` after a multipart upload),
+/// so the same bytes share one provisional oid wherever they are. Any other
+/// ETag is scoped by the URL (without its query): `sha256("URL\nETAG")`.
+/// Measured: nginx's ETag is hex(mtime)-hex(size), so two different files
+/// written in the same second with the same size have the same ETag, and
+/// `sha256(etag)` alone would give their pointers one oid for two contents.
+pub fn provisional_oid(url: &str, etag: &str) -> String {
+    let etag = etag.trim_matches('"');
+    if is_content_etag(etag) {
+        return hex::encode(Sha256::digest(etag.as_bytes()));
+    }
+    let plain = url.split(['?', '#']).next().unwrap_or(url);
+    hex::encode(Sha256::digest(format!("{plain}\n{etag}").as_bytes()))
+}
+
+/// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
+pub fn is_content_etag(etag: &str) -> bool {
+    let (md5, parts) = match etag.split_once('-') {
+        Some((md5, n)) => (md5, Some(n)),
+        None => (etag, None),
+    };
+    let hex32 = md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit());
+    hex32 && parts.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 pub fn now() -> u64 {

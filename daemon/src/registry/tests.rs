@@ -1,5 +1,7 @@
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
+
 use super::*;
 
 fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
@@ -10,7 +12,7 @@ fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
         version_id: None,
         etag: etag.into(),
         size,
-        provisional_oid: provisional_oid(etag),
+        provisional_oid: provisional_oid(url, etag),
         content_oid: None,
         drs_id: None,
         last_modified: None,
@@ -27,11 +29,25 @@ fn entry(path: &str, o: &ForeignObject) -> Entry {
 }
 
 #[test]
-fn the_provisional_oid_is_the_sha256_of_the_unquoted_etag() {
-    // sha256("abc")
-    let want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
-    assert_eq!(provisional_oid("abc"), want);
-    assert_eq!(provisional_oid("\"abc\""), want);
+fn the_provisional_oid_is_the_etag_s_sha256_only_for_content_etags() {
+    let md5 = "900150983cd24fb0d6963f7d28e17f72";
+    let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));
+    for etag in [md5.to_string(), format!("\"{md5}\""), format!("{md5}-12")] {
+        let bare = etag.trim_matches('"');
+        assert_eq!(provisional_oid("s3://b/k", &etag), sha(bare), "{etag}");
+        assert_eq!(
+            provisional_oid("https://h/k?sig=1", &etag),
+            sha(bare),
+            "{etag}"
+        );
+    }
+    // nginx-style: scoped by the URL without its query.
+    let a = provisional_oid("https://h/a.bam?X-Amz-Signature=1", "5f0-1a");
+    assert_eq!(a, sha("https://h/a.bam\n5f0-1a"));
+    assert_ne!(a, provisional_oid("https://h/b.bam", "5f0-1a"));
+    for not_md5 in ["5f0-1a", &md5[1..], &format!("{md5}-"), &format!("{md5}-x")] {
+        assert!(!is_content_etag(not_md5), "{not_md5}");
+    }
 }
 
 #[test]

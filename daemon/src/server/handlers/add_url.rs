@@ -3,7 +3,7 @@
 //! Per URL: exactly one HEAD (retried only on failure), never a read of the
 //! content. The pointer's oid is the content oid when it can be known
 //! without the bytes (`--sha256`, a store checksum, the registry), else the
-//! provisional `sha256(etag)`. Then, for the whole request: one registry
+//! provisional oid from the ETag (`registry::provisional_oid`). Then, for the whole request: one registry
 //! transaction, the repo's mirror, the pointer files, one `.gitattributes`
 //! update and one `git add`. A line that fails is reported with its number
 //! and leaves nothing behind; the other lines still go in.
@@ -370,7 +370,7 @@ fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved,
         return Err(fail(no_identity(&t.url, &meta)));
     }
     let provisional = match &strong {
-        Some(tag) => registry::provisional_oid(tag),
+        Some(tag) => registry::provisional_oid(&t.raw, tag),
         // No ETag: the object is known by its content oid alone.
         None => content.clone().expect("checked above"),
     };
