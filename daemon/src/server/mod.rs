@@ -107,6 +107,7 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
+        tokio::spawn(handlers::restore_saved(shared.clone()));
         accept_loop(&shared, &claimed.listener, shutdown).await;
         shared.stop.cancel();
         drop(claimed.listener); // removes the socket file: no new connections

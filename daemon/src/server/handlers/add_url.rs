@@ -112,6 +112,20 @@ pub(crate) async fn restore(shared: &Shared, repo: &Path) -> Result<(), WireErro
     Ok(())
 }
 
+/// At start: every saved repo gets back what its mirror lists and the
+/// registry lacks (the registry file may have been lost on its own).
+pub(crate) async fn restore_saved(shared: Arc<Shared>) {
+    for repo in shared.repos.paths() {
+        if let Err(e) = restore(&shared, &repo).await {
+            log::warn!(
+                "restoring the registry entries of {}: {}",
+                repo.display(),
+                e.message
+            );
+        }
+    }
+}
+
 fn from_entries(entries: Vec<AddUrlEntry>) -> Vec<Line> {
     let lines = entries.into_iter().enumerate();
     lines
@@ -311,6 +325,7 @@ async fn head_all(
             }),
         }
     }
+    log::debug!("add-url: {total} HEADs done");
     let registry = shared.registry.clone();
     let (resolved, refused) = blocking(move || resolve_all(&registry, headed)).await;
     failed.extend(refused);
@@ -434,19 +449,24 @@ fn write_all(
     resolved: Vec<Resolved>,
 ) -> Result<Vec<AddedUrl>, WireError> {
     let entries: Vec<Entry> = resolved.iter().map(|r| r.entry.clone()).collect();
+    let clock = std::time::Instant::now();
     registry.record(top, &entries).map_err(internal)?;
     let common = git_dirs(top).map_err(internal)?.common_dir;
-    mirror::write(
-        &mirror::path_in(&common),
-        &registry.for_repo(top).map_err(internal)?,
-    )
-    .map_err(internal)?;
+    let listed = registry.for_repo(top).map_err(internal)?;
+    mirror::write(&mirror::path_in(&common), &listed).map_err(internal)?;
+    let recorded = clock.elapsed();
     for e in &entries {
         write_pointer(top, e)?;
     }
+    let written = clock.elapsed();
     let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-    track::track(top, &paths).map_err(internal)?;
-    track::stage(top, &paths).map_err(internal)?;
+    let lines = track::track_and_stage(top, &paths).map_err(internal)?;
+    log::debug!(
+        "add-url of {} objects: registry and mirror {recorded:?}, pointers {:?}, {lines} .gitattributes lines and staging {:?}",
+        entries.len(),
+        written - recorded,
+        clock.elapsed() - written
+    );
     Ok(resolved.into_iter().map(added).collect())
 }
 

@@ -97,7 +97,7 @@ fn method_name(request: &Request) -> String {
 }
 
 /// Puts back a registered repo's foreign-object entries from its mirror.
-pub(crate) use add_url::restore as restore_registry;
+pub(crate) use add_url::{restore as restore_registry, restore_saved};
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> WireError {
     WireError::new(ErrorCode::Internal, e.to_string())
