@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The attributes `git lfs track` writes.
 pub const LFS_ATTRIBUTES: &str = "filter=lfs diff=lfs merge=lfs -text";
@@ -75,8 +75,8 @@ pub fn tracked(top: &Path, paths: &[&str]) -> Result<Vec<bool>, TrackError> {
 /// Paths without any filter yet are staged before their lines are written:
 /// their blob is the pointer text either way (git-lfs's clean filter passes
 /// a pointer through unchanged), and git then skips matching each of 10,000
-/// paths against 10,000 new patterns, which takes it seconds. The rest are
-/// staged after, through the filter.
+/// paths against 10,000 new patterns, which takes it seconds. Paths with
+/// some filter already are staged after the lines are written.
 pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> {
     let attrs = attributes(top, paths)?;
     let pick = |want: fn(&PathAttrs) -> bool| -> Vec<&str> {
@@ -124,15 +124,29 @@ fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     replace(&file, text.as_bytes())
 }
 
-/// Stages `paths` as `git add` would, with one `git update-index --add
-/// --stdin`: the same filters, but no pathspec matching (which costs
-/// `git add` seconds for 10,000 paths: each is matched against every
-/// pathspec).
+/// Stages the pointer files at `paths` as `git add` would, with one `git
+/// update-index --add --stdin`: no pathspec matching (which costs `git add`
+/// seconds for 10,000 paths: each is matched against every pathspec).
 fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     if paths.is_empty() {
         return Ok(());
     }
-    let args = ["update-index", "--add", "-z", "--stdin"];
+    // git-lfs's clean filter passes a pointer through unchanged, so staging
+    // with it switched off stores the same blob; it also keeps git from
+    // starting `git-lfs filter-process` (tens of ms) to re-check index
+    // entries staged in the same second ("racily clean" ones).
+    let args = [
+        "-c",
+        "filter.lfs.process=",
+        "-c",
+        "filter.lfs.clean=",
+        "-c",
+        "filter.lfs.required=false",
+        "update-index",
+        "--add",
+        "-z",
+        "--stdin",
+    ];
     // Another git in the repo (the user's, or one left running by a killed
     // daemon) may hold the index for a moment: wait for it, a little.
     for _ in 0..50 {
@@ -209,9 +223,7 @@ fn run_with_bytes(
     bytes: Vec<u8>,
     what: &'static str,
 ) -> Result<Vec<u8>, TrackError> {
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(top)
+    let mut child = super::scan::git(top)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -269,6 +281,7 @@ fn git_err(top: &Path, what: &'static str, why: String) -> TrackError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")

@@ -70,9 +70,13 @@ pub(crate) async fn handle(
         .await
         .map_err(|e| invalid(e.to_string()))?;
     let (cwd, top) = top;
-    // Registering restores the repo's entries when the daemon's state was lost.
-    let report = shared.repos.add(top.clone()).await?;
-    restore(shared, &report.path).await?;
+    // A repo seen for the first time is registered (watched, scanned), and
+    // gets back its entries when the daemon's state was lost. A registered
+    // one had that at registration or at the daemon's start.
+    if !shared.repos.paths().contains(&top) {
+        let report = shared.repos.add(top.clone()).await?;
+        restore(shared, &report.path).await?;
+    }
     let lines = match from {
         Some(file) => read_lines(&file).await?,
         None => from_entries(entries),
