@@ -50,6 +50,28 @@ enum Command {
     },
     /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
     Clone { url: String, dir: Option<PathBuf> },
+    /// Add a remote object (s3://bucket/key or https://...) to the repo by
+    /// URL: one HEAD, never a read of its content; writes a Git LFS pointer
+    /// at PATH, tracks PATH with git-lfs and stages it. Also `git drs add-url`
+    /// (see README).
+    AddUrl {
+        /// The object's URL (or use --from)
+        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        url: Option<String>,
+        /// Where the pointer goes [default: the URL's file name, in the current folder]
+        path: Option<PathBuf>,
+        /// A file of `URL [PATH]` lines (blank lines and # comments skipped):
+        /// HEADs run concurrently; one git add for all; failed lines are named
+        /// by number and the rest still added (exit 1 if any failed)
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// The content's sha256, when you know it: the pointer then carries it
+        #[arg(long, value_name = "HEX", conflicts_with = "from")]
+        sha256: Option<String>,
+        /// Replace a file at PATH that is not an LFS pointer
+        #[arg(long)]
+        force: bool,
+    },
     /// Register, unregister and list the repos the daemon watches
     #[command(subcommand)]
     Repos(ReposCommand),
@@ -113,6 +135,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Command::Repos(ReposCommand::List) => cmd::repos::list(&socket, &out).await,
             Command::Pool(PoolCommand::Verify) => cmd::pool::verify(&socket, &out).await,
+            Command::AddUrl {
+                url,
+                path,
+                from,
+                sha256,
+                force,
+            } => {
+                let args = cmd::add_url::AddUrlArgs {
+                    url,
+                    path,
+                    from,
+                    sha256,
+                    force,
+                };
+                cmd::add_url::run(&socket, args, &out).await
+            }
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Service(_) => unreachable!("handled above"),
         }

@@ -11,12 +11,14 @@
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`lfs`]: the LFS pointer format and scanning repos for pointers.
+//! - [`registry`]: foreign objects (added by URL) and the repos using them.
 
 pub mod config;
 pub mod ipc;
 pub mod lfs;
 pub mod logging;
 pub mod pool;
+pub mod registry;
 pub mod remote;
 pub mod server;
 pub mod watch;

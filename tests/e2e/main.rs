@@ -1,4 +1,6 @@
+mod add_url;
 mod daemon;
+mod http;
 mod lfs_transfer;
 mod pool_crash;
 mod s3;

@@ -1,6 +1,7 @@
 //! One file per command; each connects (starting the daemon on demand),
 //! sends one request and prints the reply.
 
+pub mod add_url;
 pub mod init;
 pub mod pool;
 pub mod repos;

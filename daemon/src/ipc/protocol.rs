@@ -79,6 +79,24 @@ pub enum Request {
         oid: String,
         size: u64,
     },
+    /// `drsctl add-url`: HEAD each URL (never read its content), record it
+    /// in the registry, write an LFS pointer at its path, make the paths
+    /// LFS-tracked in `.gitattributes` and `git add` them (once per request).
+    AddUrl {
+        /// The client's current folder (absolute): the repo is the one
+        /// containing it, and relative paths start there.
+        cwd: PathBuf,
+        /// The URLs given on the command line.
+        #[serde(default)]
+        entries: Vec<AddUrlEntry>,
+        /// A file of `URL [PATH]` lines (the daemon reads it: it runs as the
+        /// same user, and a batch would not fit in one request line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<PathBuf>,
+        /// Replace a file at PATH that is not an LFS pointer.
+        #[serde(default)]
+        force: bool,
+    },
     /// For the git-lfs transfer agent: take `path` into the pool and upload
     /// it to the repo's object remote unless it is there already.
     LfsUpload {
@@ -158,7 +176,54 @@ pub enum Reply {
     Setup(SetupReport),
     PrePush(PushReport),
     Hydrated(HydrateReport),
+    AddUrl(AddUrlReport),
     Done,
+}
+
+/// One URL for `add_url`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddUrlEntry {
+    pub url: String,
+    /// Where the pointer goes (relative to `cwd`); default: the URL's file name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// The content's sha256 as the user knows it (64 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// What `add_url` did: the pointers written and staged, the lines refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddUrlReport {
+    pub repo: PathBuf,
+    pub added: Vec<AddedUrl>,
+    pub failed: Vec<FailedUrl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddedUrl {
+    /// The line of the `--from` file (1 for a URL on the command line).
+    pub line: usize,
+    /// The URL without its query string.
+    pub url: String,
+    /// The pointer's path, relative to the repo's top.
+    pub path: String,
+    pub oid: String,
+    pub size: u64,
+    /// Whether `oid` is the provisional oid (from the ETag) rather than the
+    /// content's sha256.
+    pub provisional: bool,
+    /// Where the oid came from: `sha256_option`, `store_checksum`, `registry`
+    /// or `etag`.
+    pub oid_from: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedUrl {
+    pub line: usize,
+    /// The URL without its query string (or the line's start when it is not a URL).
+    pub url: String,
+    pub message: String,
 }
 
 /// What a pre-push request found and did, counted in objects.

@@ -5,6 +5,7 @@ pub mod hydrate;
 pub mod pointer;
 pub mod scan;
 pub mod setup;
+pub mod track;
 
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use hydrate::{hydrate, Hydrated};

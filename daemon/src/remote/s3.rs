@@ -73,7 +73,9 @@ pub struct ObjectMeta {
     pub etag: Option<String>,
     pub last_modified: Option<String>,
     pub version_id: Option<String>,
-    /// The `x-amz-meta-sha256` we attach to what we upload.
+    /// The content sha256 (hex) as the store states it: the `x-amz-meta-sha256`
+    /// we attach to what we upload; from `head_checksummed` and HTTPS HEADs
+    /// also a full-object checksum header (`checksum.rs`).
     pub sha256: Option<String>,
 }
 
@@ -161,6 +163,37 @@ impl S3Client {
             return Ok(None);
         }
         meta(&resp, "HEAD", &object).map(Some)
+    }
+
+    /// A HEAD that also asks for the store's checksum of the object
+    /// (`x-amz-checksum-mode: ENABLED`, signed), so `sha256` is filled from
+    /// a full-object SHA-256 checksum when there is no `x-amz-meta-sha256`
+    /// (see `checksum.rs`). Stores without checksums ignore the header.
+    pub async fn head_checksummed(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<ObjectMeta>, RemoteError> {
+        let b = self.bucket(bucket)?;
+        let mut action = b.head_object(self.creds.keys.as_ref(), key);
+        action
+            .headers_mut()
+            .insert("x-amz-checksum-mode", "ENABLED");
+        let url = action.sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        let resp = self
+            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
+                self.http
+                    .head(url.clone())
+                    .header("x-amz-checksum-mode", "ENABLED")
+            })
+            .await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let mut found = meta(&resp, "HEAD", &object)?;
+        found.sha256 = super::checksum::content_sha256(resp.headers());
+        Ok(Some(found))
     }
 
     /// A GET of the object or of `range` of it, ready to stream.
@@ -511,14 +544,14 @@ fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBui
     req
 }
 
-fn retryable(status: StatusCode) -> bool {
+pub(super) fn retryable(status: StatusCode) -> bool {
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
         || status == StatusCode::REQUEST_TIMEOUT
 }
 
 /// The error and its causes, without the request URL (it carries the signature).
-fn chain(e: &reqwest::Error) -> String {
+pub(super) fn chain(e: &reqwest::Error) -> String {
     let mut out = String::new();
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     let mut first = true;
@@ -542,7 +575,12 @@ fn chain(e: &reqwest::Error) -> String {
     out
 }
 
-fn transport(op: &'static str, object: &str, attempts: u32, e: &reqwest::Error) -> RemoteError {
+pub(super) fn transport(
+    op: &'static str,
+    object: &str,
+    attempts: u32,
+    e: &reqwest::Error,
+) -> RemoteError {
     RemoteError::Transport {
         op,
         object: object.into(),
@@ -559,14 +597,14 @@ fn error_code(xml: &str) -> String {
         .to_string()
 }
 
-fn header(resp: &Response, name: &str) -> Option<String> {
+pub(super) fn header(resp: &Response, name: &str) -> Option<String> {
     resp.headers()
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
 }
 
-fn etag(resp: &Response) -> Option<String> {
+pub(super) fn etag(resp: &Response) -> Option<String> {
     header(resp, "etag")
         .map(|e| e.trim_matches('"').to_string())
         .filter(|e| !e.is_empty())

@@ -30,6 +30,8 @@ pub enum DaemonError {
     State { path: PathBuf, why: String },
     #[error(transparent)]
     Watch(#[from] WatchError),
+    #[error("opening the registry of foreign objects: {0}")]
+    Registry(Box<crate::registry::RegistryError>),
 }
 
 impl DaemonError {

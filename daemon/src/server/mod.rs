@@ -28,6 +28,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::pool::Pool;
+use crate::registry::Registry;
 use crate::watch::Watcher;
 
 pub use error::DaemonError;
@@ -38,6 +39,8 @@ pub(crate) struct Shared {
     pub config: Config,
     pub pool: Arc<Pool>,
     pub repos: RepoBook,
+    /// Foreign objects and the repos using them (`registry.sqlite` in the state folder).
+    pub registry: Arc<Registry>,
     pub pool_stats: pool_stats::PoolStatsCache,
     pub started: Instant,
     /// Cancelled when the daemon starts stopping.
@@ -66,10 +69,12 @@ impl Daemon {
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
+        let registry = open_registry(&config).await?;
         let shared = Arc::new(Shared {
             config,
             pool,
             repos,
+            registry,
             pool_stats: Default::default(),
             started: Instant::now(),
             stop: CancellationToken::new(),
@@ -102,6 +107,7 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
+        tokio::spawn(handlers::restore_saved(shared.clone()));
         accept_loop(&shared, &claimed.listener, shutdown).await;
         shared.stop.cancel();
         drop(claimed.listener); // removes the socket file: no new connections
@@ -122,6 +128,16 @@ async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
         path: config.pool_dir.clone(),
         source: Box::new(source),
     })
+}
+
+async fn open_registry(config: &Config) -> Result<Arc<Registry>, DaemonError> {
+    let path = config.state_dir.join("registry.sqlite");
+    let opened = tokio::task::spawn_blocking(move || Registry::open(&path))
+        .await
+        .expect("opening the registry panicked");
+    opened
+        .map(Arc::new)
+        .map_err(|e| DaemonError::Registry(Box::new(e)))
 }
 
 async fn accept_loop(

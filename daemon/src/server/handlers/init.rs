@@ -36,6 +36,7 @@ pub(crate) async fn handle(
         let _ = shared.repos.remove(report.repo.clone()).await;
     } else {
         shared.repos.add(report.repo.clone()).await?;
+        super::restore_registry(shared, &report.repo).await?;
     }
     Ok(Reply::Setup(report))
 }

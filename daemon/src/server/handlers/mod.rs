@@ -1,5 +1,6 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
+mod add_url;
 mod hydrate;
 mod init;
 mod lfs;
@@ -74,6 +75,12 @@ pub(crate) async fn handle(
             updates,
         } => push::handle(&shared, repo, remote, updates, &progress).await,
         Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
+        Request::AddUrl {
+            cwd,
+            entries,
+            from,
+            force,
+        } => add_url::handle(&shared, cwd, entries, from, force, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
@@ -96,6 +103,9 @@ fn method_name(request: &Request) -> String {
         .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
         .unwrap_or_default()
 }
+
+/// Puts back a registered repo's foreign-object entries from its mirror.
+pub(crate) use add_url::{restore as restore_registry, restore_saved};
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> WireError {
     WireError::new(ErrorCode::Internal, e.to_string())

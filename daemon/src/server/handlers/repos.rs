@@ -6,6 +6,7 @@ use crate::ipc::{ErrorCode, Reply, WireError};
 pub(crate) async fn add(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
     let path = absolute(path)?;
     let repo = shared.repos.add(path).await?;
+    super::restore_registry(shared, &repo.path).await?;
     Ok(Reply::Repo { repo })
 }
 

@@ -1,0 +1,339 @@
+//! Making paths LFS-tracked and staging them, the way `git lfs track PATH`
+//! and `git add PATH` would, with one git process per step for any number
+//! of paths.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+/// The attributes `git lfs track` writes.
+pub const LFS_ATTRIBUTES: &str = "filter=lfs diff=lfs merge=lfs -text";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrackError {
+    #[error("{what} in {repo}: {why}")]
+    Git {
+        what: &'static str,
+        repo: std::path::PathBuf,
+        why: String,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the attributes of a path say, as far as adding a pointer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathAttrs {
+    /// `filter=lfs`: tracked already.
+    pub lfs: bool,
+    /// No filter, `working-tree-encoding` or `ident`: git stores the file's
+    /// bytes as they are.
+    pub plain: bool,
+}
+
+const ASKED: [&str; 3] = ["filter", "working-tree-encoding", "ident"];
+
+/// The attributes of each repo-relative path (one `git check-attr`).
+pub fn attributes(top: &Path, paths: &[&str]) -> Result<Vec<PathAttrs>, TrackError> {
+    let mut args = vec!["check-attr", "-z", "--stdin"];
+    args.extend(ASKED);
+    let out = run_with_input(top, &args, paths, "git check-attr")?;
+    // -z output: path NUL attribute NUL value NUL, per path in input order,
+    // per attribute in the order asked.
+    let values: Vec<&[u8]> = out
+        .split(|b| *b == 0)
+        .collect::<Vec<_>>()
+        .chunks(3)
+        .filter(|c| c.len() == 3)
+        .map(|c| c[2])
+        .collect();
+    if values.len() != paths.len() * ASKED.len() {
+        let why = format!("answered {} values for {} paths", values.len(), paths.len());
+        return Err(git_err(top, "git check-attr", why));
+    }
+    let attrs = values.chunks(ASKED.len()).map(|v| PathAttrs {
+        lfs: v[0] == b"lfs",
+        plain: v.iter().all(|x| *x == b"unspecified"),
+    });
+    Ok(attrs.collect())
+}
+
+/// For each repo-relative path, whether its `filter` attribute is `lfs`.
+pub fn tracked(top: &Path, paths: &[&str]) -> Result<Vec<bool>, TrackError> {
+    Ok(attributes(top, paths)?.iter().map(|a| a.lfs).collect())
+}
+
+/// Makes the pointer files at `paths` LFS-tracked and stages them (and
+/// `.gitattributes`), ending where `git lfs track PATH...` then
+/// `git add PATH...` would; returns how many `.gitattributes` lines it added.
+///
+/// Paths without any filter yet are staged before their lines are written:
+/// their blob is the pointer text either way (git-lfs's clean filter passes
+/// a pointer through unchanged), and git then skips matching each of 10,000
+/// paths against 10,000 new patterns, which takes it seconds. Paths with
+/// some filter already are staged after the lines are written.
+pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> {
+    let attrs = attributes(top, paths)?;
+    let pick = |want: fn(&PathAttrs) -> bool| -> Vec<&str> {
+        let both = paths.iter().zip(&attrs);
+        both.filter(|(_, a)| want(a)).map(|(p, _)| *p).collect()
+    };
+    if paths.len() >= PACK_FROM {
+        pack_blobs(top, paths)?;
+    }
+    stage(top, &pick(|a| a.plain))?;
+    let untracked = pick(|a| !a.lfs);
+    append_lines(top, &untracked)?;
+    let mut later = pick(|a| !a.plain);
+    if !untracked.is_empty() {
+        later.push(".gitattributes");
+    }
+    stage(top, &later)?;
+    Ok(untracked.len())
+}
+
+/// Appends a `PATTERN filter=lfs ...` line to the top `.gitattributes` for
+/// each of `paths` (temp file and rename: never half-written).
+fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let file = top.join(".gitattributes");
+    let mut text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => {
+            return Err(TrackError::Io {
+                op: "read",
+                path: file,
+                source,
+            })
+        }
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    for path in paths {
+        text.push_str(&format!("{} {LFS_ATTRIBUTES}\n", pattern(path)));
+    }
+    replace(&file, text.as_bytes())
+}
+
+/// Stages the pointer files at `paths` as `git add` would, with one `git
+/// update-index --add --stdin`: no pathspec matching (which costs `git add`
+/// seconds for 10,000 paths: each is matched against every pathspec).
+fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    // git-lfs's clean filter passes a pointer through unchanged, so staging
+    // with it switched off stores the same blob; it also keeps git from
+    // starting `git-lfs filter-process` (tens of ms) to re-check index
+    // entries staged in the same second ("racily clean" ones).
+    let args = [
+        "-c",
+        "filter.lfs.process=",
+        "-c",
+        "filter.lfs.clean=",
+        "-c",
+        "filter.lfs.required=false",
+        "update-index",
+        "--add",
+        "-z",
+        "--stdin",
+    ];
+    // Another git in the repo (the user's, or one left running by a killed
+    // daemon) may hold the index for a moment: wait for it, a little.
+    for _ in 0..50 {
+        match run_with_input(top, &args, paths, "git update-index") {
+            Err(TrackError::Git { why, .. }) if why.contains("index.lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            done => return done.map(|_| ()),
+        }
+    }
+    run_with_input(top, &args, paths, "git update-index").map(|_| ())
+}
+
+/// `path` as a gitattributes pattern matching exactly it (as git lfs track
+/// writes a literal name): glob characters escaped, spaces as `[[:space:]]`.
+pub fn pattern(path: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 8);
+    for (i, c) in path.chars().enumerate() {
+        match c {
+            ' ' => out.push_str("[[:space:]]"),
+            '*' | '?' | '[' | ']' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '#' | '!' if i == 0 => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Writes `bytes` to `path` through a temp file beside it and a rename, so
+/// a reader (git) never sees half a file. The temp name is fixed: the daemon
+/// is the only writer, and a leftover from a kill is simply overwritten.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), TrackError> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.drsd-tmp"));
+    let io = |op: &'static str, at: &Path| {
+        let at = at.to_path_buf();
+        move |source| TrackError::Io {
+            op,
+            path: at,
+            source,
+        }
+    };
+    std::fs::write(&tmp, bytes).map_err(io("write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("replace", path))
+}
+
+/// Runs git in `top` with `input` NUL-separated on its standard input, fed
+/// from a thread so a long answer cannot block a long question.
+fn run_with_input(
+    top: &Path,
+    args: &[&str],
+    input: &[&str],
+    what: &'static str,
+) -> Result<Vec<u8>, TrackError> {
+    let mut bytes = Vec::with_capacity(input.iter().map(|p| p.len() + 1).sum());
+    for p in input {
+        bytes.extend_from_slice(p.as_bytes());
+        bytes.push(0);
+    }
+    run_with_bytes(top, args, bytes, what)
+}
+
+/// Runs git in `top` with `bytes` on its standard input, fed from a thread
+/// so a long answer cannot block a long question.
+fn run_with_bytes(
+    top: &Path,
+    args: &[&str],
+    bytes: Vec<u8>,
+    what: &'static str,
+) -> Result<Vec<u8>, TrackError> {
+    let mut child = super::scan::git(top)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| git_err(top, what, format!("cannot run git: {e}")))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let feeder = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| git_err(top, what, e.to_string()))?;
+    let fed = feeder.join().expect("the feeding thread does not panic");
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(git_err(top, what, why));
+    }
+    fed.map_err(|e| git_err(top, what, format!("writing its input: {e}")))?;
+    Ok(out.stdout)
+}
+
+/// From this many paths on, their blobs go into one pack first.
+const PACK_FROM: usize = 256;
+
+/// Writes the blobs of the files at `paths` into one pack (`git
+/// fast-import`), so staging them finds them stored already instead of
+/// creating a loose object file each: on these machines a file creation
+/// costs about half a millisecond, 5 s for 10,000 pointers.
+fn pack_blobs(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+    let mut stream = Vec::with_capacity(paths.len() * 160);
+    for p in paths {
+        let path = top.join(p);
+        let bytes = std::fs::read(&path).map_err(|source| TrackError::Io {
+            op: "read",
+            path,
+            source,
+        })?;
+        stream.extend_from_slice(format!("blob\ndata {}\n", bytes.len()).as_bytes());
+        stream.extend_from_slice(&bytes);
+        stream.push(b'\n');
+    }
+    // `--done`: a stream cut short stores nothing.
+    stream.extend_from_slice(b"done\n");
+    let args = ["fast-import", "--quiet", "--done"];
+    run_with_bytes(top, &args, stream, "git fast-import").map(|_| ())
+}
+
+fn git_err(top: &Path, what: &'static str, why: String) -> TrackError {
+    TrackError::Git {
+        what,
+        repo: top.to_path_buf(),
+        why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn odd_names_are_tracked_exactly_and_covered_ones_are_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        std::fs::write(
+            top.join(".gitattributes"),
+            "*.cram filter=lfs diff=lfs merge=lfs -text",
+        )
+        .unwrap();
+        let paths = ["a b.bam", "d/x[1]*.bam", "#h.bam", "r.cram"];
+        assert_eq!(
+            tracked(top, &paths).unwrap(),
+            vec![false, false, false, true]
+        );
+        for p in &paths[..3] {
+            std::fs::create_dir_all(top.join(p).parent().unwrap()).unwrap();
+            std::fs::write(top.join(p), "pointer\n").unwrap();
+        }
+        std::fs::write(top.join("r.cram"), "pointer\n").unwrap();
+        assert_eq!(track_and_stage(top, &paths).unwrap(), 3);
+        assert_eq!(tracked(top, &paths).unwrap(), vec![true; 4]);
+        let staged = git(top, &["diff", "--cached", "--name-only"]);
+        assert_eq!(staged.lines().count(), 5, "{staged}");
+        // A sibling that only matches as a glob is not swept in.
+        assert_eq!(tracked(top, &["d/x1y.bam"]).unwrap(), vec![false]);
+        assert_eq!(
+            track_and_stage(top, &paths).unwrap(),
+            0,
+            "nothing left to add"
+        );
+        let text = std::fs::read_to_string(top.join(".gitattributes")).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.starts_with("*.cram filter=lfs diff=lfs merge=lfs -text\n"),
+            "{text}"
+        );
+    }
+}

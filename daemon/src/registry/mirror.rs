@@ -1,0 +1,82 @@
+//! The per-repo copy of the registry: `<git common dir>/lfs/foreign/registry.jsonl`,
+//! one JSON [`Entry`] per line, sorted by path; never committed (it is
+//! inside `.git`). Rewritten whole on each change through a temp file,
+//! fsync and rename, so a reader (or a restore after kill -9) sees either
+//! the old file or the new one, never a torn line.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::{Entry, RegistryError};
+
+/// The mirror's place for a repo whose common git folder is `common_dir`.
+pub fn path_in(common_dir: &Path) -> PathBuf {
+    common_dir.join("lfs/foreign/registry.jsonl")
+}
+
+/// Replaces the mirror at `path` with `entries`.
+pub fn write(path: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let io = |op: &'static str, at: &Path| {
+        let at = at.to_path_buf();
+        move |source| RegistryError::Io {
+            op,
+            path: at,
+            source,
+        }
+    };
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let mut text = Vec::with_capacity(entries.len() * 400);
+    for entry in entries {
+        serde_json::to_writer(&mut text, entry).expect("entries serialize");
+        text.push(b'\n');
+    }
+    // NamedTempFile is created 0600: signed URLs in it stay private.
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io("create a temp file in", dir))?;
+    tmp.write_all(&text)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(io("write", tmp.path()))?;
+    tmp.persist(path).map_err(|e| RegistryError::Io {
+        op: "replace",
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    // The rename is durable once the folder is synced.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("sync", dir))
+}
+
+/// The entries of the mirror at `path`; none when there is no file.
+pub fn read(path: &Path) -> Result<Vec<Entry>, RegistryError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(RegistryError::Io {
+                op: "read",
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    lines
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| RegistryError::BadMirror {
+                path: path.to_path_buf(),
+                line: i + 1,
+                why: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Whether the mirror at `path` is private to its owner.
+pub fn is_private(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+}

@@ -1,0 +1,128 @@
+//! The registry of foreign objects: remote objects added by URL, never
+//! uploaded by us. Per object its location, ETag, size, provisional oid
+//! (`sha256` of the ETag), and its content oid once known; per repo which
+//! paths point at which object.
+//!
+//! Kept in SQLite in the daemon's state folder (`registry.sqlite`, WAL) and
+//! mirrored per repo into `<git common dir>/lfs/foreign/registry.jsonl`
+//! ([`mirror`]), so a repo stays self-describing when the daemon's state is
+//! lost: registering the repo again restores what the file lists.
+//!
+//! Crash safety: a change is one SQLite transaction, committed before the
+//! mirror is rewritten (temp file, fsync, rename). A kill between the two
+//! leaves the mirror one change behind, and the next rewrite of that repo
+//! (any add-url there) catches it up; a restore only inserts what is missing,
+//! so running it twice, or after a partial run, changes nothing more.
+
+pub mod mirror;
+mod store;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use store::Registry;
+
+/// Where a foreign object lives and what it was when recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignObject {
+    /// The URL as given (`s3://bucket/key` or `https://...`). A signed URL is
+    /// kept whole (it is needed to fetch the object): the registry and its
+    /// mirrors are private files (mode 0600).
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// Without quotes; empty when the store sent none (the object was then
+    /// added by a checksum or `--sha256`).
+    pub etag: String,
+    pub size: u64,
+    /// [`provisional_oid`] of the URL and ETag, hex; the content oid when
+    /// the store sent no ETag (the object was added by its checksum).
+    pub provisional_oid: String,
+    /// `sha256(content)`, hex, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_oid: Option<String>,
+    /// The GA4GH DRS id, once the object is registered with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drs_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// Seconds since the Unix epoch when first recorded.
+    pub recorded_at: u64,
+}
+
+/// One path of a repo pointing at a foreign object: a line of the mirror.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Relative to the repo's top, `/`-separated.
+    pub path: String,
+    /// The oid written in the pointer at `path` (content or provisional), hex.
+    pub oid: String,
+    #[serde(flatten)]
+    pub object: ForeignObject,
+}
+
+/// The provisional oid of the object at `url` with this (strong) ETag.
+///
+/// `sha256` of the ETag without its quotes when the ETag is derived from the
+/// content: an S3-style MD5 (32 hex digits, `-N` after a multipart upload),
+/// so the same bytes share one provisional oid wherever they are. Any other
+/// ETag is scoped by the URL (without its query): `sha256("URL\nETAG")`.
+/// Measured: nginx's ETag is hex(mtime)-hex(size), so two different files
+/// written in the same second with the same size have the same ETag, and
+/// `sha256(etag)` alone would give their pointers one oid for two contents.
+pub fn provisional_oid(url: &str, etag: &str) -> String {
+    let etag = etag.trim_matches('"');
+    if is_content_etag(etag) {
+        return hex::encode(Sha256::digest(etag.as_bytes()));
+    }
+    let plain = url.split(['?', '#']).next().unwrap_or(url);
+    hex::encode(Sha256::digest(format!("{plain}\n{etag}").as_bytes()))
+}
+
+/// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
+pub fn is_content_etag(etag: &str) -> bool {
+    let (md5, parts) = match etag.split_once('-') {
+        Some((md5, n)) => (md5, Some(n)),
+        None => (etag, None),
+    };
+    let hex32 = md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit());
+    hex32 && parts.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("registry {path}: {op}: {source}")]
+    Sqlite {
+        op: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} line {line}: {why}")]
+    BadMirror {
+        path: std::path::PathBuf,
+        line: usize,
+        why: String,
+    },
+}
+
+#[cfg(test)]
+mod tests;

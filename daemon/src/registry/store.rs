@@ -1,0 +1,287 @@
+//! The SQLite side of the registry.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{Entry, ForeignObject, RegistryError};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts the
+/// applied ones. The job queue's tables come as the next migration.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE objects (
+        id INTEGER PRIMARY KEY,
+        url TEXT NOT NULL,
+        bucket TEXT,
+        key TEXT,
+        version_id TEXT,
+        etag TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        provisional_oid TEXT NOT NULL,
+        content_oid TEXT,
+        drs_id TEXT,
+        last_modified TEXT,
+        recorded_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        UNIQUE (url, etag, size)
+    );
+    CREATE INDEX objects_provisional ON objects (provisional_oid);
+    CREATE INDEX objects_content ON objects (content_oid);
+    CREATE TABLE repo_refs (
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        oid TEXT NOT NULL,
+        object_id INTEGER NOT NULL REFERENCES objects (id),
+        added_at INTEGER NOT NULL,
+        PRIMARY KEY (repo, path)
+    );
+    CREATE INDEX repo_refs_object ON repo_refs (object_id);
+"];
+
+/// The daemon's registry: one connection behind a mutex (writes are short
+/// transactions; callers run them off the async threads).
+pub struct Registry {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
+    o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at";
+
+impl Registry {
+    /// Opens (or creates) the registry database at `path`.
+    pub fn open(path: &Path) -> Result<Registry, RegistryError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| RegistryError::Io {
+                op: "create the folder of",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        let registry = Registry {
+            path: path.to_path_buf(),
+            conn: Mutex::new(Connection::open(path).map_err(sql(path, "open"))?),
+        };
+        registry.migrate()?;
+        Ok(registry)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&self) -> Result<(), RegistryError> {
+        let mut conn = self.lock();
+        let err = sql(&self.path, "set up");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(&err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(&err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(&err)?;
+        let done: usize = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(&err)?;
+        for (n, step) in MIGRATIONS.iter().enumerate().skip(done) {
+            let tx = conn.transaction().map_err(&err)?;
+            tx.execute_batch(step).map_err(&err)?;
+            tx.pragma_update(None, "user_version", n + 1)
+                .map_err(&err)?;
+            tx.commit().map_err(&err)?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `entries` of `repo` in one transaction: each object (a known
+    /// one keeps its content oid when the entry has none) and each path.
+    pub fn record(&self, repo: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
+        self.write("record", |tx| {
+            for entry in entries {
+                let id = upsert_object(tx, &entry.object)?;
+                tx.prepare_cached(
+                    "INSERT INTO repo_refs (repo, path, oid, object_id, added_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (repo, path) DO UPDATE SET oid = excluded.oid,
+                        object_id = excluded.object_id, added_at = excluded.added_at",
+                )?
+                .execute(params![repo_key(repo), entry.path, entry.oid, id, super::now()])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Puts back what `repo`'s mirror lists and the registry lacks; what the
+    /// registry has already wins. Returns how many paths were restored.
+    pub fn restore(&self, repo: &Path, entries: &[Entry]) -> Result<usize, RegistryError> {
+        self.write("restore", |tx| {
+            let mut restored = 0;
+            for entry in entries {
+                let id = upsert_object(tx, &entry.object)?;
+                restored += tx
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO repo_refs (repo, path, oid, object_id, added_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )?
+                    .execute(params![
+                        repo_key(repo),
+                        entry.path,
+                        entry.oid,
+                        id,
+                        entry.object.recorded_at
+                    ])?;
+            }
+            Ok(restored)
+        })
+    }
+
+    /// The object at `url` with this ETag and size, if recorded.
+    pub fn lookup_by_location(
+        &self,
+        url: &str,
+        etag: &str,
+        size: u64,
+    ) -> Result<Option<ForeignObject>, RegistryError> {
+        let conn = self.lock();
+        let query = format!(
+            "SELECT {OBJECT_COLUMNS} FROM objects o WHERE url = ?1 AND etag = ?2 AND size = ?3"
+        );
+        conn.prepare_cached(&query)
+            .and_then(|mut s| s.query_row(params![url, etag, size], object_of).optional())
+            .map_err(sql(&self.path, "look up"))
+    }
+
+    /// Records the content oid of the object at `url` with this ETag and
+    /// size; returns the repos referring to it (their mirrors need a rewrite).
+    pub fn set_content_oid(
+        &self,
+        url: &str,
+        etag: &str,
+        size: u64,
+        content_oid: &str,
+    ) -> Result<Vec<PathBuf>, RegistryError> {
+        self.write("set the content oid", |tx| {
+            tx.execute(
+                "UPDATE objects SET content_oid = ?4, updated_at = ?5 WHERE url = ?1 AND etag = ?2 AND size = ?3",
+                params![url, etag, size, content_oid, super::now()],
+            )?;
+            let mut stmt = tx.prepare(
+                "SELECT DISTINCT r.repo FROM repo_refs r JOIN objects o ON o.id = r.object_id
+                 WHERE o.url = ?1 AND o.etag = ?2 AND o.size = ?3",
+            )?;
+            let repos = stmt.query_map(params![url, etag, size], |r| r.get::<_, String>(0))?;
+            repos.map(|r| r.map(PathBuf::from)).collect()
+        })
+    }
+
+    /// Every path of `repo` that points at a foreign object, by path.
+    pub fn for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
+        let conn = self.lock();
+        let query = format!(
+            "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
+             WHERE r.repo = ?1 ORDER BY r.path"
+        );
+        let read = |conn: &Connection| -> rusqlite::Result<Vec<Entry>> {
+            let mut stmt = conn.prepare_cached(&query)?;
+            let rows = stmt.query_map([repo_key(repo)], |row| {
+                Ok(Entry {
+                    path: row.get(0)?,
+                    oid: row.get(1)?,
+                    object: object_at(row, 2)?,
+                })
+            })?;
+            rows.collect()
+        };
+        read(&conn).map_err(sql(&self.path, "list a repo"))
+    }
+
+    /// How many objects are recorded, and how many of them have a content oid.
+    pub fn counts(&self) -> Result<(u64, u64), RegistryError> {
+        self.lock()
+            .query_row(
+                "SELECT COUNT(*), COUNT(content_oid) FROM objects",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(sql(&self.path, "count"))
+    }
+
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+    ) -> Result<T, RegistryError> {
+        let mut conn = self.lock();
+        let err = sql(&self.path, op);
+        let tx = conn.transaction().map_err(&err)?;
+        let out = f(&tx).map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(out)
+    }
+}
+
+/// Inserts the object or updates what is known of it; returns its row id.
+fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO objects (url, bucket, key, version_id, etag, size, provisional_oid,
+            content_oid, drs_id, last_modified, recorded_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+         ON CONFLICT (url, etag, size) DO UPDATE SET
+            content_oid = COALESCE(objects.content_oid, excluded.content_oid),
+            drs_id = COALESCE(objects.drs_id, excluded.drs_id),
+            version_id = COALESCE(objects.version_id, excluded.version_id)
+         RETURNING id",
+    )?
+    .query_row(
+        params![
+            o.url,
+            o.bucket,
+            o.key,
+            o.version_id,
+            o.etag,
+            o.size,
+            o.provisional_oid,
+            o.content_oid,
+            o.drs_id,
+            o.last_modified,
+            o.recorded_at
+        ],
+        |r| r.get(0),
+    )
+}
+
+fn object_of(row: &rusqlite::Row) -> rusqlite::Result<ForeignObject> {
+    object_at(row, 0)
+}
+
+fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<ForeignObject> {
+    Ok(ForeignObject {
+        url: row.get(at)?,
+        bucket: row.get(at + 1)?,
+        key: row.get(at + 2)?,
+        version_id: row.get(at + 3)?,
+        etag: row.get(at + 4)?,
+        size: row.get(at + 5)?,
+        provisional_oid: row.get(at + 6)?,
+        content_oid: row.get(at + 7)?,
+        drs_id: row.get(at + 8)?,
+        last_modified: row.get(at + 9)?,
+        recorded_at: row.get(at + 10)?,
+    })
+}
+
+/// Repos are keyed by their top folder as the daemon registers it.
+fn repo_key(repo: &Path) -> String {
+    repo.to_string_lossy().into_owned()
+}
+
+fn sql<'a>(path: &'a Path, op: &'static str) -> impl Fn(rusqlite::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Sqlite {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}

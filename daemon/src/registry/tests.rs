@@ -1,0 +1,149 @@
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
+    ForeignObject {
+        url: url.into(),
+        bucket: None,
+        key: None,
+        version_id: None,
+        etag: etag.into(),
+        size,
+        provisional_oid: provisional_oid(url, etag),
+        content_oid: None,
+        drs_id: None,
+        last_modified: None,
+        recorded_at: 1,
+    }
+}
+
+fn entry(path: &str, o: &ForeignObject) -> Entry {
+    Entry {
+        path: path.into(),
+        oid: o.content_oid.clone().unwrap_or(o.provisional_oid.clone()),
+        object: o.clone(),
+    }
+}
+
+#[test]
+fn the_provisional_oid_is_the_etag_s_sha256_only_for_content_etags() {
+    let md5 = "900150983cd24fb0d6963f7d28e17f72";
+    let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));
+    for etag in [md5.to_string(), format!("\"{md5}\""), format!("{md5}-12")] {
+        let bare = etag.trim_matches('"');
+        assert_eq!(provisional_oid("s3://b/k", &etag), sha(bare), "{etag}");
+        assert_eq!(
+            provisional_oid("https://h/k?sig=1", &etag),
+            sha(bare),
+            "{etag}"
+        );
+    }
+    // nginx-style: scoped by the URL without its query.
+    let a = provisional_oid("https://h/a.bam?X-Amz-Signature=1", "5f0-1a");
+    assert_eq!(a, sha("https://h/a.bam\n5f0-1a"));
+    assert_ne!(a, provisional_oid("https://h/b.bam", "5f0-1a"));
+    for not_md5 in ["5f0-1a", &md5[1..], &format!("{md5}-"), &format!("{md5}-x")] {
+        assert!(!is_content_etag(not_md5), "{not_md5}");
+    }
+}
+
+#[test]
+fn recorded_objects_are_found_by_location_and_remember_their_content_oid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&tmp.path().join("state/registry.sqlite")).unwrap();
+    let (a, b) = (Path::new("/repos/a"), Path::new("/repos/b"));
+    let o = object("https://h/x.bam", "5f-10", 16);
+    reg.record(a, &[entry("x.bam", &o)]).unwrap();
+    assert_eq!(
+        reg.lookup_by_location("https://h/x.bam", "5f-10", 16)
+            .unwrap(),
+        Some(o.clone())
+    );
+    assert_eq!(
+        reg.lookup_by_location("https://h/x.bam", "5f-10", 17)
+            .unwrap(),
+        None
+    );
+    reg.record(b, &[entry("dir/y.bam", &o)]).unwrap();
+    let content = "11".repeat(32);
+    let mut repos = reg
+        .set_content_oid("https://h/x.bam", "5f-10", 16, &content)
+        .unwrap();
+    repos.sort();
+    assert_eq!(repos, vec![a.to_path_buf(), b.to_path_buf()]);
+    let found = reg
+        .lookup_by_location("https://h/x.bam", "5f-10", 16)
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.content_oid.as_deref(), Some(&content[..]));
+    // Recording the object again without a content oid keeps the known one.
+    reg.record(a, &[entry("x.bam", &o)]).unwrap();
+    assert_eq!(
+        reg.for_repo(a).unwrap()[0].object.content_oid.as_deref(),
+        Some(&content[..])
+    );
+    assert_eq!(reg.counts().unwrap(), (1, 1));
+    assert_eq!(reg.for_repo(b).unwrap()[0].path, "dir/y.bam");
+}
+
+#[test]
+fn a_registry_reopens_with_its_contents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("registry.sqlite");
+    let o = object("s3://b/k", "e", 1);
+    Registry::open(&path)
+        .unwrap()
+        .record(Path::new("/r"), &[entry("k", &o)])
+        .unwrap();
+    let again = Registry::open(&path).unwrap();
+    assert_eq!(
+        again.for_repo(Path::new("/r")).unwrap(),
+        vec![entry("k", &o)]
+    );
+}
+
+#[test]
+fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = mirror::path_in(&tmp.path().join(".git"));
+    assert!(mirror::read(&file).unwrap().is_empty());
+    let repo = Path::new("/repos/a");
+    let x = object("https://h/x", "1-1", 1);
+    let y = object("https://h/y", "2-2", 2);
+    let entries = vec![entry("x", &x), entry("y", &y)];
+    mirror::write(&file, &entries).unwrap();
+    assert!(mirror::is_private(&file));
+    assert_eq!(mirror::read(&file).unwrap(), entries);
+
+    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    // The registry already knows x at path "x" pointing elsewhere: it wins.
+    let z = object("https://h/z", "3-3", 3);
+    reg.record(repo, &[entry("x", &z)]).unwrap();
+    assert_eq!(reg.restore(repo, &entries).unwrap(), 1);
+    assert_eq!(reg.restore(repo, &entries).unwrap(), 0);
+    let now: Vec<_> = reg
+        .for_repo(repo)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.path, e.object.url))
+        .collect();
+    assert_eq!(
+        now,
+        vec![
+            ("x".into(), "https://h/z".into()),
+            ("y".into(), "https://h/y".into())
+        ]
+    );
+}
+
+#[test]
+fn a_bad_mirror_line_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("registry.jsonl");
+    std::fs::write(&file, "\n{\"path\":1}\n").unwrap();
+    let err = mirror::read(&file).unwrap_err().to_string();
+    assert!(err.contains("registry.jsonl line 2"), "{err}");
+}

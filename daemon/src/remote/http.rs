@@ -1,0 +1,265 @@
+//! Plain HTTP(S) objects: a HEAD for what the server says about an object
+//! and conditional, ranged GETs, with the same bounded retries as S3.
+//!
+//! Extra trusted roots come from the PEM file named by `DRSD_CA_FILE` (a
+//! site's own CA, or a test server's self-signed certificate). URLs in
+//! errors and logs are shown without their query string: a signed URL's
+//! query is a secret.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, Response, StatusCode};
+
+use super::s3::{chain, header, retryable, transport};
+use super::{checksum, ObjectMeta, ObjectUrl, RemoteError, Retry};
+
+/// The environment variable naming a PEM file of extra trusted roots.
+pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";
+
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub retry: Retry,
+    pub timeout: Duration,
+    /// A PEM file whose certificates are trusted besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl HttpConfig {
+    /// Default retries and timeout; `DRSD_CA_FILE` when set.
+    pub fn from_env() -> HttpConfig {
+        HttpConfig {
+            retry: Retry::default(),
+            timeout: Duration::from_secs(60),
+            ca_file: std::env::var_os(CA_FILE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
+/// A client for `https://` and `http://` object URLs.
+pub struct HttpClient {
+    retry: Retry,
+    http: reqwest::Client,
+}
+
+impl HttpClient {
+    pub fn new(config: HttpConfig) -> Result<HttpClient, RemoteError> {
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(config.timeout);
+        if let Some(path) = &config.ca_file {
+            for cert in read_roots(path)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| RemoteError::Protocol {
+            op: "configure",
+            object: "the HTTPS client".into(),
+            why: chain(&e),
+        })?;
+        Ok(HttpClient {
+            retry: config.retry,
+            http,
+        })
+    }
+
+    /// What the server says about the object, or `None` on 404 / 410.
+    /// A weak ETag keeps its `W/` prefix (`W/abc`): it is not an identity.
+    pub async fn head(&self, url: &url::Url) -> Result<Option<ObjectMeta>, RemoteError> {
+        let object = shown(url);
+        let gone = [StatusCode::NOT_FOUND, StatusCode::GONE];
+        let resp = self
+            .send("HEAD", &object, &gone, || self.http.head(url.clone()))
+            .await?;
+        if gone.contains(&resp.status()) {
+            return Ok(None);
+        }
+        meta(&resp, &object).map(Some)
+    }
+
+    /// A GET of the object or of `range` of it, ready to stream; with `etag`,
+    /// it fails with HTTP 412 unless the object still has that ETag.
+    pub async fn get_if(
+        &self,
+        url: &url::Url,
+        range: Option<Range<u64>>,
+        etag: Option<&str>,
+    ) -> Result<Response, RemoteError> {
+        let object = shown(url);
+        self.send("GET", &object, &[], || {
+            let mut req = self.http.get(url.clone());
+            if let Some(r) = &range {
+                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
+            }
+            if let Some(tag) = etag {
+                req = req.header("if-match", format!("\"{tag}\""));
+            }
+            req
+        })
+        .await
+    }
+
+    /// Sends with bounded retries (5xx, 429, 408, timeouts, refused
+    /// connections). Success and the statuses in `accept` come back as
+    /// responses; anything else is an error naming `object`.
+    async fn send(
+        &self,
+        op: &'static str,
+        object: &str,
+        accept: &[StatusCode],
+        make: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, RemoteError> {
+        let Retry {
+            attempts,
+            first_delay,
+        } = self.retry;
+        let mut delay = first_delay;
+        for attempt in 1..=attempts.max(1) {
+            let last = attempt >= attempts;
+            match make().send().await {
+                Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
+                    return Ok(resp)
+                }
+                Ok(resp) if retryable(resp.status()) && !last => {}
+                Ok(resp) => return Err(status_error(op, object, attempt, resp.status())),
+                Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
+                Err(e) => return Err(transport(op, object, attempt, &e)),
+            }
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+        }
+        unreachable!("the last attempt returns")
+    }
+}
+
+/// The URL as errors and logs may show it: no query string, no user info.
+pub fn shown(url: &url::Url) -> String {
+    ObjectUrl::Https(url.clone()).to_string()
+}
+
+fn read_roots(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, RemoteError> {
+    let bad = |why: String| RemoteError::Credentials {
+        path: path.to_path_buf(),
+        why: format!("{why} (named by {CA_FILE_ENV})"),
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| bad(format!("not PEM certificates: {}", chain(&e))))?;
+    if certs.is_empty() {
+        return Err(bad("holds no certificate".into()));
+    }
+    Ok(certs)
+}
+
+fn status_error(op: &'static str, object: &str, attempt: u32, status: StatusCode) -> RemoteError {
+    let tries = if attempt > 1 {
+        format!(" (after {attempt} attempts)")
+    } else {
+        String::new()
+    };
+    if matches!(status, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) {
+        return RemoteError::Auth {
+            op,
+            object: object.into(),
+            status: status.as_u16(),
+            code: tries,
+            source_: "none (a plain HTTPS URL; a signed URL carries its own)".into(),
+        };
+    }
+    RemoteError::Http {
+        op,
+        object: object.into(),
+        status: status.as_u16(),
+        code: String::new(),
+        tries,
+    }
+}
+
+/// The ETag as sent, quotes removed; a weak one as `W/value`.
+fn etag_of(resp: &Response) -> Option<String> {
+    let raw = header(resp, "etag")?;
+    let raw = raw.trim();
+    let (weak, tag) = match raw.strip_prefix("W/") {
+        Some(rest) => (true, rest),
+        None => (false, raw),
+    };
+    let tag = tag.trim_matches('"');
+    if tag.is_empty() {
+        return None;
+    }
+    Some(if weak {
+        format!("W/{tag}")
+    } else {
+        tag.to_string()
+    })
+}
+
+fn meta(resp: &Response, object: &str) -> Result<ObjectMeta, RemoteError> {
+    let size = header(resp, "content-length")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| RemoteError::Protocol {
+            op: "HEAD",
+            object: object.into(),
+            why: "no Content-Length: the object's size is unknown".into(),
+        })?;
+    Ok(ObjectMeta {
+        size,
+        etag: etag_of(resp),
+        last_modified: header(resp, "last-modified"),
+        version_id: None,
+        sha256: checksum::content_sha256(resp.headers()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_urls_lose_their_query_and_user() {
+        let url = url::Url::parse("https://u:pw@h:8443/a/b.bam?X-Amz-Signature=secret").unwrap();
+        assert_eq!(shown(&url), "https://h:8443/a/b.bam");
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_not_pem_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("none.pem");
+        let junk = tmp.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        for path in [missing, junk] {
+            let config = HttpConfig {
+                ca_file: Some(path.clone()),
+                ..HttpConfig::from_env()
+            };
+            let err = HttpClient::new(config).err().expect("refused").to_string();
+            assert!(
+                err.contains(&path.display().to_string()) && err.contains(CA_FILE_ENV),
+                "{err}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_retried_then_named_without_the_query() {
+        let config = HttpConfig {
+            retry: Retry {
+                attempts: 2,
+                first_delay: Duration::from_millis(1),
+            },
+            ..HttpConfig::from_env()
+        };
+        let client = HttpClient::new(config).unwrap();
+        // Port 9 (discard) on loopback: nothing listens there in the test machines.
+        let url = url::Url::parse("http://127.0.0.1:9/x.bam?sig=secret").unwrap();
+        let err = client.head(&url).await.unwrap_err().to_string();
+        assert!(err.contains("http://127.0.0.1:9/x.bam"), "{err}");
+        assert!(
+            err.contains("2 attempts") && !err.contains("secret"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,558 @@
+//! `drsctl add-url`: reference remote objects from a repo by URL.
+//!
+//! Per URL: exactly one HEAD (retried only on failure), never a read of the
+//! content. The pointer's oid is the content oid when it can be known
+//! without the bytes (`--sha256`, a store checksum, the registry), else the
+//! provisional oid from the ETag (`registry::provisional_oid`). Then, for the whole request: one registry
+//! transaction, the repo's mirror, the pointer files, one `.gitattributes`
+//! update and one `git add`. A line that fails is reported with its number
+//! and leaves nothing behind; the other lines still go in.
+
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures_util::stream::{self, StreamExt};
+
+use super::{internal, Progressor, Shared};
+use crate::ipc::{
+    AddUrlEntry, AddUrlReport, AddedUrl, ErrorCode, FailedUrl, Progress, Reply, WireError,
+};
+use crate::lfs::scan::{git_dirs, toplevel};
+use crate::lfs::{track, Pointer};
+use crate::registry::{self, mirror, Entry, ForeignObject, Registry};
+use crate::remote::{
+    HttpClient, HttpConfig, ObjectMeta, ObjectUrl, S3Client, S3Config, S3Credentials,
+};
+
+/// HEADs in flight at once for a batch.
+const CONCURRENT_HEADS: usize = 32;
+
+/// One line to add: where it came from, the URL, where its pointer goes.
+struct Line {
+    no: usize,
+    text_url: String,
+    path: Option<PathBuf>,
+    sha256: Option<String>,
+}
+
+/// A line whose URL parsed and whose path is usable.
+struct Target {
+    no: usize,
+    raw: String,
+    url: ObjectUrl,
+    rel: String,
+    sha256: Option<String>,
+}
+
+/// A target with the oid its pointer gets.
+struct Resolved {
+    target: Target,
+    entry: Entry,
+    oid_from: &'static str,
+}
+
+pub(crate) async fn handle(
+    shared: &Arc<Shared>,
+    cwd: PathBuf,
+    entries: Vec<AddUrlEntry>,
+    from: Option<PathBuf>,
+    force: bool,
+    progress: &Progressor,
+) -> Result<Reply, WireError> {
+    if !cwd.is_absolute() {
+        return Err(invalid(format!(
+            "{} is relative; send an absolute folder",
+            cwd.display()
+        )));
+    }
+    let top = blocking(move || toplevel(&cwd).map(|top| (cwd, top)))
+        .await
+        .map_err(|e| invalid(e.to_string()))?;
+    let (cwd, top) = top;
+    // A repo seen for the first time is registered (watched, scanned), and
+    // gets back its entries when the daemon's state was lost. A registered
+    // one had that at registration or at the daemon's start.
+    if !shared.repos.paths().contains(&top) {
+        let report = shared.repos.add(top.clone()).await?;
+        restore(shared, &report.path).await?;
+    }
+    let lines = match from {
+        Some(file) => read_lines(&file).await?,
+        None => from_entries(entries),
+    };
+    let mut failed = Vec::new();
+    let targets = plan(&top, &cwd, lines, force, &mut failed).await;
+    let resolved = head_all(shared, targets, progress, &mut failed).await;
+    let added = commit(shared, &top, resolved).await?;
+    failed.sort_by_key(|f| f.line);
+    Ok(Reply::AddUrl(AddUrlReport {
+        repo: top,
+        added,
+        failed,
+    }))
+}
+
+/// Puts back the entries `repo`'s mirror lists and the registry lacks.
+pub(crate) async fn restore(shared: &Shared, repo: &Path) -> Result<(), WireError> {
+    let (registry, repo) = (shared.registry.clone(), repo.to_path_buf());
+    let restored = blocking(move || {
+        let file = mirror::path_in(&git_dirs(&repo).map_err(|e| e.to_string())?.common_dir);
+        let entries = mirror::read(&file).map_err(|e| e.to_string())?;
+        let n = registry
+            .restore(&repo, &entries)
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((repo, n))
+    })
+    .await
+    .map_err(|why| WireError::new(ErrorCode::Internal, why))?;
+    if restored.1 > 0 {
+        log::info!(
+            "restored {} registry entries of {} from its mirror",
+            restored.1,
+            restored.0.display()
+        );
+    }
+    Ok(())
+}
+
+/// At start: every saved repo gets back what its mirror lists and the
+/// registry lacks (the registry file may have been lost on its own).
+pub(crate) async fn restore_saved(shared: Arc<Shared>) {
+    for repo in shared.repos.paths() {
+        if let Err(e) = restore(&shared, &repo).await {
+            log::warn!(
+                "restoring the registry entries of {}: {}",
+                repo.display(),
+                e.message
+            );
+        }
+    }
+}
+
+fn from_entries(entries: Vec<AddUrlEntry>) -> Vec<Line> {
+    let lines = entries.into_iter().enumerate();
+    lines
+        .map(|(i, e)| Line {
+            no: i + 1,
+            text_url: e.url,
+            path: e.path,
+            sha256: e.sha256,
+        })
+        .collect()
+}
+
+/// `URL [PATH]` per line; blank lines and `#` comments are skipped.
+async fn read_lines(file: &Path) -> Result<Vec<Line>, WireError> {
+    let text = tokio::fs::read_to_string(file)
+        .await
+        .map_err(|e| invalid(format!("reading the URL list {}: {e}", file.display())))?;
+    let mut lines = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let raw = raw.trim();
+        if raw.is_empty() || raw.starts_with('#') {
+            continue;
+        }
+        let mut words = raw.split_whitespace();
+        let url = words.next().unwrap_or_default().to_string();
+        // A path may contain spaces: the rest of the line is the path.
+        let rest = raw[url.len()..].trim();
+        lines.push(Line {
+            no: i + 1,
+            text_url: url,
+            path: (!rest.is_empty()).then(|| PathBuf::from(rest)),
+            sha256: None,
+        });
+    }
+    Ok(lines)
+}
+
+/// Checks each line's URL and path; refused lines go to `failed`.
+async fn plan(
+    top: &Path,
+    cwd: &Path,
+    lines: Vec<Line>,
+    force: bool,
+    failed: &mut Vec<FailedUrl>,
+) -> Vec<Target> {
+    let (top, cwd) = (top.to_path_buf(), cwd.to_path_buf());
+    let (targets, refused) = blocking(move || {
+        let mut seen = HashSet::new();
+        let mut refused = Vec::new();
+        let mut targets = Vec::new();
+        for line in lines {
+            match target(&top, &cwd, &line, force, &mut seen) {
+                Ok(t) => targets.push(t),
+                Err((url, message)) => refused.push(FailedUrl {
+                    line: line.no,
+                    url,
+                    message,
+                }),
+            }
+        }
+        (targets, refused)
+    })
+    .await;
+    failed.extend(refused);
+    targets
+}
+
+fn target(
+    top: &Path,
+    cwd: &Path,
+    line: &Line,
+    force: bool,
+    seen: &mut HashSet<String>,
+) -> Result<Target, (String, String)> {
+    let url = ObjectUrl::parse(&line.text_url)
+        .map_err(|e| (line.text_url.chars().take(80).collect(), e.to_string()))?;
+    let fail = |why: String| (url.to_string(), why);
+    let given = match (&line.path, url.file_name()) {
+        (Some(p), _) => p.clone(),
+        (None, Some(name)) => PathBuf::from(name),
+        (None, None) => return Err(fail("the URL has no file name: give PATH".into())),
+    };
+    let rel = repo_relative(top, &cwd.join(&given)).map_err(fail)?;
+    if !seen.insert(rel.clone()) {
+        return Err(fail(format!(
+            "{rel} is already the path of an earlier line"
+        )));
+    }
+    check_existing(&top.join(&rel), force).map_err(fail)?;
+    let sha256 = match &line.sha256 {
+        Some(hex) => Some(parse_sha256(hex).map_err(fail)?),
+        None => None,
+    };
+    Ok(Target {
+        no: line.no,
+        raw: line.text_url.clone(),
+        url,
+        rel,
+        sha256,
+    })
+}
+
+/// `abs` as a `/`-separated path inside `top` (`..` resolved without the
+/// file system: the path need not exist yet).
+fn repo_relative(top: &Path, abs: &Path) -> Result<String, String> {
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in abs.components() {
+        match c {
+            Component::Normal(p) => parts.push(p),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    let clean: PathBuf = std::iter::once(Component::RootDir.as_os_str())
+        .chain(parts)
+        .collect();
+    let rel = clean
+        .strip_prefix(top)
+        .map_err(|_| format!("{} is outside the repo {}", clean.display(), top.display()))?;
+    let text = rel
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", rel.display()))?;
+    if text.is_empty() || rel.starts_with(".git") {
+        return Err(format!(
+            "{} is not a file path in the repo's work tree",
+            clean.display()
+        ));
+    }
+    Ok(text.to_string())
+}
+
+/// A file already at the path must be an LFS pointer, unless `force`.
+fn check_existing(path: &Path, force: bool) -> Result<(), String> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("checking {}: {e}", path.display())),
+    };
+    if meta.is_dir() {
+        return Err(format!("{} is a folder", path.display()));
+    }
+    let is_pointer = meta.is_file()
+        && meta.len() < crate::lfs::MAX_POINTER_SIZE
+        && std::fs::read(path).is_ok_and(|b| Pointer::parse(&b).is_ok());
+    if is_pointer || force {
+        return Ok(());
+    }
+    Err(format!(
+        "{} exists and is not an LFS pointer; --force replaces it",
+        path.display()
+    ))
+}
+
+fn parse_sha256(hex: &str) -> Result<String, String> {
+    let lower = hex.trim().to_ascii_lowercase();
+    if lower.len() == 64 && lower.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(lower)
+    } else {
+        Err(format!("--sha256 {hex:?} is not 64 hex digits"))
+    }
+}
+
+/// HEADs every target, at most [`CONCURRENT_HEADS`] at once, and picks oids.
+async fn head_all(
+    shared: &Arc<Shared>,
+    targets: Vec<Target>,
+    progress: &Progressor,
+    failed: &mut Vec<FailedUrl>,
+) -> Vec<Resolved> {
+    let total = targets.len() as u64;
+    let mut done = 0;
+    let mut heads = stream::iter(targets)
+        .map(|t| async move {
+            let meta = head(&t.url).await;
+            (t, meta)
+        })
+        .buffer_unordered(CONCURRENT_HEADS);
+    let mut headed = Vec::with_capacity(total as usize);
+    while let Some((t, meta)) = heads.next().await {
+        done += 1;
+        if done % 64 == 0 || done == total {
+            progress.send_now(Progress {
+                stage: "head".into(),
+                done,
+                total: Some(total),
+                message: None,
+            });
+        }
+        match meta {
+            Ok(meta) => headed.push((t, meta)),
+            Err(message) => failed.push(FailedUrl {
+                line: t.no,
+                url: t.url.to_string(),
+                message,
+            }),
+        }
+    }
+    log::debug!("add-url: {total} HEADs done");
+    let registry = shared.registry.clone();
+    let (resolved, refused) = blocking(move || resolve_all(&registry, headed)).await;
+    failed.extend(refused);
+    resolved
+}
+
+async fn head(url: &ObjectUrl) -> Result<ObjectMeta, String> {
+    let found = match url {
+        ObjectUrl::S3 { bucket, key } => s3()?.head_checksummed(bucket, key).await,
+        ObjectUrl::Https(u) => http()?.head(u).await,
+    };
+    match found {
+        Ok(Some(meta)) => Ok(meta),
+        Ok(None) => Err(format!("{url}: no such object (HTTP 404)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn resolve_all(
+    registry: &Registry,
+    headed: Vec<(Target, ObjectMeta)>,
+) -> (Vec<Resolved>, Vec<FailedUrl>) {
+    let mut resolved = Vec::new();
+    let mut refused = Vec::new();
+    for (t, meta) in headed {
+        match resolve(registry, t, meta) {
+            Ok(r) => resolved.push(r),
+            Err(f) => refused.push(f),
+        }
+    }
+    (resolved, refused)
+}
+
+/// The oid for the pointer, best first: `--sha256`, the store's checksum,
+/// the registry's content oid for this URL/ETag/size, the provisional oid.
+fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved, FailedUrl> {
+    let fail = |message: String| FailedUrl {
+        line: t.no,
+        url: t.url.to_string(),
+        message,
+    };
+    let strong = meta.etag.clone().filter(|e| !e.starts_with("W/"));
+    let etag = strong.clone().unwrap_or_default();
+    let known = match &strong {
+        Some(tag) => registry
+            .lookup_by_location(&t.raw, tag, meta.size)
+            .map_err(|e| fail(e.to_string()))?,
+        None => None,
+    };
+    let (content, oid_from) = match (&t.sha256, &meta.sha256, known.and_then(|k| k.content_oid)) {
+        (Some(user), _, _) => (Some(user.clone()), "sha256_option"),
+        (None, Some(store), _) => (Some(store.clone()), "store_checksum"),
+        (None, None, Some(known)) => (Some(known), "registry"),
+        (None, None, None) => (None, "etag"),
+    };
+    if content.is_none() && strong.is_none() {
+        return Err(fail(no_identity(&t.url, &meta)));
+    }
+    let provisional = match &strong {
+        Some(tag) => registry::provisional_oid(&t.raw, tag),
+        // No ETag: the object is known by its content oid alone.
+        None => content.clone().expect("checked above"),
+    };
+    let (bucket, key) = match &t.url {
+        ObjectUrl::S3 { bucket, key } => (Some(bucket.clone()), Some(key.clone())),
+        ObjectUrl::Https(_) => (None, None),
+    };
+    let object = ForeignObject {
+        url: t.raw.clone(),
+        bucket,
+        key,
+        version_id: meta.version_id,
+        etag,
+        size: meta.size,
+        provisional_oid: provisional.clone(),
+        content_oid: content.clone(),
+        drs_id: None,
+        last_modified: meta.last_modified,
+        recorded_at: registry::now(),
+    };
+    let entry = Entry {
+        path: t.rel.clone(),
+        oid: content.unwrap_or(provisional),
+        object,
+    };
+    Ok(Resolved {
+        target: t,
+        entry,
+        oid_from,
+    })
+}
+
+fn no_identity(url: &ObjectUrl, meta: &ObjectMeta) -> String {
+    let etag = match &meta.etag {
+        Some(weak) => format!("only a weak ETag ({weak}), which does not identify the content,"),
+        None => "no ETag".to_string(),
+    };
+    format!(
+        "{url}: the server sent {etag} and no SHA-256 checksum; cannot name the object without reading it (give --sha256 HEX if you know its hash)"
+    )
+}
+
+/// Registry, mirror, pointer files, `.gitattributes`, `git add`: in that
+/// order, so a kill at any point leaves the registry knowing at least what
+/// the repo points at.
+async fn commit(
+    shared: &Arc<Shared>,
+    top: &Path,
+    resolved: Vec<Resolved>,
+) -> Result<Vec<AddedUrl>, WireError> {
+    if resolved.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (registry, top) = (shared.registry.clone(), top.to_path_buf());
+    blocking(move || write_all(&registry, &top, resolved)).await
+}
+
+fn write_all(
+    registry: &Registry,
+    top: &Path,
+    resolved: Vec<Resolved>,
+) -> Result<Vec<AddedUrl>, WireError> {
+    let entries: Vec<Entry> = resolved.iter().map(|r| r.entry.clone()).collect();
+    let clock = std::time::Instant::now();
+    registry.record(top, &entries).map_err(internal)?;
+    let common = git_dirs(top).map_err(internal)?.common_dir;
+    let listed = registry.for_repo(top).map_err(internal)?;
+    mirror::write(&mirror::path_in(&common), &listed).map_err(internal)?;
+    let recorded = clock.elapsed();
+    for e in &entries {
+        write_pointer(top, e)?;
+    }
+    let written = clock.elapsed();
+    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    let lines = track::track_and_stage(top, &paths).map_err(internal)?;
+    log::debug!(
+        "add-url of {} objects: registry and mirror {recorded:?}, pointers {:?}, {lines} .gitattributes lines and staging {:?}",
+        entries.len(),
+        written - recorded,
+        clock.elapsed() - written
+    );
+    Ok(resolved.into_iter().map(added).collect())
+}
+
+fn write_pointer(top: &Path, e: &Entry) -> Result<(), WireError> {
+    let oid = e.oid.parse().map_err(internal)?;
+    let text = Pointer {
+        oid,
+        size: e.object.size,
+    }
+    .to_text();
+    let path = top.join(&e.path);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| internal(format!("create {}: {err}", dir.display())))?;
+    }
+    track::replace(&path, text.as_bytes()).map_err(internal)
+}
+
+fn added(r: Resolved) -> AddedUrl {
+    AddedUrl {
+        line: r.target.no,
+        url: r.target.url.to_string(),
+        path: r.entry.path,
+        provisional: r.entry.object.content_oid.is_none(),
+        oid: r.entry.oid,
+        size: r.entry.object.size,
+        oid_from: r.oid_from.into(),
+    }
+}
+
+/// One client of each kind for the daemon's life (they keep connections
+/// open); built on first use, a failure is not kept.
+static S3: Mutex<Option<Arc<S3Client>>> = Mutex::new(None);
+static HTTP: Mutex<Option<Arc<HttpClient>>> = Mutex::new(None);
+
+fn s3() -> Result<Arc<S3Client>, String> {
+    let mut slot = S3.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = slot.as_ref() {
+        return Ok(client.clone());
+    }
+    let config = S3Config::from_env().map_err(|e| e.to_string())?;
+    let creds = S3Credentials::from_env().map_err(|e| e.to_string())?;
+    let client = S3Client::new(config, creds).map_err(|e| e.to_string())?;
+    Ok(slot.insert(Arc::new(client)).clone())
+}
+
+fn http() -> Result<Arc<HttpClient>, String> {
+    let mut slot = HTTP.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = slot.as_ref() {
+        return Ok(client.clone());
+    }
+    let client = HttpClient::new(HttpConfig::from_env()).map_err(|e| e.to_string())?;
+    Ok(slot.insert(Arc::new(client)).clone())
+}
+
+fn invalid(why: String) -> WireError {
+    WireError::new(ErrorCode::InvalidArgument, why)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("blocking task panicked")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_inside_the_repo_only() {
+        let top = Path::new("/r");
+        assert_eq!(
+            repo_relative(top, Path::new("/r/a/../b/x.bam")).unwrap(),
+            "b/x.bam"
+        );
+        assert_eq!(
+            repo_relative(top, Path::new("/r/./x.bam")).unwrap(),
+            "x.bam"
+        );
+        for bad in ["/r/../x.bam", "/other/x.bam", "/r", "/r/.git/config"] {
+            assert!(repo_relative(top, Path::new(bad)).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! `drsctl add-url` end to end: a real daemon, real git and git-lfs, Ceph
+//! RGW and nginx (http and https with its own certificate) on loopback.
+//! Run under tests/with-servers.sh (tests/run.sh does).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use drsd::remote::{S3Client, S3Config, S3Credentials, SHA256_META};
+use drsd_e2e::{bin, spawn_ready};
+use sha2::{Digest, Sha256};
+
+/// A throwaway HOME (git identity, git-lfs's filters), a daemon of our own.
+struct World {
+    top: tempfile::TempDir,
+    daemon: Option<Child>,
+}
+
+impl World {
+    fn new() -> World {
+        for var in ["AWS_ENDPOINT_URL", "DRSD_TEST_WWW", "DRSD_CA_FILE"] {
+            assert!(
+                std::env::var(var).is_ok(),
+                "run under tests/with-servers.sh ({var} unset)"
+            );
+        }
+        let top = tempfile::tempdir().unwrap();
+        let home = top.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = T\n\temail = t@example.org\n[init]\n\tdefaultBranch = main\n",
+        )
+        .unwrap();
+        // git and git-lfs read the user's config from here (one test per process).
+        std::env::set_var("HOME", &home);
+        let mut world = World { top, daemon: None };
+        world.run_ok(Command::new("git").args(["lfs", "install", "--skip-repo"]));
+        world.start();
+        world
+    }
+
+    fn dir(&self) -> &Path {
+        self.top.path()
+    }
+
+    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        let d = self.dir();
+        vec![
+            ("DRSD_SOCKET", d.join("run/drsd.sock")),
+            ("DRSD_POOL", d.join("pool")),
+            ("DRSD_STATE_DIR", d.join("state")),
+            ("DRSD_NO_AUTOSTART", "1".into()),
+        ]
+    }
+
+    fn start(&mut self) {
+        let child = spawn_ready(
+            Command::new(bin("drsd"))
+                .args(["serve", "--ready"])
+                .envs(self.env())
+                .stderr(Stdio::inherit()),
+        );
+        self.daemon = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A fresh repo under the world's folder.
+    fn repo(&self, name: &str) -> PathBuf {
+        let repo = self.dir().join(name);
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        repo
+    }
+
+    /// drsctl in `dir`: its output, whether or not it succeeded.
+    fn drsctl(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(bin("drsctl"))
+            .current_dir(dir)
+            .args(args)
+            .envs(self.env())
+            .output()
+            .unwrap()
+    }
+
+    fn drsctl_ok(&self, dir: &Path, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.drsctl(dir, &all);
+        assert!(out.status.success(), "drsctl {args:?}: {}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn run_ok(&self, cmd: &mut Command) -> String {
+        let out = cmd.envs(self.env()).output().unwrap();
+        assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn pointer_text(oid: &str, size: u64) -> String {
+    format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n")
+}
+
+/// A file served by nginx under `rel`; returns its https URL.
+fn serve(rel: &str, bytes: &[u8]) -> String {
+    let path = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    format!("{}/{rel}", std::env::var("DRSD_TEST_HTTPS_URL").unwrap())
+}
+
+/// A test's own folder in nginx's www, so parallel tests do not meet.
+fn www_dir(tag: &str) -> String {
+    format!("t-{tag}-{}", std::process::id())
+}
+
+/// The provisional oid of an nginx object: its ETag is not a content hash,
+/// so the oid is scoped by the URL.
+fn nginx_oid(url: &str) -> String {
+    sha256_hex(format!("{url}\n{}", nginx_etag(url)).as_bytes())
+}
+
+/// nginx's ETag for a file: hex(mtime)-hex(size).
+fn nginx_etag(url: &str) -> String {
+    let rel = url.splitn(4, '/').nth(3).unwrap();
+    let path = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(rel);
+    let meta = std::fs::metadata(path).unwrap();
+    let mtime = meta
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    format!("{mtime:x}-{:x}", meta.len())
+}
+
+fn s3() -> S3Client {
+    S3Client::new(
+        S3Config::from_env().unwrap(),
+        S3Credentials::from_env().unwrap(),
+    )
+    .unwrap()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Asserts `path` holds exactly the pointer, is LFS-tracked, staged with
+/// that content, and listed by `git lfs ls-files`.
+fn assert_staged_pointer(repo: &Path, path: &str, oid: &str, size: u64) {
+    let want = pointer_text(oid, size);
+    assert_eq!(
+        std::fs::read_to_string(repo.join(path)).unwrap(),
+        want,
+        "{path}"
+    );
+    git(
+        repo,
+        &["lfs", "pointer", "--check", "--strict", "--file", path],
+    );
+    let attr = git(repo, &["check-attr", "filter", "diff", "merge", "--", path]);
+    assert!(
+        attr.contains("filter: lfs") && attr.contains("diff: lfs") && attr.contains("merge: lfs"),
+        "{attr}"
+    );
+    assert_eq!(
+        git(repo, &["show", &format!(":{path}")]),
+        want,
+        "the index holds the pointer"
+    );
+    let listed = git(repo, &["lfs", "ls-files", "--long"]);
+    assert!(listed.contains(&format!("{oid} - {path}")), "{listed}");
+}
+
+#[test]
+fn an_rgw_object_and_an_https_url_become_staged_tracked_pointers() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let bucket = format!("addurl-{}", std::process::id());
+    let c = s3();
+    let body = vec![7u8; 1 << 20];
+    let etag = rt()
+        .block_on(async {
+            c.create_bucket(&bucket).await?;
+            c.put(&bucket, "cohort/reads.bam", body.clone().into())
+                .await
+        })
+        .unwrap()
+        .expect("RGW returns an ETag");
+    // An object carrying drsd's own x-amz-meta-sha256 is named by its content.
+    let hashed = b"hashed by drsd".to_vec();
+    let hex = sha256_hex(&hashed);
+    rt().block_on(c.put_with(
+        &bucket,
+        "h.bin",
+        hashed.clone().into(),
+        &[(SHA256_META, &hex)],
+    ))
+    .unwrap();
+
+    let s3_url = format!("s3://{bucket}/cohort/reads.bam");
+    let report = world.drsctl_ok(&repo, &["add-url", &s3_url, "data/reads.bam"]);
+    assert_eq!(report["added"][0]["oid_from"], "etag", "{report}");
+    let provisional = sha256_hex(etag.as_bytes());
+    assert_staged_pointer(&repo, "data/reads.bam", &provisional, body.len() as u64);
+
+    let report = world.drsctl_ok(&repo, &["add-url", &format!("s3://{bucket}/h.bin")]);
+    assert_eq!(report["added"][0]["oid_from"], "store_checksum", "{report}");
+    assert_staged_pointer(&repo, "h.bin", &hex, hashed.len() as u64);
+
+    // An https URL, run from a subfolder: the default path is the URL's file name there.
+    let url = serve(&format!("{}/sample.cram", www_dir("both")), b"CRAM....");
+    let sub = repo.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    world.drsctl_ok(&sub, &["add-url", &url]);
+    assert_staged_pointer(&repo, "sub/sample.cram", &nginx_oid(&url), 8);
+
+    let mirror = repo.join(".git/lfs/foreign/registry.jsonl");
+    let lines = std::fs::read_to_string(&mirror).unwrap();
+    assert_eq!(lines.lines().count(), 3, "{lines}");
+    assert!(lines.contains(&s3_url) && lines.contains(&url), "{lines}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&mirror).unwrap().permissions().mode() & 0o077,
+        0
+    );
+    // Nothing beyond the pointers and .gitattributes is staged.
+    let staged = git(&repo, &["diff", "--cached", "--name-only"]);
+    assert_eq!(
+        staged,
+        ".gitattributes\ndata/reads.bam\nh.bin\nsub/sample.cram\n"
+    );
+}
+
+#[test]
+fn a_100_gib_sparse_file_is_added_without_reading_it() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/huge.bam", www_dir("sparse")), b"");
+    let rel = url.splitn(4, '/').nth(3).unwrap().to_string();
+    let file = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(rel);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(100 << 30)
+        .unwrap();
+    let started = Instant::now();
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    // Reading 100 GiB over loopback would take minutes.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_staged_pointer(&repo, "huge.bam", &nginx_oid(&url), 100 << 30);
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn two_nginx_files_with_one_etag_get_two_oids() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let dir = www_dir("same");
+    let (a, b) = (
+        serve(&format!("{dir}/a.bin"), b"AAAA"),
+        serve(&format!("{dir}/b.bin"), b"BBBB"),
+    );
+    let when = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let www = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(&dir);
+    for name in ["a.bin", "b.bin"] {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(www.join(name))
+            .unwrap();
+        f.set_modified(when).unwrap();
+    }
+    assert_eq!(nginx_etag(&a), nginx_etag(&b), "nginx gives both one ETag");
+    world.drsctl_ok(&repo, &["add-url", &a]);
+    world.drsctl_ok(&repo, &["add-url", &b]);
+    assert_staged_pointer(&repo, "a.bin", &nginx_oid(&a), 4);
+    assert_staged_pointer(&repo, "b.bin", &nginx_oid(&b), 4);
+    assert_ne!(nginx_oid(&a), nginx_oid(&b));
+}
+
+#[test]
+fn a_weak_or_missing_etag_is_refused_by_name_and_nothing_is_written() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
+    let dir = www_dir("etag");
+    serve(&format!("weak-etag/{dir}/w.bin"), b"weak");
+    serve(&format!("no-etag/{dir}/n.bin"), b"none");
+    let cases = [
+        (
+            format!("{base}/weak-etag/{dir}/w.bin"),
+            "weak ETag (W/5f0-1a)",
+        ),
+        (format!("{base}/no-etag/{dir}/n.bin"), "no ETag"),
+    ];
+    for (url, want) in &cases {
+        let signed = format!("{url}?X-Amz-Signature=s3cr3t");
+        let out = world.drsctl(&repo, &["add-url", &signed, "x.bin"]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(url.as_str()) && said.contains(want) && said.contains("SHA-256"),
+            "{said}"
+        );
+        assert!(!said.contains("s3cr3t"), "the signature leaked: {said}");
+    }
+    assert!(!repo.join("x.bin").exists() && !repo.join(".gitattributes").exists());
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    // With the content's sha256 given, the same weak object goes in.
+    let hex = sha256_hex(b"weak");
+    let report = world.drsctl_ok(&repo, &["add-url", &cases[0].0, "w.bin", "--sha256", &hex]);
+    assert_eq!(report["added"][0]["oid_from"], "sha256_option", "{report}");
+    assert_staged_pointer(&repo, "w.bin", &hex, 4);
+}
+
+#[test]
+fn an_existing_file_is_replaced_only_with_force() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/r.bam", www_dir("force")), b"remote bytes");
+    std::fs::write(repo.join("r.bam"), b"my own work").unwrap();
+    let out = world.drsctl(&repo, &["add-url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("is not an LFS pointer; --force replaces it"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(repo.join("r.bam")).unwrap(), b"my own work");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "?? r.bam\n");
+    world.drsctl_ok(&repo, &["add-url", &url, "--force"]);
+    let oid = nginx_oid(&url);
+    assert_staged_pointer(&repo, "r.bam", &oid, 12);
+    // A pointer is replaced without --force (adding again is fine).
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    assert_staged_pointer(&repo, "r.bam", &oid, 12);
+}
+
+#[test]
+fn the_registry_remembers_a_content_oid_across_repos_and_a_wiped_state() {
+    let mut world = World::new();
+    let (a, b, c) = (world.repo("a"), world.repo("b"), world.repo("c"));
+    let bytes = b"ACGT".repeat(100);
+    let url = serve(&format!("{}/g.fastq", www_dir("reg")), &bytes);
+    let hex = sha256_hex(&bytes);
+    world.drsctl_ok(&a, &["add-url", &url, "--sha256", &hex]);
+    let report = world.drsctl_ok(&b, &["add-url", &url]);
+    assert_eq!(report["added"][0]["oid_from"], "registry", "{report}");
+    assert_staged_pointer(&b, "g.fastq", &hex, bytes.len() as u64);
+
+    // The daemon's state is lost; registering repo a again restores its
+    // entries from .git/lfs/foreign/registry.jsonl (twice: idempotent).
+    world.kill();
+    std::fs::remove_dir_all(world.dir().join("state")).unwrap();
+    world.start();
+    let report = world.drsctl_ok(&c, &["add-url", &url]);
+    assert_eq!(
+        report["added"][0]["oid_from"], "etag",
+        "state wiped: {report}"
+    );
+    let mirror = a.join(".git/lfs/foreign/registry.jsonl");
+    let before = std::fs::read_to_string(&mirror).unwrap();
+    world.drsctl_ok(&a, &["repos", "add"]);
+    world.drsctl_ok(&a, &["repos", "add"]);
+    assert_eq!(std::fs::read_to_string(&mirror).unwrap(), before);
+    let report = world.drsctl_ok(&c, &["add-url", &url, "g2.fastq"]);
+    assert_eq!(
+        report["added"][0]["oid_from"], "registry",
+        "restored: {report}"
+    );
+    // Another ETag (the file changed) is another object: provisional again.
+    std::thread::sleep(Duration::from_millis(1100));
+    serve(&format!("{}/g.fastq", www_dir("reg")), &bytes);
+    let report = world.drsctl_ok(&c, &["add-url", &url, "g3.fastq"]);
+    assert_eq!(report["added"][0]["oid_from"], "etag", "{report}");
+}
+
+#[test]
+fn ten_thousand_urls_from_a_file_are_staged_and_bad_lines_are_named() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let dir = www_dir("batch");
+    let file = batch_list(&world, &dir, 10_000);
+    let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
+    let mut list = String::from("# 10,000 objects, three bad lines\n");
+    list.push_str(&std::fs::read_to_string(&file).unwrap());
+    list.push_str(&format!("{base}/{dir}/missing.bin\n"));
+    list.push_str("not-a-url x.bin\n");
+    list.push_str(&format!("{base}/{dir}/f00001.bin data/f00000.bin\n"));
+    std::fs::write(world.dir().join("list.txt"), &list).unwrap();
+    let started = Instant::now();
+    let out = world.drsctl(&repo, &["add-url", "--from", "../list.txt"]);
+    let took = started.elapsed();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for line in [10_002, 10_003, 10_004] {
+        assert!(
+            said.contains(&format!("line {line}: ")),
+            "line {line} not named: {said}"
+        );
+    }
+    assert!(
+        said.contains("no such object") && said.contains("earlier line"),
+        "{said}"
+    );
+    let staged = git(&repo, &["diff", "--cached", "--name-only"]);
+    assert_eq!(
+        staged.lines().count(),
+        10_001,
+        "10,000 pointers and .gitattributes"
+    );
+    let listed = git(&repo, &["lfs", "ls-files"]);
+    assert_eq!(listed.lines().count(), 10_000);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("data/f04242.bin"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    eprintln!(
+        "10,000 URLs in {took:?}: {:.0} URLs/s",
+        10_000.0 / took.as_secs_f64()
+    );
+    let status = git(&repo, &["status", "--porcelain"]);
+    assert!(
+        status.lines().all(|l| l.starts_with("A ")),
+        "all staged, none modified"
+    );
+    let www = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(&dir);
+    std::fs::remove_dir_all(www).unwrap();
+}
+
+#[test]
+fn git_drs_add_url_works_through_a_git_drs_link() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/v.vcf.gz", www_dir("gitdrs")), b"VCF");
+    let links = world.dir().join("bin");
+    std::fs::create_dir_all(&links).unwrap();
+    std::os::unix::fs::symlink(bin("drsctl"), links.join("git-drs")).unwrap();
+    let path = format!("{}:{}", links.display(), std::env::var("PATH").unwrap());
+    let sub = repo.join("calls");
+    std::fs::create_dir_all(&sub).unwrap();
+    world.run_ok(
+        Command::new("git")
+            .current_dir(&sub)
+            .env("PATH", path)
+            .args(["drs", "add-url", &url]),
+    );
+    assert_staged_pointer(&repo, "calls/v.vcf.gz", &nginx_oid(&url), 3);
+}
+
+/// 3,000 files under `dir` in nginx's www and a list adding them under data/.
+fn batch_list(world: &World, dir: &str, n: usize) -> PathBuf {
+    let www = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(dir);
+    std::fs::create_dir_all(&www).unwrap();
+    let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
+    let mut list = String::new();
+    for i in 0..n {
+        std::fs::write(www.join(format!("f{i:05}.bin")), format!("object {i}\n")).unwrap();
+        list.push_str(&format!("{base}/{dir}/f{i:05}.bin data/f{i:05}.bin\n"));
+    }
+    let file = world.dir().join(format!("{dir}.txt"));
+    std::fs::write(&file, list).unwrap();
+    file
+}
+
+/// Every pointer file under data/ is whole and listed in the mirror, and
+/// the mirror reads back (never torn).
+fn assert_consistent(repo: &Path) -> usize {
+    let mirror = drsd::registry::mirror::read(&repo.join(".git/lfs/foreign/registry.jsonl"))
+        .expect("the mirror reads back");
+    let listed: std::collections::HashSet<String> = mirror.iter().map(|e| e.path.clone()).collect();
+    let mut pointers = 0;
+    for f in std::fs::read_dir(repo.join("data")).into_iter().flatten() {
+        let f = f.unwrap();
+        let name = f.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".drsd-tmp") {
+            continue; // a write cut short before its rename: never seen by git
+        }
+        let bytes = std::fs::read(f.path()).unwrap();
+        drsd::lfs::Pointer::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            listed.contains(&format!("data/{name}")),
+            "data/{name} is not in the mirror"
+        );
+        pointers += 1;
+    }
+    pointers
+}
+
+#[test]
+fn kill_9_during_a_batch_leaves_registry_mirror_and_repo_consistent() {
+    let mut world = World::new();
+    let repo = world.repo("repo");
+    let list = batch_list(&world, &www_dir("kill"), 3_000);
+    let list = list.to_str().unwrap();
+    for delay_ms in [150, 500, 900, 1400] {
+        let mut client = Command::new(bin("drsctl"))
+            .current_dir(&repo)
+            .args(["add-url", "--from", list])
+            .envs(world.env())
+            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        world.kill();
+        let _ = client.wait();
+        let found = assert_consistent(&repo);
+        eprintln!("killed after {delay_ms} ms: {found} pointers written");
+        world.start();
+    }
+    // Running the batch again finishes the job.
+    world.drsctl_ok(&repo, &["add-url", "--from", list]);
+    assert_eq!(assert_consistent(&repo), 3_000);
+    let staged = git(&repo, &["diff", "--cached", "--name-only"]);
+    assert_eq!(
+        staged.lines().count(),
+        3_001,
+        "3,000 pointers and .gitattributes"
+    );
+    let status = git(&repo, &["status", "--porcelain", "--untracked-files=no"]);
+    assert!(status.lines().all(|l| l.starts_with("A ")), "{status}");
+    // The daemon's registry and the mirror agree.
+    let registry =
+        drsd::registry::Registry::open(&world.dir().join("state/registry.sqlite")).unwrap();
+    let mirror =
+        drsd::registry::mirror::read(&repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
+    let repo_key = repo.canonicalize().unwrap();
+    assert_eq!(registry.for_repo(&repo_key).unwrap(), mirror);
+}
