@@ -94,6 +94,7 @@ async fn run(mib: u64) {
             let opts = FetchOptions {
                 parallel,
                 chunk: chunk_mib << 20,
+                bandwidth: None,
             };
             let t = Instant::now();
             let got = fetch_into_pool(pool.clone(), req, opts, &|_| {})

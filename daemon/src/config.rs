@@ -23,6 +23,65 @@ pub struct Config {
     /// How often repos the OS would not watch are rescanned, and every repo
     /// is checked for still being there.
     pub poll_interval: Duration,
+    pub prefetch: PrefetchConfig,
+}
+
+/// The background prefetch of foreign objects, from the environment:
+/// `DRSD_PREFETCH_JOBS` (objects at once, default 2),
+/// `DRSD_PREFETCH_BANDWIDTH` (bytes/s over all of them, with an optional
+/// K/M/G suffix; default unlimited), `DRSD_PREFETCH_MAX_SIZE` (larger objects
+/// are held, not fetched) and `DRSD_RETRY_SECS` (the first backoff after a
+/// failure, doubling to at most an hour; default 30).
+#[derive(Debug, Clone)]
+pub struct PrefetchConfig {
+    pub jobs: usize,
+    pub bandwidth: Option<u64>,
+    pub max_size: Option<u64>,
+    pub retry: Duration,
+}
+
+impl Default for PrefetchConfig {
+    fn default() -> PrefetchConfig {
+        PrefetchConfig {
+            jobs: 2,
+            bandwidth: None,
+            max_size: None,
+            retry: Duration::from_secs(30),
+        }
+    }
+}
+
+impl PrefetchConfig {
+    pub fn from_env() -> Result<PrefetchConfig, ConfigError> {
+        let d = PrefetchConfig::default();
+        Ok(PrefetchConfig {
+            jobs: env_size("DRSD_PREFETCH_JOBS")?.map_or(d.jobs, |n| n.max(1) as usize),
+            bandwidth: env_size("DRSD_PREFETCH_BANDWIDTH")?,
+            max_size: env_size("DRSD_PREFETCH_MAX_SIZE")?,
+            retry: env_size("DRSD_RETRY_SECS")?.map_or(d.retry, Duration::from_secs),
+        })
+    }
+}
+
+/// `123`, `64K`, `50M`, `2G` (powers of 1024) from the variable `name`.
+fn env_size(name: &'static str) -> Result<Option<u64>, ConfigError> {
+    let Ok(text) = std::env::var(name) else {
+        return Ok(None);
+    };
+    parse_size(&text)
+        .map(Some)
+        .ok_or(ConfigError::BadSize { name, value: text })
+}
+
+fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (digits, shift) = match text.chars().last()?.to_ascii_uppercase() {
+        'K' => (&text[..text.len() - 1], 10),
+        'M' => (&text[..text.len() - 1], 20),
+        'G' => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +91,8 @@ pub enum ConfigError {
         what: &'static str,
         flag: &'static str,
     },
+    #[error("{name}={value:?} is not a size (a number, optionally with K, M or G)")]
+    BadSize { name: &'static str, value: String },
 }
 
 pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
@@ -71,6 +132,7 @@ impl Config {
             drain_timeout: DRAIN_TIMEOUT,
             debounce: DEBOUNCE,
             poll_interval: POLL_INTERVAL,
+            prefetch: PrefetchConfig::from_env()?,
         })
     }
 
@@ -85,6 +147,7 @@ impl Config {
             drain_timeout: DRAIN_TIMEOUT,
             debounce: DEBOUNCE,
             poll_interval: POLL_INTERVAL,
+            prefetch: PrefetchConfig::default(),
         }
     }
 }
@@ -98,4 +161,19 @@ pub fn default_state_dir() -> Option<PathBuf> {
             .unwrap_or(dirs.data_local_dir())
             .to_path_buf(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("123"), Some(123));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size(" 50M "), Some(50 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("fast"), None);
+        assert_eq!(parse_size(""), None);
+    }
 }

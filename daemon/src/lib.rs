@@ -10,11 +10,14 @@
 //!   `drsctl` and the hooks use).
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
 //! - [`watch`]: notify-based watching of registered repos.
-//! - [`lfs`]: the LFS pointer format and scanning repos for pointers.
+//! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
+//!   and promotion.
+//! - [`jobs`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 
 pub mod config;
 pub mod ipc;
+pub mod jobs;
 pub mod lfs;
 pub mod logging;
 pub mod pool;

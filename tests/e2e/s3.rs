@@ -169,6 +169,7 @@ mod fetch {
         FetchOptions {
             chunk: MIB as u64,
             parallel: 4,
+            bandwidth: None,
         }
     }
 

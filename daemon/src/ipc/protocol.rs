@@ -234,9 +234,24 @@ pub struct PushReport {
     pub uploaded: u64,
     /// Already in the object remote.
     pub present: u64,
+    /// Foreign objects made findable in the object remote by a server-side
+    /// copy (no byte through this machine).
+    #[serde(default)]
+    pub copied: u64,
     /// Objects that could not be sent, with the reason; git-lfs and the
     /// agent try them again.
     pub failed: Vec<ObjectProblem>,
+    /// Objects that are neither local nor confirmed remote, or still carry a
+    /// provisional oid: the push must not go on. Paths named.
+    #[serde(default)]
+    pub refused: Vec<RefusedPath>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedPath {
+    pub paths: Vec<String>,
+    pub oid: String,
+    pub why: String,
 }
 
 /// What a hydrate request found and did, counted in objects.
@@ -313,6 +328,27 @@ impl From<PoolStats> for PoolStatsReport {
 pub struct QueueReport {
     pub queued: u64,
     pub running: u64,
+    #[serde(default)]
+    pub failed: u64,
+    /// Not fetched: over the size limit, or added with `--no-fetch`.
+    #[serde(default)]
+    pub held: u64,
+    #[serde(default)]
+    pub done: u64,
+    /// Downloads in progress.
+    #[serde(default)]
+    pub active: Vec<JobProgress>,
+    /// Jobs not done (the first 100), with the reason of a failure.
+    #[serde(default)]
+    pub open: Vec<crate::registry::JobLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    pub url: String,
+    pub done: u64,
+    pub total: u64,
+    pub bytes_per_sec: u64,
 }
 
 /// A registered repo and what its last scan found.

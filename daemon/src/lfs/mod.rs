@@ -3,6 +3,7 @@
 
 pub mod hydrate;
 pub mod pointer;
+pub mod promote;
 pub mod scan;
 pub mod setup;
 pub mod track;

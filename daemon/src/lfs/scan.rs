@@ -215,7 +215,7 @@ fn git_failed(repo: &Path, args: &[&str], stderr: &[u8]) -> ScanError {
 
 /// Reads `ids` through one `git cat-file --batch`; returns those that are
 /// pointers, keyed by blob id.
-fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer>, ScanError> {
+pub(crate) fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer>, ScanError> {
     let args = ["cat-file", "--batch"];
     let fail = |why: String| ScanError::Git {
         repo: repo.to_path_buf(),

@@ -74,6 +74,9 @@ pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupRepo
         ("lfs.customtransfer.drs.path", agent_text.as_ref()),
         ("lfs.customtransfer.drs.args", "agent"),
         ("lfs.customtransfer.drs.concurrent", "true"),
+        // Foreign objects are not in .git/lfs/objects: git-lfs lists them
+        // and goes on, and the pre-push hook (the daemon) is the safety net.
+        ("lfs.allowincompletepush", "true"),
     ];
     for (key, value) in keys {
         if config_get(&top, &["--local"], key)?.as_deref() != Some(value) {
@@ -118,6 +121,13 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
         report
             .changed
             .push("unset lfs.standalonetransferagent".into());
+    }
+    if config_get(&top, &["--local"], "lfs.allowincompletepush")?.is_some() {
+        run(
+            &top,
+            &["config", "--local", "--unset", "lfs.allowincompletepush"],
+        )?;
+        report.changed.push("unset lfs.allowincompletepush".into());
     }
     if config_get(&top, &["--local"], "lfs.customtransfer.drs.path")?.is_some() {
         run(

@@ -127,7 +127,7 @@ fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
 /// Stages the pointer files at `paths` as `git add` would, with one `git
 /// update-index --add --stdin`: no pathspec matching (which costs `git add`
 /// seconds for 10,000 paths: each is matched against every pathspec).
-fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -201,7 +201,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), TrackError> {
 
 /// Runs git in `top` with `input` NUL-separated on its standard input, fed
 /// from a thread so a long answer cannot block a long question.
-fn run_with_input(
+pub(crate) fn run_with_input(
     top: &Path,
     args: &[&str],
     input: &[&str],

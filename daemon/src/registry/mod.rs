@@ -15,11 +15,13 @@
 //! so running it twice, or after a partial run, changes nothing more.
 
 pub mod mirror;
+mod queue;
 mod store;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use queue::{Job, JobCounts, JobLine};
 pub use store::Registry;
 
 /// Where a foreign object lives and what it was when recorded.

@@ -37,7 +37,7 @@ const MIGRATIONS: &[&str] = &["
         PRIMARY KEY (repo, path)
     );
     CREATE INDEX repo_refs_object ON repo_refs (object_id);
-"];
+", super::queue::SCHEMA];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
 /// transactions; callers run them off the async threads).
@@ -46,7 +46,7 @@ pub struct Registry {
     conn: Mutex<Connection>,
 }
 
-const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
+pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
     o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at";
 
 impl Registry {
@@ -93,7 +93,7 @@ impl Registry {
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -209,7 +209,7 @@ impl Registry {
             .map_err(sql(&self.path, "count"))
     }
 
-    fn write<T>(
+    pub(super) fn write<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
@@ -257,7 +257,7 @@ fn object_of(row: &rusqlite::Row) -> rusqlite::Result<ForeignObject> {
     object_at(row, 0)
 }
 
-fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<ForeignObject> {
+pub(super) fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<ForeignObject> {
     Ok(ForeignObject {
         url: row.get(at)?,
         bucket: row.get(at + 1)?,
@@ -278,7 +278,7 @@ fn repo_key(repo: &Path) -> String {
     repo.to_string_lossy().into_owned()
 }
 
-fn sql<'a>(path: &'a Path, op: &'static str) -> impl Fn(rusqlite::Error) -> RegistryError + 'a {
+pub(super) fn sql<'a>(path: &'a Path, op: &'static str) -> impl Fn(rusqlite::Error) -> RegistryError + 'a {
     move |source| RegistryError::Sqlite {
         op,
         path: path.to_path_buf(),

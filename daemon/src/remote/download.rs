@@ -9,6 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 use std::ops::Range;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -18,7 +19,7 @@ use tokio::sync::Semaphore;
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
-use super::{RemoteError, S3Client};
+use super::{HttpClient, ObjectMeta, RemoteError, S3Client};
 use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, Tier, WRITEBACK_EVERY};
 
 /// Where the bytes come from. Every range is asked `If-Match` the ETag, when
@@ -30,6 +31,11 @@ pub enum Origin<'a> {
         bucket: &'a str,
         key: &'a str,
     },
+    /// `https://` or `http://`; a signed URL's query never shows in errors.
+    Http {
+        client: &'a HttpClient,
+        url: &'a url::Url,
+    },
 }
 
 impl Origin<'_> {
@@ -37,6 +43,19 @@ impl Origin<'_> {
     pub fn describe(&self) -> String {
         match self {
             Origin::S3 { bucket, key, .. } => format!("s3://{bucket}/{key}"),
+            Origin::Http { url, .. } => super::shown_url(url),
+        }
+    }
+
+    /// What the store says about the object now; `None` when it is gone.
+    pub async fn head(&self) -> Result<Option<ObjectMeta>, RemoteError> {
+        match self {
+            Origin::S3 {
+                client,
+                bucket,
+                key,
+            } => client.head(bucket, key).await,
+            Origin::Http { client, url } => client.head(url).await,
         }
     }
 
@@ -47,6 +66,7 @@ impl Origin<'_> {
                 bucket,
                 key,
             } => client.get_if(bucket, key, Some(range), etag).await,
+            Origin::Http { client, url } => client.get_if(url, Some(range), etag).await,
         }
     }
 }
@@ -73,6 +93,8 @@ pub struct Fetch<'a> {
 pub struct FetchOptions {
     pub chunk: u64,
     pub parallel: usize,
+    /// At most this many bytes a second, when set.
+    pub bandwidth: Option<u64>,
 }
 
 impl Default for FetchOptions {
@@ -80,6 +102,7 @@ impl Default for FetchOptions {
         FetchOptions {
             chunk: 256 << 20,
             parallel: 1,
+            bandwidth: None,
         }
     }
 }
@@ -267,6 +290,7 @@ async fn stream_in_order(
         }
         Ok::<(), FetchError>(())
     };
+    let began = tokio::time::Instant::now();
     let consume = async move {
         let mut held = start;
         while let Some((range, mut rx, _permit)) = order_rx.recv().await {
@@ -277,6 +301,10 @@ async fn stream_in_order(
                     why: "the writer stopped".into(),
                 })?;
                 progress(held);
+                if let Some(rate) = opts.bandwidth.filter(|r| *r > 0) {
+                    let due = Duration::from_secs_f64((held - start) as f64 / rate as f64);
+                    tokio::time::sleep_until(began + due).await;
+                }
             }
             if held != range.end {
                 return Err(FetchError::Short {

@@ -4,6 +4,7 @@
 //! credential source, never a signed URL or a secret.
 
 mod checksum;
+mod clients;
 mod credentials;
 mod download;
 mod error;
@@ -13,6 +14,7 @@ mod upload;
 mod url;
 
 pub use checksum::content_sha256;
+pub use clients::{shared_http, shared_s3};
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
 pub use error::RemoteError;

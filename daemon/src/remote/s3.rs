@@ -321,6 +321,50 @@ impl S3Client {
         .await
     }
 
+    /// A server-side copy of `src_bucket/src_key` to `bucket/key` with
+    /// `headers` as its new metadata: no byte crosses this machine. Objects
+    /// up to 5 GiB (S3's limit for one CopyObject); returns the copy's metadata.
+    pub async fn copy(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        bucket: &str,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<ObjectMeta, RemoteError> {
+        let object = format!("s3://{bucket}/{key}");
+        let source = format!("/{src_bucket}/{}", encode_key(src_key));
+        let mut all = headers.to_vec();
+        all.push(("x-amz-copy-source", source.as_str()));
+        all.push(("x-amz-metadata-directive", "REPLACE"));
+        let b = self.bucket(bucket)?;
+        let mut action = b.put_object(self.creds.keys.as_ref(), key);
+        for (k, v) in &all {
+            action.headers_mut().insert(*k, *v);
+        }
+        let url = action.sign(SIGN_FOR);
+        let resp = self
+            .send("copy", &object, &[], || with_headers(self.http.put(url.clone()), &all))
+            .await?;
+        // S3 may answer a failed copy with 200 and an error in the body.
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| transport("copy", &object, 1, &e))?;
+        if text.contains("<Error>") {
+            return Err(RemoteError::Protocol {
+                op: "copy",
+                object,
+                why: format!("the store refused it: {}", error_code(&text)),
+            });
+        }
+        self.head(bucket, key).await?.ok_or(RemoteError::Protocol {
+            op: "HEAD after copy",
+            object,
+            why: "the object is not there".into(),
+        })
+    }
+
     /// Uploads the file at `path` in parts of exactly `part_size` bytes (the
     /// last one shorter), so the same file always gets the same ETag; then
     /// HEADs the object for its real ETag (RGW answers the completion with
@@ -625,4 +669,12 @@ fn meta(resp: &Response, op: &'static str, object: &str) -> Result<ObjectMeta, R
         version_id: header(resp, "x-amz-version-id"),
         sha256: header(resp, SHA256_META),
     })
+}
+
+/// A key as `x-amz-copy-source` wants it: each path segment percent-encoded.
+fn encode_key(key: &str) -> String {
+    key.split('/')
+        .map(|seg| url::form_urlencoded::byte_serialize(seg.as_bytes()).collect::<String>().replace('+', "%20"))
+        .collect::<Vec<_>>()
+        .join("/")
 }

@@ -8,6 +8,7 @@
 mod connection;
 mod error;
 mod handlers;
+mod jobs;
 mod listen;
 mod pool_stats;
 mod repos;
@@ -47,6 +48,10 @@ pub(crate) struct Shared {
     pub stop: CancellationToken,
     /// Connections and the requests they run.
     pub tasks: TaskTracker,
+    /// Wakes the prefetch workers when jobs were queued.
+    pub jobs_wake: tokio::sync::Notify,
+    /// Prefetches in progress, for status.
+    pub running: jobs::Running,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -79,6 +84,8 @@ impl Daemon {
             started: Instant::now(),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            jobs_wake: tokio::sync::Notify::new(),
+            running: Default::default(),
         });
         log::info!(
             "drsd {} listening on {}",
@@ -107,6 +114,7 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
+        let prefetching = tokio::spawn(jobs::run(shared.clone()));
         tokio::spawn(handlers::restore_saved(shared.clone()));
         accept_loop(&shared, &claimed.listener, shutdown).await;
         shared.stop.cancel();
@@ -114,6 +122,7 @@ impl Daemon {
         drain(&shared).await;
         background.abort();
         measuring.abort();
+        prefetching.abort();
         log::info!("drsd stopped");
         Ok(())
     }

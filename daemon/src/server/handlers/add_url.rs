@@ -444,7 +444,9 @@ async fn commit(
         return Ok(Vec::new());
     }
     let (registry, top) = (shared.registry.clone(), top.to_path_buf());
-    blocking(move || write_all(&registry, &top, resolved)).await
+    let added = blocking(move || write_all(&registry, &top, resolved)).await?;
+    crate::server::jobs::queue_new(shared).await;
+    Ok(added)
 }
 
 fn write_all(

@@ -12,28 +12,12 @@ use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::Oid;
 use crate::remote::{
-    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin, S3Client, S3Config,
-    S3Credentials, UploadOptions, Uploaded,
+    shared_s3,
+    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin, S3Client, UploadOptions, Uploaded,
 };
 
-/// One S3 client for the daemon's life: it keeps connections open between
-/// objects. Built on first use from the daemon's environment and the AWS
-/// profile files; a failure is not kept, so fixing the setup needs no restart.
-static S3: Mutex<Option<Arc<S3Client>>> = Mutex::new(None);
-
 fn s3() -> Result<Arc<S3Client>, WireError> {
-    let mut slot = S3.lock().unwrap();
-    if let Some(client) = slot.as_ref() {
-        return Ok(client.clone());
-    }
-    let bad =
-        |e: crate::remote::RemoteError| WireError::new(ErrorCode::InvalidArgument, e.to_string());
-    let client = S3Client::new(
-        S3Config::from_env().map_err(bad)?,
-        S3Credentials::from_env().map_err(bad)?,
-    )
-    .map_err(bad)?;
-    Ok(slot.insert(Arc::new(client)).clone())
+    shared_s3().map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
 }
 
 fn parse_oid(oid: &str) -> Result<Oid, WireError> {
@@ -296,6 +280,12 @@ pub(super) async fn send_object(
     .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
     confirm(place, oid);
     Ok(matches!(uploaded, Uploaded::Skipped(_)))
+}
+
+/// Records that `layout` holds `oid` (put there another way than
+/// [`send_object`]), so the agent does not check it again.
+pub(super) fn confirm_sent(layout: &ObjectLayout, oid: Oid) {
+    confirm(format!("{}/{}", layout.bucket, layout.prefix), oid);
 }
 
 /// How long an object this daemon sent or found stays known to be there.

@@ -2,16 +2,22 @@
 //! the repo's object remote, many at a time. git-lfs then hands the agent
 //! one object after another, and each is answered from what this did.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::lfs::{facts, layout, send_object, take_in};
+use super::lfs::{confirm_sent, facts, layout, send_object, take_in};
 use super::{internal, Progressor, Shared};
-use crate::ipc::{ErrorCode, ObjectProblem, Progress, PushReport, Reply, WireError};
+use crate::ipc::{
+    ErrorCode, ObjectProblem, Progress, PushReport, RefusedPath, Reply, WireError,
+};
 use crate::lfs::hydrate::object_path;
-use crate::lfs::{pushed_pointers, Pushed};
+use crate::lfs::{pushed_pointers, Pointer};
+use crate::pool::Oid;
+use crate::registry::{Entry, ForeignObject};
+use crate::remote::{shared_s3, ObjectLayout, ObjectUrl, SHA256_META};
 
 /// Uploads in flight at once: RGW's small-object rate stops growing past
 /// about 32 (docs/benchmarks.md).
@@ -38,6 +44,16 @@ pub(super) async fn handle(
             .map_err(internal)?
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?
     };
+    let foreign: BTreeMap<String, Entry> = {
+        let (registry, repo) = (shared.registry.clone(), repo.clone());
+        tokio::task::spawn_blocking(move || registry.for_repo(&repo))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?
+            .into_iter()
+            .map(|e| (e.oid.clone(), e))
+            .collect()
+    };
     let total = objects.len() as u64;
     let mut report = PushReport {
         objects: total,
@@ -45,26 +61,27 @@ pub(super) async fn handle(
     };
     let lfs_objects = facts.lfs.join("objects");
     let mut results = stream::iter(objects)
-        .map(|Pushed { pointer, .. }| {
-            let path = object_path(&lfs_objects, &pointer.oid);
-            let layout = &layout;
+        .map(|pushed| {
+            let (layout, lfs_objects, foreign) = (&layout, &lfs_objects, &foreign);
             async move {
-                let sent = async {
-                    take_in(shared, pointer.oid, pointer.size, Some(path)).await?;
-                    send_object(shared, layout, pointer.oid).await
-                };
-                (pointer.oid, sent.await)
+                let entry = foreign.get(&pushed.pointer.oid.to_hex());
+                let outcome = one(shared, layout, lfs_objects, entry, &pushed.pointer).await;
+                (pushed, outcome)
             }
         })
         .buffer_unordered(PARALLEL);
     let mut done = 0;
-    while let Some((oid, outcome)) = results.next().await {
+    while let Some((pushed, outcome)) = results.next().await {
+        let oid = pushed.pointer.oid.to_hex();
         match outcome {
-            Ok(true) => report.present += 1,
-            Ok(false) => report.uploaded += 1,
-            Err(e) => report.failed.push(ObjectProblem {
-                oid: oid.to_hex(),
-                why: e.message,
+            Outcome::Present => report.present += 1,
+            Outcome::Uploaded => report.uploaded += 1,
+            Outcome::Copied => report.copied += 1,
+            Outcome::Failed(why) => report.failed.push(ObjectProblem { oid, why }),
+            Outcome::Refused(why) => report.refused.push(RefusedPath {
+                paths: pushed.paths,
+                oid,
+                why,
             }),
         }
         done += 1;
@@ -76,13 +93,120 @@ pub(super) async fn handle(
         });
     }
     log::info!(
-        "pre-push {}: {} objects, {} uploaded, {} present, {} failed, in {:.2} s",
+        "pre-push {}: {} objects, {} uploaded, {} copied, {} present, {} failed, {} refused, in {:.2} s",
         repo.display(),
         report.objects,
         report.uploaded,
+        report.copied,
         report.present,
         report.failed.len(),
+        report.refused.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(Reply::PrePush(report))
+}
+
+/// What became of one pushed object.
+enum Outcome {
+    Present,
+    Uploaded,
+    Copied,
+    /// Could not be sent now; git-lfs and the agent try again.
+    Failed(String),
+    /// Must not be pushed as it is.
+    Refused(String),
+}
+
+/// S3's limit for one CopyObject.
+const COPY_MAX: u64 = 5 << 30;
+
+async fn one(
+    shared: &Arc<Shared>,
+    layout: &ObjectLayout,
+    lfs_objects: &Path,
+    foreign: Option<&Entry>,
+    pointer: &Pointer,
+) -> Outcome {
+    let oid_hex = pointer.oid.to_hex();
+    if let Some(entry) = foreign {
+        let o = &entry.object;
+        if o.content_oid.as_deref() != Some(oid_hex.as_str()) {
+            return Outcome::Refused(format!(
+                "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
+                o.url.split(['?', '#']).next().unwrap_or_default()
+            ));
+        }
+        if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(&o.url) {
+            if o.size <= COPY_MAX {
+                return copy_foreign(layout, o, &bucket, &key, pointer.oid).await;
+            }
+        }
+    }
+    let path = object_path(lfs_objects, &pointer.oid);
+    match take_in(shared, pointer.oid, pointer.size, Some(path)).await {
+        Ok(()) => match send_object(shared, layout, pointer.oid).await {
+            Ok(true) => Outcome::Present,
+            Ok(false) => Outcome::Uploaded,
+            Err(e) => Outcome::Failed(e.message),
+        },
+        Err(e) if e.code == ErrorCode::NotFound && foreign.is_some() => Outcome::Refused(
+            "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".into(),
+        ),
+        Err(e) if e.code == ErrorCode::NotFound => Outcome::Refused(
+            "neither in .git/lfs/objects nor in the pool, and not an object this repo added by URL".into(),
+        ),
+        Err(e) => Outcome::Failed(e.message),
+    }
+}
+
+/// Confirms the foreign object is still what was added (size, ETag), then
+/// copies it server-side into the object remote's layout, unless it is there.
+async fn copy_foreign(
+    layout: &ObjectLayout,
+    o: &ForeignObject,
+    bucket: &str,
+    key: &str,
+    oid: Oid,
+) -> Outcome {
+    let client = match shared_s3() {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let source = format!("s3://{bucket}/{key}");
+    match client.head(bucket, key).await {
+        Ok(Some(now)) if now.size == o.size && (o.etag.is_empty() || now.etag.as_deref() == Some(o.etag.as_str())) => {}
+        Ok(Some(now)) => {
+            return Outcome::Refused(format!(
+                "{source} changed since it was added: {} bytes, ETag {}; it was {} bytes, ETag {}",
+                now.size,
+                now.etag.unwrap_or_default(),
+                o.size,
+                o.etag
+            ))
+        }
+        Ok(None) => return Outcome::Refused(format!("{source} is gone")),
+        Err(e) => return Outcome::Failed(e.to_string()),
+    }
+    let hex = oid.to_hex();
+    let dest = layout.key(&oid);
+    if let Ok(Some(there)) = client.head(&layout.bucket, &dest).await {
+        if there.size == o.size && there.sha256.as_deref() == Some(hex.as_str()) {
+            confirm_sent(layout, oid);
+            return Outcome::Present;
+        }
+    }
+    match client
+        .copy(bucket, key, &layout.bucket, &dest, &[(SHA256_META, hex.as_str())])
+        .await
+    {
+        Ok(meta) if meta.size == o.size => {
+            confirm_sent(layout, oid);
+            Outcome::Copied
+        }
+        Ok(meta) => Outcome::Failed(format!(
+            "the copy of {source} has {} bytes, not {}",
+            meta.size, o.size
+        )),
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
 }

@@ -11,6 +11,31 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         pool_dir: shared.config.pool_dir.clone(),
         pool: shared.pool_stats.get(&shared.pool).await,
         repos: shared.repos.reports(),
-        queue: QueueReport::default(),
+        queue: queue(shared).await,
     })
+}
+
+async fn queue(shared: &Shared) -> QueueReport {
+    let registry = shared.registry.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        Ok::<_, crate::registry::RegistryError>((registry.job_counts()?, registry.open_jobs(100)?))
+    })
+    .await;
+    let (counts, open) = match read {
+        Ok(Ok(both)) => both,
+        Ok(Err(e)) => {
+            log::warn!("reading the job queue: {e}");
+            Default::default()
+        }
+        Err(_) => Default::default(),
+    };
+    QueueReport {
+        queued: counts.queued,
+        running: counts.running,
+        failed: counts.failed,
+        held: counts.held,
+        done: counts.done,
+        active: shared.running.report(),
+        open,
+    }
 }

@@ -1,0 +1,120 @@
+//! One prefetch: download a foreign object into the pool, hashing it in the
+//! same pass (sha256, and md5 when the ETag is one, to check it), then HEAD
+//! it again: an object changed on the server meanwhile is reported and
+//! nothing is kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::pool::{Oid, Pool, PoolError};
+use crate::registry::ForeignObject;
+use crate::remote::{
+    fetch_into_pool, shared_http, shared_s3, Fetch, FetchError, FetchOptions, ObjectUrl, Origin,
+    RemoteError,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrefetchError {
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("{object} changed on the server during the prefetch: {why}; nothing was kept")]
+    Changed { object: String, why: String },
+}
+
+/// Fetches `object` into the pool and returns its content oid.
+pub async fn prefetch(
+    pool: Arc<Pool>,
+    object: &ForeignObject,
+    opts: FetchOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Oid, PrefetchError> {
+    let url = ObjectUrl::parse(&object.url)?;
+    let (s3, http);
+    let origin = match &url {
+        ObjectUrl::S3 { bucket, key } => {
+            s3 = shared_s3()?;
+            Origin::S3 {
+                client: &s3,
+                bucket,
+                key,
+            }
+        }
+        ObjectUrl::Https(url) => {
+            http = shared_http()?;
+            Origin::Http {
+                client: &http,
+                url,
+            }
+        }
+    };
+    let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
+    let req = Fetch {
+        origin,
+        size: object.size,
+        etag,
+        expect: None,
+        // A single-part S3 ETag is the md5 of the content: check it.
+        md5: etag.is_some_and(|e| e.len() == 32 && e.bytes().all(|b| b.is_ascii_hexdigit())),
+    };
+    let fetched = fetch_into_pool(pool.clone(), req, opts, progress).await?;
+    let oid = fetched.put.oid;
+    if let Err(why) = unchanged(&origin, object).await? {
+        if fetched.put.stored {
+            let pool = pool.clone();
+            let _ = tokio::task::spawn_blocking(move || pool.delete(&oid)).await;
+        }
+        return Err(PrefetchError::Changed {
+            object: origin.describe(),
+            why,
+        });
+    }
+    Ok(oid)
+}
+
+/// Whether the store still has the version that was fetched.
+async fn unchanged(
+    origin: &Origin<'_>,
+    object: &ForeignObject,
+) -> Result<Result<(), String>, RemoteError> {
+    let Some(now) = origin.head().await? else {
+        return Ok(Err("it is gone".into()));
+    };
+    if now.size != object.size {
+        return Ok(Err(format!(
+            "it now has {} bytes, not {}",
+            now.size, object.size
+        )));
+    }
+    let tag = now.etag.unwrap_or_default();
+    if !object.etag.is_empty() && tag != object.etag {
+        return Ok(Err(format!(
+            "its ETag is now {tag}, not {}",
+            object.etag
+        )));
+    }
+    Ok(Ok(()))
+}
+
+/// How long to wait before try `attempts + 1`: `first`, doubling, at most an hour.
+pub fn backoff(first: Duration, attempts: u32) -> Duration {
+    first
+        .saturating_mul(1 << attempts.min(16))
+        .min(Duration::from_secs(3600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_an_hour() {
+        let s = Duration::from_secs;
+        assert_eq!(backoff(s(30), 0), s(30));
+        assert_eq!(backoff(s(30), 2), s(120));
+        assert_eq!(backoff(s(30), 40), s(3600));
+    }
+}

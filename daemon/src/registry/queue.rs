@@ -1,0 +1,216 @@
+//! The prefetch queue: one job per foreign object whose content oid is not
+//! known yet, in the registry's database, so it survives restarts and a
+//! kill -9 (a job found `running` at start was interrupted: it is queued
+//! again, and its download resumes from its partial file).
+//!
+//! States: `queued` (due at `next_at`), `running`, `failed` (retried at
+//! `next_at`, after a backoff), `done`, `held` (not fetched: `--no-fetch`
+//! or over the size limit).
+
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::store::{object_at, sql, OBJECT_COLUMNS};
+use super::{now, ForeignObject, Registry, RegistryError};
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE jobs (
+        object_id INTEGER PRIMARY KEY REFERENCES objects (id),
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX jobs_due ON jobs (state, next_at);
+";
+
+/// A claimed job: the object to fetch and hash.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub object: ForeignObject,
+    /// Earlier tries, failed.
+    pub attempts: u32,
+}
+
+/// A job as `drsctl status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLine {
+    /// The URL without its query.
+    pub url: String,
+    pub size: u64,
+    pub state: String,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When a failed job is tried again (seconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub queued: u64,
+    pub running: u64,
+    pub failed: u64,
+    pub held: u64,
+    pub done: u64,
+}
+
+impl Registry {
+    /// Queues a job for every object without a content oid and without a
+    /// job; objects larger than `max_size` are held. Returns how many were
+    /// queued. Idempotent: add-url calls it after recording, the daemon at start.
+    pub fn queue_unhashed(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
+        self.write("queue jobs", |tx| {
+            let limit = max_size.map(|m| m as i64).unwrap_or(i64::MAX);
+            tx.execute(
+                "INSERT INTO jobs (object_id, state, updated_at)
+                 SELECT id, CASE WHEN size > ?1 THEN 'held' ELSE 'queued' END, ?2 FROM objects
+                 WHERE content_oid IS NULL AND id NOT IN (SELECT object_id FROM jobs)",
+                params![limit, now() as i64],
+            )
+        })
+    }
+
+    /// Holds the jobs of these objects (by provisional oid): `--no-fetch`.
+    pub fn hold(&self, provisional_oids: &[String]) -> Result<(), RegistryError> {
+        self.write("hold jobs", |tx| {
+            for oid in provisional_oids {
+                tx.execute(
+                    "UPDATE jobs SET state = 'held', updated_at = ?2 WHERE state != 'done'
+                     AND object_id IN (SELECT id FROM objects WHERE provisional_oid = ?1)",
+                    params![oid, now() as i64],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Puts jobs left `running` by a daemon that stopped back in the queue.
+    pub fn requeue_running(&self) -> Result<usize, RegistryError> {
+        self.write("requeue jobs", |tx| {
+            tx.execute(
+                "UPDATE jobs SET state = 'queued', updated_at = ?1 WHERE state = 'running'",
+                params![now() as i64],
+            )
+        })
+    }
+
+    /// Takes the job due first, if any is due by `at`, and marks it running.
+    pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
+        let query = format!(
+            "UPDATE jobs SET state = 'running', updated_at = ?1 WHERE object_id = (
+                SELECT object_id FROM jobs WHERE state IN ('queued', 'failed') AND next_at <= ?1
+                ORDER BY next_at, object_id LIMIT 1)
+             RETURNING object_id, attempts"
+        );
+        self.write("claim a job", |tx| {
+            let claimed: Option<(i64, u32)> = tx
+                .query_row(&query, params![at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            let Some((id, attempts)) = claimed else {
+                return Ok(None);
+            };
+            let object = tx.query_row(
+                &format!("SELECT {OBJECT_COLUMNS} FROM objects o WHERE o.id = ?1"),
+                [id],
+                |row| object_at(row, 0),
+            )?;
+            Ok(Some(Job {
+                id,
+                object,
+                attempts,
+            }))
+        })
+    }
+
+    /// The job's object is hashed and stored: records its content oid in
+    /// the same transaction. Returns the repos referring to the object.
+    pub fn job_done(&self, job: &Job, content_oid: &str) -> Result<Vec<std::path::PathBuf>, RegistryError> {
+        let o = &job.object;
+        let repos = self.set_content_oid(&o.url, &o.etag, o.size, content_oid)?;
+        self.write("finish a job", |tx| {
+            tx.execute(
+                "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE object_id = ?1",
+                params![job.id, now() as i64],
+            )
+        })?;
+        Ok(repos)
+    }
+
+    /// The job failed with `why`; it is tried again at `retry_at`.
+    pub fn job_failed(&self, job: &Job, why: &str, retry_at: u64) -> Result<(), RegistryError> {
+        self.write("fail a job", |tx| {
+            tx.execute(
+                "UPDATE jobs SET state = 'failed', attempts = attempts + 1, error = ?2,
+                    next_at = ?3, updated_at = ?4 WHERE object_id = ?1",
+                params![job.id, why, retry_at as i64, now() as i64],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// When the next waiting job is due, if any waits.
+    pub fn next_due(&self) -> Result<Option<u64>, RegistryError> {
+        self.lock()
+            .query_row(
+                "SELECT MIN(next_at) FROM jobs WHERE state IN ('queued', 'failed')",
+                [],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .map(|t| t.map(|t| t.max(0) as u64))
+            .map_err(sql(self.path(), "look at the queue"))
+    }
+
+    pub fn job_counts(&self) -> Result<JobCounts, RegistryError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+            .map_err(sql(self.path(), "count jobs"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?)))
+            .map_err(sql(self.path(), "count jobs"))?;
+        let mut counts = JobCounts::default();
+        for row in rows {
+            let (state, n) = row.map_err(sql(self.path(), "count jobs"))?;
+            match state.as_str() {
+                "queued" => counts.queued = n,
+                "running" => counts.running = n,
+                "failed" => counts.failed = n,
+                "held" => counts.held = n,
+                _ => counts.done += n,
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Jobs not done, for `drsctl status` (at most `limit`).
+    pub fn open_jobs(&self, limit: usize) -> Result<Vec<JobLine>, RegistryError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT o.url, o.size, j.state, j.attempts, j.error, j.next_at
+                 FROM jobs j JOIN objects o ON o.id = j.object_id
+                 WHERE j.state != 'done' ORDER BY j.state, o.url LIMIT ?1",
+            )
+            .map_err(sql(self.path(), "list jobs"))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| {
+                let state: String = r.get(2)?;
+                let url: String = r.get(0)?;
+                Ok(JobLine {
+                    url: url.split(['?', '#']).next().unwrap_or_default().to_string(),
+                    size: r.get(1)?,
+                    retry_at: (state == "failed").then(|| r.get::<_, i64>(5)).transpose()?.map(|t| t as u64),
+                    state,
+                    attempts: r.get(3)?,
+                    error: r.get(4)?,
+                })
+            })
+            .map_err(sql(self.path(), "list jobs"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(sql(self.path(), "list jobs"))
+    }
+}

@@ -1,0 +1,210 @@
+//! The prefetch workers: take due jobs from the registry's queue, fetch and
+//! hash each object, record its content oid, then hydrate and promote in
+//! every repo that refers to it. Failures are recorded with their reason and
+//! retried after a backoff; a job interrupted by a stop or a kill is queued
+//! again at the next start and its download resumes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use crate::ipc::JobProgress;
+use crate::jobs::{backoff, prefetch};
+use crate::lfs::promote::{promote, Rewrite, Scope};
+use crate::lfs::scan::git_dirs;
+use crate::lfs::{hydrate, Pointer};
+use crate::pool::Oid;
+use crate::registry::{mirror, now, Job, Registry};
+use crate::remote::FetchOptions;
+
+/// How long an idle worker sleeps at most before looking at the queue again.
+const IDLE: Duration = Duration::from_secs(5);
+
+/// Downloads in progress, by URL (without its query): for `drsctl status`.
+#[derive(Default)]
+pub(crate) struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
+
+impl Running {
+    pub fn report(&self) -> Vec<JobProgress> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .map(|(url, (done, total, since))| JobProgress {
+                url: url.clone(),
+                done: *done,
+                total: *total,
+                bytes_per_sec: (*done as f64 / since.elapsed().as_secs_f64().max(0.001)) as u64,
+            })
+            .collect()
+    }
+
+    fn set(&self, url: &str, done: u64, total: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(url.to_string()).or_insert((0, total, Instant::now()));
+        entry.0 = done;
+    }
+
+    fn clear(&self, url: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(url);
+    }
+}
+
+/// Queues what the registry holds unhashed and wakes the workers: after an
+/// add-url, and at start.
+pub(crate) async fn queue_new(shared: &Shared) {
+    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.max_size);
+    match tokio::task::spawn_blocking(move || registry.queue_unhashed(max)).await {
+        Ok(Ok(_)) => shared.jobs_wake.notify_waiters(),
+        Ok(Err(e)) => log::warn!("queueing prefetch jobs: {e}"),
+        Err(e) => log::warn!("queueing prefetch jobs: {e}"),
+    }
+}
+
+/// Runs the configured number of workers until the daemon stops.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let registry = shared.registry.clone();
+    match tokio::task::spawn_blocking(move || registry.requeue_running()).await {
+        Ok(Ok(n)) if n > 0 => log::info!("{n} interrupted prefetch job(s) queued again"),
+        Ok(Err(e)) => log::warn!("requeueing interrupted jobs: {e}"),
+        _ => {}
+    }
+    queue_new(&shared).await;
+    let workers = (0..shared.config.prefetch.jobs).map(|_| worker(shared.clone()));
+    futures_util::future::join_all(workers).await;
+}
+
+async fn worker(shared: Arc<Shared>) {
+    loop {
+        let registry = shared.registry.clone();
+        let claimed = tokio::task::spawn_blocking(move || registry.claim(now())).await;
+        match claimed {
+            Ok(Ok(Some(job))) => work(&shared, job).await,
+            Ok(Ok(None)) => {
+                let wait = idle_wait(&shared.registry).await;
+                tokio::select! {
+                    _ = shared.jobs_wake.notified() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shared.stop.cancelled() => return,
+                }
+            }
+            Ok(Err(e)) => {
+                log::warn!("taking a prefetch job: {e}");
+                tokio::time::sleep(IDLE).await;
+            }
+            Err(e) => log::warn!("taking a prefetch job: {e}"),
+        }
+        if shared.stop.is_cancelled() {
+            return;
+        }
+    }
+}
+
+/// Until the next failed job is due, at most [`IDLE`].
+async fn idle_wait(registry: &Arc<Registry>) -> Duration {
+    let registry = registry.clone();
+    let due = tokio::task::spawn_blocking(move || registry.next_due()).await;
+    match due {
+        Ok(Ok(Some(at))) => Duration::from_secs(at.saturating_sub(now())).clamp(Duration::from_millis(200), IDLE),
+        _ => IDLE,
+    }
+}
+
+async fn work(shared: &Arc<Shared>, job: Job) {
+    let cfg = &shared.config.prefetch;
+    let shown = job.object.url.split(['?', '#']).next().unwrap_or_default().to_string();
+    let opts = FetchOptions {
+        bandwidth: cfg.bandwidth.map(|b| (b / cfg.jobs as u64).max(1)),
+        ..FetchOptions::default()
+    };
+    let size = job.object.size;
+    let report = |done| shared.running.set(&shown, done, size);
+    let outcome = tokio::select! {
+        outcome = prefetch(shared.pool.clone(), &job.object, opts, &report) => Some(outcome),
+        // Stopping: the job stays `running` and is queued again at the next start.
+        _ = shared.stop.cancelled() => None,
+    };
+    shared.running.clear(&shown);
+    let registry = shared.registry.clone();
+    match outcome {
+        None => {}
+        Some(Ok(oid)) => {
+            log::info!("prefetched {shown}: sha256 {oid}");
+            let content = oid.to_hex();
+            let done = {
+                let job = job.clone();
+                tokio::task::spawn_blocking(move || registry.job_done(&job, &content)).await
+            };
+            match done {
+                Ok(Ok(repos)) => {
+                    for repo in repos {
+                        after_hash(shared, &repo, &job, oid).await;
+                    }
+                }
+                Ok(Err(e)) => log::warn!("recording the hash of {shown}: {e}"),
+                Err(e) => log::warn!("recording the hash of {shown}: {e}"),
+            }
+        }
+        Some(Err(e)) => {
+            let why = e.to_string();
+            let wait = backoff(cfg.retry, job.attempts);
+            log::warn!("prefetch of {shown} failed (try {}), again in {wait:?}: {why}", job.attempts + 1);
+            let retry_at = now() + wait.as_secs();
+            let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at)).await;
+        }
+    }
+}
+
+/// In `repo`: the object into `.git/lfs/objects`, its uncommitted pointers
+/// rewritten to the content oid, the registry and the repo's mirror updated.
+async fn after_hash(shared: &Arc<Shared>, repo: &Path, job: &Job, oid: Oid) {
+    let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
+    let (repo, job) = (repo.to_path_buf(), job.clone());
+    let shown = repo.display().to_string();
+    let outcome = tokio::task::spawn_blocking(move || -> Result<usize, String> {
+        let common = git_dirs(&repo).map_err(|e| e.to_string())?.common_dir;
+        hydrate(&pool, &common.join("lfs"), &oid, job.object.size).map_err(|e| e.to_string())?;
+        let promoted = promote_in(&registry, &repo, &job, oid)?;
+        let listed = registry.for_repo(&repo).map_err(|e| e.to_string())?;
+        mirror::write(&mirror::path_in(&common), &listed).map_err(|e| e.to_string())?;
+        Ok(promoted)
+    })
+    .await;
+    match outcome {
+        Ok(Ok(n)) if n > 0 => log::info!("{shown}: {n} staged pointer(s) promoted to sha256 {oid}"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => log::warn!("{shown}: after hashing {oid}: {e}"),
+        Err(e) => log::warn!("{shown}: after hashing {oid}: {e}"),
+    }
+}
+
+/// Rewrites the repo's uncommitted pointers to this object and records their
+/// new oid; returns how many were rewritten.
+fn promote_in(registry: &Registry, repo: &PathBuf, job: &Job, oid: Oid) -> Result<usize, String> {
+    let o = &job.object;
+    let mut entries: Vec<_> = registry
+        .for_repo(repo)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|e| e.object.url == o.url && e.object.etag == o.etag && e.object.size == o.size)
+        .filter(|e| e.oid == o.provisional_oid)
+        .collect();
+    let Ok(from) = o.provisional_oid.parse::<Oid>() else {
+        return Ok(0);
+    };
+    let rewrites: Vec<Rewrite> = entries
+        .iter()
+        .map(|e| Rewrite {
+            path: e.path.clone(),
+            from: Pointer { oid: from, size: o.size },
+            to: Pointer { oid, size: o.size },
+        })
+        .collect();
+    let done = promote(repo, &rewrites, Scope::Uncommitted).map_err(|e| e.to_string())?;
+    entries.retain(|e| done.rewritten.contains(&e.path));
+    for e in &mut entries {
+        e.oid = oid.to_hex();
+    }
+    registry.record(repo, &entries).map_err(|e| e.to_string())?;
+    Ok(entries.len())
+}
