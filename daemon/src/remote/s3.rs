@@ -442,26 +442,13 @@ impl S3Client {
         accept: &[StatusCode],
         make: impl Fn() -> RequestBuilder,
     ) -> Result<Response, RemoteError> {
-        let Retry {
-            attempts,
-            first_delay,
-        } = self.config.retry;
-        let mut delay = first_delay;
-        for attempt in 1..=attempts.max(1) {
-            let last = attempt >= attempts;
-            match make().send().await {
-                Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
-                    return Ok(resp)
-                }
-                Ok(resp) if retryable(resp.status()) && !last => {}
-                Ok(resp) => return Err(self.status_error(op, object, attempt, resp).await),
-                Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
-                Err(e) => return Err(transport(op, object, attempt, &e)),
+        match send_retrying(self.config.retry, accept, make).await {
+            Sent::Answered(resp) => Ok(resp),
+            Sent::Refused { resp, attempt } => {
+                Err(self.status_error(op, object, attempt, resp).await)
             }
-            tokio::time::sleep(delay).await;
-            delay *= 2;
+            Sent::Failed { error, attempt } => Err(transport(op, object, attempt, &error)),
         }
-        unreachable!("the last attempt returns")
     }
 
     async fn status_error(
@@ -499,6 +486,41 @@ impl S3Client {
     }
 }
 
+/// How a request ended after [`send_retrying`].
+pub(super) enum Sent {
+    /// A success, or one of the statuses the caller accepts.
+    Answered(Response),
+    /// Any other status, after `attempt` tries.
+    Refused { resp: Response, attempt: u32 },
+    /// No answer (connect, timeout, ...), after `attempt` tries.
+    Failed { error: reqwest::Error, attempt: u32 },
+}
+
+/// Sends `make()` until it is answered, with bounded retries and doubling
+/// delays for 5xx, 429, 408, timeouts and refused connections.
+pub(super) async fn send_retrying(
+    retry: Retry,
+    accept: &[StatusCode],
+    make: impl Fn() -> RequestBuilder,
+) -> Sent {
+    let mut delay = retry.first_delay;
+    for attempt in 1..=retry.attempts.max(1) {
+        let last = attempt >= retry.attempts;
+        match make().send().await {
+            Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
+                return Sent::Answered(resp)
+            }
+            Ok(resp) if retryable(resp.status()) && !last => {}
+            Ok(resp) => return Sent::Refused { resp, attempt },
+            Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
+            Err(error) => return Sent::Failed { error, attempt },
+        }
+        tokio::time::sleep(delay).await;
+        delay *= 2;
+    }
+    unreachable!("the last attempt returns")
+}
+
 fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBuilder {
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -506,7 +528,7 @@ fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBui
     req
 }
 
-pub(super) fn retryable(status: StatusCode) -> bool {
+fn retryable(status: StatusCode) -> bool {
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
         || status == StatusCode::REQUEST_TIMEOUT
