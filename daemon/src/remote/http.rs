@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-use super::s3::{chain, header, send_retrying, transport, Sent};
+use super::s3::{chain, header, ranged_if, send_retrying, transport, Sent};
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError, Retry};
 
 /// The environment variable naming a PEM file of extra trusted roots.
@@ -90,14 +90,7 @@ impl HttpClient {
     ) -> Result<Response, RemoteError> {
         let object = shown(url);
         self.send("GET", &object, &[], || {
-            let mut req = self.http.get(url.clone());
-            if let Some(r) = &range {
-                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
-            }
-            if let Some(tag) = etag {
-                req = req.header("if-match", format!("\"{tag}\""));
-            }
-            req
+            ranged_if(self.http.get(url.clone()), range.as_ref(), etag)
         })
         .await
     }

@@ -210,14 +210,7 @@ impl S3Client {
         let url = b.get_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         self.send("GET", &object, &[], || {
-            let mut req = self.http.get(url.clone());
-            if let Some(r) = &range {
-                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
-            }
-            if let Some(tag) = etag {
-                req = req.header("if-match", format!("\"{tag}\""));
-            }
-            req
+            ranged_if(self.http.get(url.clone()), range.as_ref(), etag)
         })
         .await
     }
@@ -519,6 +512,22 @@ pub(super) async fn send_retrying(
         delay *= 2;
     }
     unreachable!("the last attempt returns")
+}
+
+/// A GET of `range` only (when given), failing with HTTP 412 unless the
+/// object still has `etag` (when given).
+pub(super) fn ranged_if(
+    mut req: RequestBuilder,
+    range: Option<&Range<u64>>,
+    etag: Option<&str>,
+) -> RequestBuilder {
+    if let Some(r) = range {
+        req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
+    }
+    if let Some(tag) = etag {
+        req = req.header("if-match", format!("\"{tag}\""));
+    }
+    req
 }
 
 fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBuilder {
