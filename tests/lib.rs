@@ -32,3 +32,26 @@ pub fn spawn_ready(cmd: &mut std::process::Command) -> std::process::Child {
     );
     child
 }
+
+/// A current-thread tokio runtime for a test's async calls.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+/// Makes `dir/home` the HOME of this test process (git and git-lfs read the
+/// user's config there), with a git identity and `main` as the first branch.
+/// One test per process (nextest), so setting the variable is safe.
+pub fn fresh_home(dir: &std::path::Path) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).expect("create the test HOME");
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = T\n\temail = t@example.org\n[init]\n\tdefaultBranch = main\n",
+    )
+    .expect("write the test .gitconfig");
+    std::env::set_var("HOME", &home);
+    home
+}

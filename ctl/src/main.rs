@@ -59,9 +59,10 @@ enum Command {
         #[arg(required_unless_present = "from", conflicts_with = "from")]
         url: Option<String>,
         /// Where the pointer goes [default: the URL's file name, in the current folder]
+        #[arg(conflicts_with = "from")]
         path: Option<PathBuf>,
         /// A file of `URL [PATH]` lines (blank lines and # comments skipped):
-        /// HEADs run concurrently; one git add for all; failed lines are named
+        /// HEADs run concurrently; one staging step for all; failed lines are named
         /// by number and the rest still added (exit 1 if any failed)
         #[arg(long, value_name = "FILE")]
         from: Option<PathBuf>,

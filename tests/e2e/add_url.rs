@@ -7,7 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use drsd::remote::{S3Client, S3Config, S3Credentials, SHA256_META};
-use drsd_e2e::{bin, spawn_ready};
+use drsd_e2e::{bin, fresh_home, rt, spawn_ready};
 use sha2::{Digest, Sha256};
 
 /// A throwaway HOME (git identity, git-lfs's filters), a daemon of our own.
@@ -25,15 +25,7 @@ impl World {
             );
         }
         let top = tempfile::tempdir().unwrap();
-        let home = top.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(
-            home.join(".gitconfig"),
-            "[user]\n\tname = T\n\temail = t@example.org\n[init]\n\tdefaultBranch = main\n",
-        )
-        .unwrap();
-        // git and git-lfs read the user's config from here (one test per process).
-        std::env::set_var("HOME", &home);
+        fresh_home(top.path());
         let mut world = World { top, daemon: None };
         world.run_ok(Command::new("git").args(["lfs", "install", "--skip-repo"]));
         world.start();
@@ -176,13 +168,6 @@ fn s3() -> S3Client {
         S3Credentials::from_env().unwrap(),
     )
     .unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Asserts `path` holds exactly the pointer, is LFS-tracked, staged with

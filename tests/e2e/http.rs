@@ -2,6 +2,7 @@
 //! HEAD, ranged and conditional GETs, the extra trusted root.
 
 use drsd::remote::{HttpClient, HttpConfig, RemoteError};
+use drsd_e2e::rt;
 
 fn www(rel: &str, bytes: &[u8]) -> (String, String) {
     let dir = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
@@ -15,13 +16,6 @@ fn www(rel: &str, bytes: &[u8]) -> (String, String) {
 
 fn url(text: &str) -> url::Url {
     url::Url::parse(text).unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]

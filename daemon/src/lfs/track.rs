@@ -83,13 +83,17 @@ pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> 
         let both = paths.iter().zip(&attrs);
         both.filter(|(_, a)| want(a)).map(|(p, _)| *p).collect()
     };
-    if paths.len() >= PACK_FROM {
-        pack_blobs(top, paths)?;
-    }
-    stage(top, &pick(|a| a.plain))?;
     let untracked = pick(|a| !a.lfs);
+    let (early, mut later) = if paths.len() < PACK_FROM {
+        // Few paths: matching them against new lines costs nothing, and one
+        // staging command is cheaper than two.
+        (Vec::new(), paths.to_vec())
+    } else {
+        pack_blobs(top, paths)?;
+        (pick(|a| a.plain), pick(|a| !a.plain))
+    };
+    stage(top, &early)?;
     append_lines(top, &untracked)?;
-    let mut later = pick(|a| !a.plain);
     if !untracked.is_empty() {
         later.push(".gitattributes");
     }

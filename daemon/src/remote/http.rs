@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-use super::s3::{chain, header, retryable, transport};
+use super::s3::{chain, header, ranged_if, send_retrying, transport, Sent};
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError, Retry};
 
 /// The environment variable naming a PEM file of extra trusted roots.
@@ -90,14 +90,7 @@ impl HttpClient {
     ) -> Result<Response, RemoteError> {
         let object = shown(url);
         self.send("GET", &object, &[], || {
-            let mut req = self.http.get(url.clone());
-            if let Some(r) = &range {
-                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
-            }
-            if let Some(tag) = etag {
-                req = req.header("if-match", format!("\"{tag}\""));
-            }
-            req
+            ranged_if(self.http.get(url.clone()), range.as_ref(), etag)
         })
         .await
     }
@@ -112,26 +105,13 @@ impl HttpClient {
         accept: &[StatusCode],
         make: impl Fn() -> RequestBuilder,
     ) -> Result<Response, RemoteError> {
-        let Retry {
-            attempts,
-            first_delay,
-        } = self.retry;
-        let mut delay = first_delay;
-        for attempt in 1..=attempts.max(1) {
-            let last = attempt >= attempts;
-            match make().send().await {
-                Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
-                    return Ok(resp)
-                }
-                Ok(resp) if retryable(resp.status()) && !last => {}
-                Ok(resp) => return Err(status_error(op, object, attempt, resp.status())),
-                Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
-                Err(e) => return Err(transport(op, object, attempt, &e)),
+        match send_retrying(self.retry, accept, make).await {
+            Sent::Answered(resp) => Ok(resp),
+            Sent::Refused { resp, attempt } => {
+                Err(status_error(op, object, attempt, resp.status()))
             }
-            tokio::time::sleep(delay).await;
-            delay *= 2;
+            Sent::Failed { error, attempt } => Err(transport(op, object, attempt, &error)),
         }
-        unreachable!("the last attempt returns")
     }
 }
 

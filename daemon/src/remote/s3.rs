@@ -218,14 +218,7 @@ impl S3Client {
         let url = b.get_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         self.send("GET", &object, &[], || {
-            let mut req = self.http.get(url.clone());
-            if let Some(r) = &range {
-                req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
-            }
-            if let Some(tag) = etag {
-                req = req.header("if-match", format!("\"{tag}\""));
-            }
-            req
+            ranged_if(self.http.get(url.clone()), range.as_ref(), etag)
         })
         .await
     }
@@ -524,26 +517,13 @@ impl S3Client {
         accept: &[StatusCode],
         make: impl Fn() -> RequestBuilder,
     ) -> Result<Response, RemoteError> {
-        let Retry {
-            attempts,
-            first_delay,
-        } = self.config.retry;
-        let mut delay = first_delay;
-        for attempt in 1..=attempts.max(1) {
-            let last = attempt >= attempts;
-            match make().send().await {
-                Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
-                    return Ok(resp)
-                }
-                Ok(resp) if retryable(resp.status()) && !last => {}
-                Ok(resp) => return Err(self.status_error(op, object, attempt, resp).await),
-                Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
-                Err(e) => return Err(transport(op, object, attempt, &e)),
+        match send_retrying(self.config.retry, accept, make).await {
+            Sent::Answered(resp) => Ok(resp),
+            Sent::Refused { resp, attempt } => {
+                Err(self.status_error(op, object, attempt, resp).await)
             }
-            tokio::time::sleep(delay).await;
-            delay *= 2;
+            Sent::Failed { error, attempt } => Err(transport(op, object, attempt, &error)),
         }
-        unreachable!("the last attempt returns")
     }
 
     async fn status_error(
@@ -581,6 +561,57 @@ impl S3Client {
     }
 }
 
+/// How a request ended after [`send_retrying`].
+pub(super) enum Sent {
+    /// A success, or one of the statuses the caller accepts.
+    Answered(Response),
+    /// Any other status, after `attempt` tries.
+    Refused { resp: Response, attempt: u32 },
+    /// No answer (connect, timeout, ...), after `attempt` tries.
+    Failed { error: reqwest::Error, attempt: u32 },
+}
+
+/// Sends `make()` until it is answered, with bounded retries and doubling
+/// delays for 5xx, 429, 408, timeouts and refused connections.
+pub(super) async fn send_retrying(
+    retry: Retry,
+    accept: &[StatusCode],
+    make: impl Fn() -> RequestBuilder,
+) -> Sent {
+    let mut delay = retry.first_delay;
+    for attempt in 1..=retry.attempts.max(1) {
+        let last = attempt >= retry.attempts;
+        match make().send().await {
+            Ok(resp) if resp.status().is_success() || accept.contains(&resp.status()) => {
+                return Sent::Answered(resp)
+            }
+            Ok(resp) if retryable(resp.status()) && !last => {}
+            Ok(resp) => return Sent::Refused { resp, attempt },
+            Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
+            Err(error) => return Sent::Failed { error, attempt },
+        }
+        tokio::time::sleep(delay).await;
+        delay *= 2;
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// A GET of `range` only (when given), failing with HTTP 412 unless the
+/// object still has `etag` (when given).
+pub(super) fn ranged_if(
+    mut req: RequestBuilder,
+    range: Option<&Range<u64>>,
+    etag: Option<&str>,
+) -> RequestBuilder {
+    if let Some(r) = range {
+        req = req.header("range", format!("bytes={}-{}", r.start, r.end - 1));
+    }
+    if let Some(tag) = etag {
+        req = req.header("if-match", format!("\"{tag}\""));
+    }
+    req
+}
+
 fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBuilder {
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -588,7 +619,7 @@ fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBui
     req
 }
 
-pub(super) fn retryable(status: StatusCode) -> bool {
+fn retryable(status: StatusCode) -> bool {
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
         || status == StatusCode::REQUEST_TIMEOUT

@@ -18,7 +18,7 @@ use super::{internal, Progressor, Shared};
 use crate::ipc::{
     AddUrlEntry, AddUrlReport, AddedUrl, ErrorCode, FailedUrl, Progress, Reply, WireError,
 };
-use crate::lfs::scan::{git_dirs, toplevel};
+use crate::lfs::scan::git_dirs;
 use crate::lfs::{track, Pointer};
 use crate::registry::{self, mirror, Entry, ForeignObject, Registry};
 use crate::remote::{
@@ -66,10 +66,9 @@ pub(crate) async fn handle(
             cwd.display()
         )));
     }
-    let top = blocking(move || toplevel(&cwd).map(|top| (cwd, top)))
+    let (cwd, RepoAt { top, common }) = blocking(move || locate(&cwd).map(|at| (cwd, at)))
         .await
-        .map_err(|e| invalid(e.to_string()))?;
-    let (cwd, top) = top;
+        .map_err(invalid)?;
     // A repo seen for the first time is registered (watched, scanned), and
     // gets back its entries when the daemon's state was lost. A registered
     // one had that at registration or at the daemon's start.
@@ -84,7 +83,7 @@ pub(crate) async fn handle(
     let mut failed = Vec::new();
     let targets = plan(&top, &cwd, lines, force, &mut failed).await;
     let resolved = head_all(shared, targets, progress, &mut failed).await;
-    let added = commit(shared, &top, resolved).await?;
+    let added = commit(shared, &top, &common, resolved).await?;
     failed.sort_by_key(|f| f.line);
     Ok(Reply::AddUrl(AddUrlReport {
         repo: top,
@@ -128,6 +127,42 @@ pub(crate) async fn restore_saved(shared: Arc<Shared>) {
             );
         }
     }
+}
+
+/// The work tree containing the client's folder and its common git folder.
+struct RepoAt {
+    top: PathBuf,
+    common: PathBuf,
+}
+
+/// Both with one git process (a single add-url runs a handful in all).
+fn locate(cwd: &Path) -> Result<RepoAt, String> {
+    let out = crate::lfs::scan::git(cwd)
+        .args(["rev-parse", "--show-toplevel", "--git-common-dir"])
+        .output()
+        .map_err(|e| format!("running git in {}: {e}", cwd.display()))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{} is not in a git work tree: {}",
+            cwd.display(),
+            why.trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let (top, common) = (
+        lines.next().unwrap_or_default(),
+        lines.next().unwrap_or_default(),
+    );
+    let top = Path::new(top)
+        .canonicalize()
+        .map_err(|e| format!("{top}: {e}"))?;
+    // --git-common-dir is relative to the folder git ran in.
+    Ok(RepoAt {
+        top,
+        common: cwd.join(common),
+    })
 }
 
 fn from_entries(entries: Vec<AddUrlEntry>) -> Vec<Line> {
@@ -438,13 +473,15 @@ fn no_identity(url: &ObjectUrl, meta: &ObjectMeta) -> String {
 async fn commit(
     shared: &Arc<Shared>,
     top: &Path,
+    common: &Path,
     resolved: Vec<Resolved>,
 ) -> Result<Vec<AddedUrl>, WireError> {
     if resolved.is_empty() {
         return Ok(Vec::new());
     }
-    let (registry, top) = (shared.registry.clone(), top.to_path_buf());
-    let added = blocking(move || write_all(&registry, &top, resolved)).await?;
+    let registry = shared.registry.clone();
+    let (top, common) = (top.to_path_buf(), common.to_path_buf());
+    let added = blocking(move || write_all(&registry, &top, &common, resolved)).await?;
     crate::server::jobs::queue_new(shared).await;
     Ok(added)
 }
@@ -452,14 +489,14 @@ async fn commit(
 fn write_all(
     registry: &Registry,
     top: &Path,
+    common: &Path,
     resolved: Vec<Resolved>,
 ) -> Result<Vec<AddedUrl>, WireError> {
     let entries: Vec<Entry> = resolved.iter().map(|r| r.entry.clone()).collect();
     let clock = std::time::Instant::now();
     registry.record(top, &entries).map_err(internal)?;
-    let common = git_dirs(top).map_err(internal)?.common_dir;
     let listed = registry.for_repo(top).map_err(internal)?;
-    mirror::write(&mirror::path_in(&common), &listed).map_err(internal)?;
+    mirror::write(&mirror::path_in(common), &listed).map_err(internal)?;
     let recorded = clock.elapsed();
     for e in &entries {
         write_pointer(top, e)?;
