@@ -73,6 +73,20 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Rewrite provisional pointers (oid from an ETag) whose objects were
+    /// hashed into content pointers, in the work tree and the index, for you
+    /// to commit. Staged, uncommitted ones are promoted on their own.
+    Promote {
+        /// The pointer files to promote
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        paths: Vec<PathBuf>,
+        /// Every provisional pointer of the repo
+        #[arg(long)]
+        all: bool,
+        /// Wait for the objects' hashes (prefetch), then promote
+        #[arg(long)]
+        wait: bool,
+    },
     /// Register, unregister and list the repos the daemon watches
     #[command(subcommand)]
     Repos(ReposCommand),
@@ -151,6 +165,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     force,
                 };
                 cmd::add_url::run(&socket, args, &out).await
+            }
+            Command::Promote { paths, all, wait } => {
+                cmd::promote::run(&socket, paths, all, wait, &out).await
             }
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Service(_) => unreachable!("handled above"),

@@ -208,7 +208,10 @@ async fn small_objects() {
                         match what {
                             "put" => drop(client.put(bucket, k, body.clone()).await.unwrap()),
                             "head" => assert!(client.head(bucket, k).await.unwrap().is_some()),
-                            _ => assert_eq!(client.get_bytes(bucket, k, None).await.unwrap().len(), 16 << 10),
+                            _ => assert_eq!(
+                                client.get_bytes(bucket, k, None).await.unwrap().len(),
+                                16 << 10
+                            ),
                         }
                     })
                     .buffer_unordered(parallel)

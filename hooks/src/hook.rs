@@ -19,7 +19,9 @@ pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode>
     notify_daemon(socket).await;
     if name == "pre-push" {
         let remote = args.first().cloned().unwrap_or_else(|| "origin".into());
-        send_ahead(socket, remote, &input).await;
+        if !send_ahead(socket, remote, &input).await {
+            return Ok(ExitCode::from(1));
+        }
     }
     let mut child = Command::new("git")
         .args(["lfs", name])
@@ -57,11 +59,13 @@ async fn notify_daemon(socket: &Path) {
 
 /// Has the daemon send the pushed objects to the object remote, many at a
 /// time, before git-lfs offers them to the agent one by one. A failure here
-/// is not the push's end: git-lfs and the agent try each object again.
-async fn send_ahead(socket: &Path, remote: String, input: &[u8]) {
+/// is not the push's end: git-lfs and the agent try each object again. An
+/// object the daemon refuses (neither local nor confirmed remote, or still
+/// provisional) is: false, with the paths named.
+async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
     let who = concat!("drs-hook ", env!("CARGO_PKG_VERSION"));
     let Ok(repo) = std::env::current_dir() else {
-        return;
+        return true;
     };
     let request = Request::PrePush {
         repo,
@@ -80,8 +84,33 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) {
                     problem.oid, problem.why
                 );
             }
+            if report.copied > 0 {
+                eprintln!(
+                    "drs-hook: {} foreign object(s) copied server-side into the object remote",
+                    report.copied
+                );
+            }
+            for refused in &report.refused {
+                eprintln!(
+                    "drs-hook: refusing the push: {} (object {}): {}",
+                    refused.paths.join(", "),
+                    refused.oid,
+                    refused.why
+                );
+            }
+            report.refused.is_empty()
         }
-        Ok(_) => eprintln!("drs-hook: the daemon answered pre-push with something else"),
-        Err(e) => eprintln!("drs-hook: the objects were not sent ahead: {e}"),
+        Ok(_) => {
+            eprintln!("drs-hook: the daemon answered pre-push with something else");
+            true
+        }
+        // git-lfs lets missing objects through (allowincompletepush): without
+        // the daemon's check, the push could carry pointers nobody can fetch.
+        Err(e) => {
+            eprintln!(
+                "drs-hook: refusing the push: the drsd daemon could not check its objects: {e}"
+            );
+            false
+        }
     }
 }

@@ -11,13 +11,13 @@ use drsd_e2e::{bin, fresh_home, rt, spawn_ready};
 use sha2::{Digest, Sha256};
 
 /// A throwaway HOME (git identity, git-lfs's filters), a daemon of our own.
-struct World {
+pub(super) struct World {
     top: tempfile::TempDir,
     daemon: Option<Child>,
 }
 
 impl World {
-    fn new() -> World {
+    pub(super) fn new() -> World {
         for var in ["AWS_ENDPOINT_URL", "DRSD_TEST_WWW", "DRSD_CA_FILE"] {
             assert!(
                 std::env::var(var).is_ok(),
@@ -32,11 +32,11 @@ impl World {
         world
     }
 
-    fn dir(&self) -> &Path {
+    pub(super) fn dir(&self) -> &Path {
         self.top.path()
     }
 
-    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+    pub(super) fn env(&self) -> Vec<(&'static str, PathBuf)> {
         let d = self.dir();
         vec![
             ("DRSD_SOCKET", d.join("run/drsd.sock")),
@@ -46,7 +46,7 @@ impl World {
         ]
     }
 
-    fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         let child = spawn_ready(
             Command::new(bin("drsd"))
                 .args(["serve", "--ready"])
@@ -56,7 +56,7 @@ impl World {
         self.daemon = Some(child);
     }
 
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -64,7 +64,7 @@ impl World {
     }
 
     /// A fresh repo under the world's folder.
-    fn repo(&self, name: &str) -> PathBuf {
+    pub(super) fn repo(&self, name: &str) -> PathBuf {
         let repo = self.dir().join(name);
         std::fs::create_dir_all(&repo).unwrap();
         git(&repo, &["init", "-q"]);
@@ -72,7 +72,7 @@ impl World {
     }
 
     /// drsctl in `dir`: its output, whether or not it succeeded.
-    fn drsctl(&self, dir: &Path, args: &[&str]) -> Output {
+    pub(super) fn drsctl(&self, dir: &Path, args: &[&str]) -> Output {
         Command::new(bin("drsctl"))
             .current_dir(dir)
             .args(args)
@@ -81,7 +81,7 @@ impl World {
             .unwrap()
     }
 
-    fn drsctl_ok(&self, dir: &Path, args: &[&str]) -> serde_json::Value {
+    pub(super) fn drsctl_ok(&self, dir: &Path, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
         let out = self.drsctl(dir, &all);
@@ -89,7 +89,7 @@ impl World {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    fn run_ok(&self, cmd: &mut Command) -> String {
+    pub(super) fn run_ok(&self, cmd: &mut Command) -> String {
         let out = cmd.envs(self.env()).output().unwrap();
         assert!(out.status.success(), "{cmd:?}: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -102,7 +102,7 @@ impl Drop for World {
     }
 }
 
-fn text(out: &Output) -> String {
+pub(super) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -110,7 +110,7 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(super) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(repo)
@@ -121,16 +121,16 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn pointer_text(oid: &str, size: u64) -> String {
+pub(super) fn pointer_text(oid: &str, size: u64) -> String {
     format!("version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n")
 }
 
 /// A file served by nginx under `rel`; returns its https URL.
-fn serve(rel: &str, bytes: &[u8]) -> String {
+pub(super) fn serve(rel: &str, bytes: &[u8]) -> String {
     let path = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, bytes).unwrap();
@@ -138,7 +138,7 @@ fn serve(rel: &str, bytes: &[u8]) -> String {
 }
 
 /// A test's own folder in nginx's www, so parallel tests do not meet.
-fn www_dir(tag: &str) -> String {
+pub(super) fn www_dir(tag: &str) -> String {
     format!("t-{tag}-{}", std::process::id())
 }
 
@@ -162,7 +162,7 @@ fn nginx_etag(url: &str) -> String {
     format!("{mtime:x}-{:x}", meta.len())
 }
 
-fn s3() -> S3Client {
+pub(super) fn s3() -> S3Client {
     S3Client::new(
         S3Config::from_env().unwrap(),
         S3Credentials::from_env().unwrap(),

@@ -203,7 +203,11 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
     .unwrap();
     let h = &cloned["hydrate"];
     assert_eq!(
-        (h["objects"].as_u64(), h["from_pool"].as_u64(), h["downloaded"].as_u64()),
+        (
+            h["objects"].as_u64(),
+            h["from_pool"].as_u64(),
+            h["downloaded"].as_u64()
+        ),
         (Some(files.len() as u64), Some(files.len() as u64), Some(0)),
         "{cloned}"
     );
@@ -435,7 +439,11 @@ fn two_thousand_small_objects_go_up_and_come_back() {
     // The daemon hydrated every object before git-lfs ran.
     let h = &cloned["hydrate"];
     assert_eq!(
-        (h["objects"].as_u64(), h["downloaded"].as_u64(), h["failed"].as_array().map(Vec::len)),
+        (
+            h["objects"].as_u64(),
+            h["downloaded"].as_u64(),
+            h["failed"].as_array().map(Vec::len)
+        ),
         (Some(2000), Some(2000), Some(0)),
         "{cloned}"
     );

@@ -1,5 +1,6 @@
 mod add_url;
 mod daemon;
+mod foreign;
 mod http;
 mod lfs_transfer;
 mod pool_crash;

@@ -201,11 +201,9 @@ mod fetch {
                 expect: None,
                 md5: true,
             };
-            let got = fetch_into_pool(pool.clone(), req, opts(), &|n| {
-                *seen.lock().unwrap() = n
-            })
-            .await
-            .unwrap();
+            let got = fetch_into_pool(pool.clone(), req, opts(), &|n| *seen.lock().unwrap() = n)
+                .await
+                .unwrap();
             assert_eq!(got.put.oid, Oid::of(&body));
             assert_eq!(
                 (got.put.tier, got.put.stored, got.resumed_from),

@@ -88,7 +88,13 @@ pub async fn clone(
     };
     git(
         None,
-        &["clone", "--quiet", "--no-checkout", url, &dir.to_string_lossy()],
+        &[
+            "clone",
+            "--quiet",
+            "--no-checkout",
+            url,
+            &dir.to_string_lossy(),
+        ],
         true,
     )?;
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
@@ -140,7 +146,10 @@ async fn hydrate(socket: &Path, dir: &Path, out: &Output) -> Result<HydrateRepor
         return Err(anyhow!("the daemon answered hydrate with something else").into());
     };
     for problem in &report.failed {
-        eprintln!("drsctl: object {} was not hydrated: {}", problem.oid, problem.why);
+        eprintln!(
+            "drsctl: object {} was not hydrated: {}",
+            problem.oid, problem.why
+        );
     }
     Ok(report)
 }

@@ -4,6 +4,7 @@
 pub mod add_url;
 pub mod init;
 pub mod pool;
+pub mod promote;
 pub mod repos;
 pub mod shutdown;
 pub mod status;

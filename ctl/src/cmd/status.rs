@@ -42,9 +42,26 @@ fn print(s: &StatusReport) {
         );
     }
     println!(
-        "queue   {} queued, {} running",
-        s.queue.queued, s.queue.running
+        "queue   {} queued, {} running, {} failed, {} held, {} done",
+        s.queue.queued, s.queue.running, s.queue.failed, s.queue.held, s.queue.done
     );
+    for a in &s.queue.active {
+        println!(
+            "  fetching {}: {} of {} ({}/s)",
+            a.url,
+            crate::output::bytes(a.done),
+            crate::output::bytes(a.total),
+            crate::output::bytes(a.bytes_per_sec)
+        );
+    }
+    for j in s.queue.open.iter().filter(|j| j.state != "running") {
+        let why = j
+            .error
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        println!("  {} {} (tries {}){why}", j.state, j.url, j.attempts);
+    }
     println!("repos   {}", s.repos.len());
     repo_table(&s.repos);
 }

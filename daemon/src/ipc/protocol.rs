@@ -113,6 +113,16 @@ pub enum Request {
         remote: String,
         updates: String,
     },
+    /// Rewrite provisional pointers whose content oid is known into content
+    /// pointers, in the work tree and the index (committed ones too): the
+    /// `paths` given (relative to `cwd`), or every one with `all`.
+    Promote {
+        cwd: PathBuf,
+        #[serde(default)]
+        paths: Vec<PathBuf>,
+        #[serde(default)]
+        all: bool,
+    },
     /// Put the objects of HEAD's pointers in the repo's `.git/lfs/objects`:
     /// from the pool, else from the repo's object remote into the pool first.
     Hydrate {
@@ -177,7 +187,25 @@ pub enum Reply {
     PrePush(PushReport),
     Hydrated(HydrateReport),
     AddUrl(AddUrlReport),
+    Promoted(PromoteReport),
     Done,
+}
+
+/// What a promote request did, by path (relative to the repo's top).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromoteReport {
+    pub repo: PathBuf,
+    pub rewritten: Vec<String>,
+    /// Provisional still: the object is not hashed yet (its job's state).
+    pub waiting: Vec<PathWaiting>,
+    /// The index or the work tree no longer holds the provisional pointer.
+    pub changed: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathWaiting {
+    pub path: String,
+    pub url: String,
 }
 
 /// One URL for `add_url`.

@@ -45,10 +45,7 @@ pub async fn prefetch(
         }
         ObjectUrl::Https(url) => {
             http = shared_http()?;
-            Origin::Http {
-                client: &http,
-                url,
-            }
+            Origin::Http { client: &http, url }
         }
     };
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
@@ -91,10 +88,7 @@ async fn unchanged(
     }
     let tag = now.etag.unwrap_or_default();
     if !object.etag.is_empty() && tag != object.etag {
-        return Ok(Err(format!(
-            "its ETag is now {tag}, not {}",
-            object.etag
-        )));
+        return Ok(Err(format!("its ETag is now {tag}, not {}", object.etag)));
     }
     Ok(Ok(()))
 }

@@ -8,6 +8,6 @@ pub mod scan;
 pub mod setup;
 pub mod track;
 
-pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use hydrate::{hydrate, Hydrated};
+pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use scan::{head_pointers, pushed_pointers, scan_repo, Pushed, ScanError};

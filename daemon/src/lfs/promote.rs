@@ -91,14 +91,11 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
 /// `path -> blob id` from `git ls-files -s -z` or `git ls-tree -r -z`
 /// (`<mode> SP <id or type SP id> ... TAB <path>`).
 fn blobs(top: &Path, args: &[&str]) -> Result<BTreeMap<String, String>, TrackError> {
-    let out = git(top)
-        .args(args)
-        .output()
-        .map_err(|e| TrackError::Git {
-            what: "git ls-files",
-            repo: top.to_path_buf(),
-            why: e.to_string(),
-        })?;
+    let out = git(top).args(args).output().map_err(|e| TrackError::Git {
+        what: "git ls-files",
+        repo: top.to_path_buf(),
+        why: e.to_string(),
+    })?;
     if !out.status.success() {
         return Err(TrackError::Git {
             what: "git ls-files",

@@ -215,7 +215,10 @@ fn git_failed(repo: &Path, args: &[&str], stderr: &[u8]) -> ScanError {
 
 /// Reads `ids` through one `git cat-file --batch`; returns those that are
 /// pointers, keyed by blob id.
-pub(crate) fn read_pointers(repo: &Path, ids: &[String]) -> Result<BTreeMap<String, Pointer>, ScanError> {
+pub(crate) fn read_pointers(
+    repo: &Path,
+    ids: &[String],
+) -> Result<BTreeMap<String, Pointer>, ScanError> {
     let args = ["cat-file", "--batch"];
     let fail = |why: String| ScanError::Git {
         repo: repo.to_path_buf(),
@@ -348,7 +351,10 @@ pub fn pushed_pointers(repo: &Path, remote: &str, updates: &str) -> Result<Vec<P
     let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         if let Some((id, path)) = line.split_once(' ').filter(|(_, p)| !p.is_empty()) {
-            paths.entry(id.to_string()).or_default().push(path.to_string());
+            paths
+                .entry(id.to_string())
+                .or_default()
+                .push(path.to_string());
         }
     }
     let blobs = small_blob_ids(repo, paths.keys())?;

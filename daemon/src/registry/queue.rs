@@ -4,8 +4,8 @@
 //! again, and its download resumes from its partial file).
 //!
 //! States: `queued` (due at `next_at`), `running`, `failed` (retried at
-//! `next_at`, after a backoff), `done`, `held` (not fetched: `--no-fetch`
-//! or over the size limit).
+//! `next_at`, after a backoff), `done`, `held` (over the size limit: not
+//! fetched, until a daemon with a larger limit starts).
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -74,17 +74,15 @@ impl Registry {
         })
     }
 
-    /// Holds the jobs of these objects (by provisional oid): `--no-fetch`.
-    pub fn hold(&self, provisional_oids: &[String]) -> Result<(), RegistryError> {
-        self.write("hold jobs", |tx| {
-            for oid in provisional_oids {
-                tx.execute(
-                    "UPDATE jobs SET state = 'held', updated_at = ?2 WHERE state != 'done'
-                     AND object_id IN (SELECT id FROM objects WHERE provisional_oid = ?1)",
-                    params![oid, now() as i64],
-                )?;
-            }
-            Ok(())
+    /// Queues held jobs that `max_size` no longer holds (the limit changed).
+    pub fn release_held(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
+        let limit = max_size.map(|m| m as i64).unwrap_or(i64::MAX);
+        self.write("release held jobs", |tx| {
+            tx.execute(
+                "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE state = 'held'
+                 AND object_id IN (SELECT id FROM objects WHERE size <= ?1)",
+                params![limit, now() as i64],
+            )
         })
     }
 
@@ -100,15 +98,13 @@ impl Registry {
 
     /// Takes the job due first, if any is due by `at`, and marks it running.
     pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
-        let query = format!(
-            "UPDATE jobs SET state = 'running', updated_at = ?1 WHERE object_id = (
+        let query = "UPDATE jobs SET state = 'running', updated_at = ?1 WHERE object_id = (
                 SELECT object_id FROM jobs WHERE state IN ('queued', 'failed') AND next_at <= ?1
                 ORDER BY next_at, object_id LIMIT 1)
-             RETURNING object_id, attempts"
-        );
+             RETURNING object_id, attempts";
         self.write("claim a job", |tx| {
             let claimed: Option<(i64, u32)> = tx
-                .query_row(&query, params![at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(query, params![at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let Some((id, attempts)) = claimed else {
                 return Ok(None);
@@ -128,7 +124,11 @@ impl Registry {
 
     /// The job's object is hashed and stored: records its content oid in
     /// the same transaction. Returns the repos referring to the object.
-    pub fn job_done(&self, job: &Job, content_oid: &str) -> Result<Vec<std::path::PathBuf>, RegistryError> {
+    pub fn job_done(
+        &self,
+        job: &Job,
+        content_oid: &str,
+    ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
         let o = &job.object;
         let repos = self.set_content_oid(&o.url, &o.etag, o.size, content_oid)?;
         self.write("finish a job", |tx| {
@@ -203,7 +203,10 @@ impl Registry {
                 Ok(JobLine {
                     url: url.split(['?', '#']).next().unwrap_or_default().to_string(),
                     size: r.get(1)?,
-                    retry_at: (state == "failed").then(|| r.get::<_, i64>(5)).transpose()?.map(|t| t as u64),
+                    retry_at: (state == "failed")
+                        .then(|| r.get::<_, i64>(5))
+                        .transpose()?
+                        .map(|t| t as u64),
                     state,
                     attempts: r.get(3)?,
                     error: r.get(4)?,

@@ -9,7 +9,8 @@ use super::{Entry, ForeignObject, RegistryError};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts the
 /// applied ones. The job queue's tables come as the next migration.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE objects (
         id INTEGER PRIMARY KEY,
         url TEXT NOT NULL,
@@ -37,7 +38,9 @@ const MIGRATIONS: &[&str] = &["
         PRIMARY KEY (repo, path)
     );
     CREATE INDEX repo_refs_object ON repo_refs (object_id);
-", super::queue::SCHEMA];
+",
+    super::queue::SCHEMA,
+];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
 /// transactions; callers run them off the async threads).
@@ -278,7 +281,10 @@ fn repo_key(repo: &Path) -> String {
     repo.to_string_lossy().into_owned()
 }
 
-pub(super) fn sql<'a>(path: &'a Path, op: &'static str) -> impl Fn(rusqlite::Error) -> RegistryError + 'a {
+pub(super) fn sql<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl Fn(rusqlite::Error) -> RegistryError + 'a {
     move |source| RegistryError::Sqlite {
         op,
         path: path.to_path_buf(),

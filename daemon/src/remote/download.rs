@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use md5::Md5;
 use reqwest::Response;
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::{self as tokio_mpsc, Receiver, Sender};
 use tokio::sync::Semaphore;
-use md5::Md5;
-use sha2::{Digest, Sha256};
 
 use super::{HttpClient, ObjectMeta, RemoteError, S3Client};
 use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, Tier, WRITEBACK_EVERY};
@@ -359,13 +359,17 @@ async fn stream_range(
     tx: Sender<Bytes>,
 ) -> Result<(), FetchError> {
     let want = range.end - range.start;
-    let mut resp = req.origin.get(range.clone(), req.etag).await.map_err(|e| match e {
-        RemoteError::Http { status: 412, .. } => FetchError::Changed {
-            object: object.to_string(),
-            why: format!("its ETag is no longer {}", req.etag.unwrap_or("")),
-        },
-        other => other.into(),
-    })?;
+    let mut resp = req
+        .origin
+        .get(range.clone(), req.etag)
+        .await
+        .map_err(|e| match e {
+            RemoteError::Http { status: 412, .. } => FetchError::Changed {
+                object: object.to_string(),
+                why: format!("its ETag is no longer {}", req.etag.unwrap_or("")),
+            },
+            other => other.into(),
+        })?;
     let broke = |why: String| FetchError::Short {
         object: object.to_string(),
         why: format!("bytes {}-{}: {why}", range.start, range.end - 1),
@@ -445,13 +449,7 @@ struct Sink {
 }
 
 impl Sink {
-    fn spawn(
-        file: File,
-        path: PathBuf,
-        start: u64,
-        md5: bool,
-        rx: Receiver<Bytes>,
-    ) -> Sink {
+    fn spawn(file: File, path: PathBuf, start: u64, md5: bool, rx: Receiver<Bytes>) -> Sink {
         let thread = std::thread::spawn(move || write_and_hash(file, &path, start, md5, rx));
         Sink { thread }
     }

@@ -85,7 +85,9 @@ pub const SHA256_META: &str = "x-amz-meta-sha256";
 /// What a conditional PUT did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutOutcome {
-    Stored { etag: Option<String> },
+    Stored {
+        etag: Option<String>,
+    },
     /// The key was taken; the object there is unchanged.
     Exists,
 }
@@ -337,7 +339,9 @@ impl S3Client {
         }
         let url = action.sign(SIGN_FOR);
         let resp = self
-            .send("copy", &object, &[], || with_headers(self.http.put(url.clone()), &all))
+            .send("copy", &object, &[], || {
+                with_headers(self.http.put(url.clone()), &all)
+            })
             .await?;
         // S3 may answer a failed copy with 200 and an error in the body.
         let text = resp
@@ -705,7 +709,11 @@ fn meta(resp: &Response, op: &'static str, object: &str) -> Result<ObjectMeta, R
 /// A key as `x-amz-copy-source` wants it: each path segment percent-encoded.
 fn encode_key(key: &str) -> String {
     key.split('/')
-        .map(|seg| url::form_urlencoded::byte_serialize(seg.as_bytes()).collect::<String>().replace('+', "%20"))
+        .map(|seg| {
+            url::form_urlencoded::byte_serialize(seg.as_bytes())
+                .collect::<String>()
+                .replace('+', "%20")
+        })
         .collect::<Vec<_>>()
         .join("/")
 }

@@ -125,7 +125,10 @@ pub async fn upload_from_pool(
     let mut bytes = None;
     if file.is_none() && len < opts.put_first_below {
         let body = Bytes::from(read_all(blob).await?);
-        match client.put_if_absent(bucket, &key, body.clone(), &headers).await? {
+        match client
+            .put_if_absent(bucket, &key, body.clone(), &headers)
+            .await?
+        {
             PutOutcome::Stored { etag } => return Ok(Uploaded::Sent(sent(etag))),
             PutOutcome::Exists => bytes = Some(body), // checked below like any present object
         }

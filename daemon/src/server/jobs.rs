@@ -5,7 +5,7 @@
 //! again at the next start and its download resumes.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,9 @@ impl Running {
 
     fn set(&self, url: &str, done: u64, total: u64) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = map.entry(url.to_string()).or_insert((0, total, Instant::now()));
+        let entry = map
+            .entry(url.to_string())
+            .or_insert((0, total, Instant::now()));
         entry.0 = done;
     }
 
@@ -63,8 +65,12 @@ pub(crate) async fn queue_new(shared: &Shared) {
 
 /// Runs the configured number of workers until the daemon stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let registry = shared.registry.clone();
-    match tokio::task::spawn_blocking(move || registry.requeue_running()).await {
+    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.max_size);
+    let requeued = move || {
+        registry.release_held(max)?;
+        registry.requeue_running()
+    };
+    match tokio::task::spawn_blocking(requeued).await {
         Ok(Ok(n)) if n > 0 => log::info!("{n} interrupted prefetch job(s) queued again"),
         Ok(Err(e)) => log::warn!("requeueing interrupted jobs: {e}"),
         _ => {}
@@ -105,14 +111,22 @@ async fn idle_wait(registry: &Arc<Registry>) -> Duration {
     let registry = registry.clone();
     let due = tokio::task::spawn_blocking(move || registry.next_due()).await;
     match due {
-        Ok(Ok(Some(at))) => Duration::from_secs(at.saturating_sub(now())).clamp(Duration::from_millis(200), IDLE),
+        Ok(Ok(Some(at))) => {
+            Duration::from_secs(at.saturating_sub(now())).clamp(Duration::from_millis(200), IDLE)
+        }
         _ => IDLE,
     }
 }
 
 async fn work(shared: &Arc<Shared>, job: Job) {
     let cfg = &shared.config.prefetch;
-    let shown = job.object.url.split(['?', '#']).next().unwrap_or_default().to_string();
+    let shown = job
+        .object
+        .url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let opts = FetchOptions {
         bandwidth: cfg.bandwidth.map(|b| (b / cfg.jobs as u64).max(1)),
         ..FetchOptions::default()
@@ -148,9 +162,13 @@ async fn work(shared: &Arc<Shared>, job: Job) {
         Some(Err(e)) => {
             let why = e.to_string();
             let wait = backoff(cfg.retry, job.attempts);
-            log::warn!("prefetch of {shown} failed (try {}), again in {wait:?}: {why}", job.attempts + 1);
+            log::warn!(
+                "prefetch of {shown} failed (try {}), again in {wait:?}: {why}",
+                job.attempts + 1
+            );
             let retry_at = now() + wait.as_secs();
-            let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at)).await;
+            let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at))
+                .await;
         }
     }
 }
@@ -180,7 +198,7 @@ async fn after_hash(shared: &Arc<Shared>, repo: &Path, job: &Job, oid: Oid) {
 
 /// Rewrites the repo's uncommitted pointers to this object and records their
 /// new oid; returns how many were rewritten.
-fn promote_in(registry: &Registry, repo: &PathBuf, job: &Job, oid: Oid) -> Result<usize, String> {
+fn promote_in(registry: &Registry, repo: &Path, job: &Job, oid: Oid) -> Result<usize, String> {
     let o = &job.object;
     let mut entries: Vec<_> = registry
         .for_repo(repo)
@@ -196,7 +214,10 @@ fn promote_in(registry: &Registry, repo: &PathBuf, job: &Job, oid: Oid) -> Resul
         .iter()
         .map(|e| Rewrite {
             path: e.path.clone(),
-            from: Pointer { oid: from, size: o.size },
+            from: Pointer {
+                oid: from,
+                size: o.size,
+            },
             to: Pointer { oid, size: o.size },
         })
         .collect();

@@ -102,7 +102,10 @@ async fn one(
     match place().await? {
         Hydrated::NotInPool => Err(WireError::new(
             ErrorCode::Internal,
-            format!("object {} left the pool right after its download", pointer.oid),
+            format!(
+                "object {} left the pool right after its download",
+                pointer.oid
+            ),
         )),
         _ => Ok(Source::Remote),
     }

@@ -12,8 +12,8 @@ use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::Oid;
 use crate::remote::{
-    shared_s3,
-    fetch_into_pool, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin, S3Client, UploadOptions, Uploaded,
+    fetch_into_pool, shared_s3, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin,
+    S3Client, UploadOptions, Uploaded,
 };
 
 fn s3() -> Result<Arc<S3Client>, WireError> {

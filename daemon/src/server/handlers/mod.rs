@@ -4,6 +4,7 @@ mod add_url;
 mod hydrate;
 mod init;
 mod lfs;
+mod promote;
 mod push;
 mod repos;
 mod shutdown;
@@ -74,6 +75,7 @@ pub(crate) async fn handle(
             remote,
             updates,
         } => push::handle(&shared, repo, remote, updates, &progress).await,
+        Request::Promote { cwd, paths, all } => promote::handle(&shared, cwd, paths, all).await,
         Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
         Request::AddUrl {
             cwd,

@@ -10,9 +10,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::lfs::{confirm_sent, facts, layout, send_object, take_in};
 use super::{internal, Progressor, Shared};
-use crate::ipc::{
-    ErrorCode, ObjectProblem, Progress, PushReport, RefusedPath, Reply, WireError,
-};
+use crate::ipc::{ErrorCode, ObjectProblem, Progress, PushReport, RefusedPath, Reply, WireError};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer};
 use crate::pool::Oid;
@@ -174,7 +172,9 @@ async fn copy_foreign(
     };
     let source = format!("s3://{bucket}/{key}");
     match client.head(bucket, key).await {
-        Ok(Some(now)) if now.size == o.size && (o.etag.is_empty() || now.etag.as_deref() == Some(o.etag.as_str())) => {}
+        Ok(Some(now))
+            if now.size == o.size
+                && (o.etag.is_empty() || now.etag.as_deref() == Some(o.etag.as_str())) => {}
         Ok(Some(now)) => {
             return Outcome::Refused(format!(
                 "{source} changed since it was added: {} bytes, ETag {}; it was {} bytes, ETag {}",
@@ -196,7 +196,13 @@ async fn copy_foreign(
         }
     }
     match client
-        .copy(bucket, key, &layout.bucket, &dest, &[(SHA256_META, hex.as_str())])
+        .copy(
+            bucket,
+            key,
+            &layout.bucket,
+            &dest,
+            &[(SHA256_META, hex.as_str())],
+        )
         .await
     {
         Ok(meta) if meta.size == o.size => {

@@ -1,0 +1,117 @@
+//! `promote`: provisional pointers whose object was hashed become content
+//! pointers, in the work tree and the index; the user commits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{internal, Shared};
+use crate::ipc::{ErrorCode, PathWaiting, PromoteReport, Reply, WireError};
+use crate::lfs::promote::{promote, Rewrite, Scope};
+use crate::lfs::scan::{git_dirs, toplevel};
+use crate::lfs::{hydrate, Pointer};
+use crate::pool::Oid;
+use crate::registry::{mirror, Entry, Registry};
+
+pub(super) async fn handle(
+    shared: &Arc<Shared>,
+    cwd: PathBuf,
+    paths: Vec<PathBuf>,
+    all: bool,
+) -> Result<Reply, WireError> {
+    if !all && paths.is_empty() {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            "name the paths to promote, or --all",
+        ));
+    }
+    let (registry, pool) = (shared.registry.clone(), shared.pool.clone());
+    tokio::task::spawn_blocking(move || {
+        let top = toplevel(&cwd).map_err(|e| invalid(e.to_string()))?;
+        let wanted: Vec<String> = paths.iter().map(|p| relative(&top, &cwd, p)).collect();
+        let entries: Vec<Entry> = registry
+            .for_repo(&top)
+            .map_err(internal)?
+            .into_iter()
+            .filter(|e| all || wanted.contains(&e.path))
+            .collect();
+        let mut report = PromoteReport {
+            repo: top.clone(),
+            ..PromoteReport::default()
+        };
+        let lfs = git_dirs(&top).map_err(internal)?.common_dir.join("lfs");
+        let mut rewrites = Vec::new();
+        for e in &entries {
+            let o = &e.object;
+            match (&o.content_oid, e.oid == o.provisional_oid) {
+                (_, false) => {} // already a content pointer
+                (None, true) => report.waiting.push(PathWaiting {
+                    path: e.path.clone(),
+                    url: o.url.split(['?', '#']).next().unwrap_or_default().into(),
+                }),
+                (Some(content), true) => {
+                    let (Ok(from), Ok(to)) =
+                        (o.provisional_oid.parse::<Oid>(), content.parse::<Oid>())
+                    else {
+                        continue;
+                    };
+                    hydrate(&pool, &lfs, &to, o.size).map_err(internal)?;
+                    rewrites.push(Rewrite {
+                        path: e.path.clone(),
+                        from: Pointer {
+                            oid: from,
+                            size: o.size,
+                        },
+                        to: Pointer {
+                            oid: to,
+                            size: o.size,
+                        },
+                    });
+                }
+            }
+        }
+        let done = promote(&top, &rewrites, Scope::All).map_err(internal)?;
+        record(&registry, &top, &lfs, entries, &done.rewritten)?;
+        report.rewritten = done.rewritten;
+        report.changed = done.changed;
+        Ok(Reply::Promoted(report))
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// The registry and the repo's mirror learn the rewritten paths' new oids.
+fn record(
+    registry: &Registry,
+    top: &Path,
+    lfs: &Path,
+    entries: Vec<Entry>,
+    rewritten: &[String],
+) -> Result<(), WireError> {
+    let changed: Vec<Entry> = entries
+        .into_iter()
+        .filter(|e| rewritten.contains(&e.path))
+        .map(|mut e| {
+            e.oid = e.object.content_oid.clone().unwrap_or(e.oid);
+            e
+        })
+        .collect();
+    registry.record(top, &changed).map_err(internal)?;
+    let listed = registry.for_repo(top).map_err(internal)?;
+    let common = lfs.parent().unwrap_or(lfs);
+    mirror::write(&mirror::path_in(common), &listed).map_err(internal)
+}
+
+/// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.
+fn relative(top: &Path, cwd: &Path, path: &Path) -> String {
+    let full = std::path::absolute(cwd.join(path)).unwrap_or_else(|_| cwd.join(path));
+    full.strip_prefix(top)
+        .unwrap_or(&full)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn invalid(why: String) -> WireError {
+    WireError::new(ErrorCode::InvalidArgument, why)
+}

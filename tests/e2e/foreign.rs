@@ -1,0 +1,316 @@
+//! Foreign objects after add-url: the background prefetch and hash,
+//! promotion, and the pre-push safety net, with real git, git-lfs, Ceph RGW
+//! and nginx. Each test is its own process (nextest), so the daemon's
+//! settings go through this process's environment.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use drsd::pool::Oid;
+use drsd::remote::ObjectLayout;
+
+use drsd_e2e::rt;
+
+use super::add_url::{git, pointer_text, s3, serve, sha256_hex, text, www_dir, World};
+
+fn content(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// A fresh bucket holding `bytes` at `key` (one PUT: its ETag is the md5).
+fn source_object(tag: &str, key: &str, bytes: &[u8]) -> String {
+    let c = s3();
+    let bucket = format!("src-{tag}-{}", std::process::id());
+    rt().block_on(async {
+        c.create_bucket(&bucket).await.unwrap();
+        c.put(&bucket, key, Bytes::from(bytes.to_vec()))
+            .await
+            .unwrap();
+    });
+    format!("s3://{bucket}/{key}")
+}
+
+/// A repo set up with drsd and an object remote in a fresh bucket.
+fn drs_repo(world: &World, name: &str) -> (std::path::PathBuf, ObjectLayout) {
+    let bucket = format!("dest-{name}-{}", std::process::id());
+    rt().block_on(s3().create_bucket(&bucket)).unwrap();
+    let remote = format!("s3://{bucket}/lfs");
+    let repo = world.repo(name);
+    world.drsctl_ok(&repo, &["init", "--remote", &remote]);
+    (repo, ObjectLayout::parse(&remote).unwrap())
+}
+
+/// Polls `check` for up to a minute.
+fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn staged(repo: &Path, path: &str) -> String {
+    git(repo, &["show", &format!(":{path}")])
+}
+
+fn queue(world: &World, repo: &Path) -> serde_json::Value {
+    world.drsctl_ok(repo, &["status"])["queue"].clone()
+}
+
+/// git in `repo` with the world's daemon (hooks, agent), its output and status.
+fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .envs(world.env())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: std::process::Output) {
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewhere() {
+    let world = World::new();
+    let body = content((3 << 20) + 17, 1);
+    let url = source_object("flow", "runs/reads.bam", &body);
+    let (repo, layout) = drs_repo(&world, "a");
+    let added = world.drsctl_ok(&repo, &["add-url", &url]);
+    assert_eq!(added["added"][0]["provisional"], true, "{added}");
+    let content_oid = sha256_hex(&body);
+    let promoted = pointer_text(&content_oid, body.len() as u64);
+
+    // The daemon fetches and hashes it, then promotes the staged pointer.
+    wait_for("the staged pointer's promotion", || {
+        staged(&repo, "reads.bam") == promoted
+    });
+    assert_eq!(
+        std::fs::read_to_string(repo.join("reads.bam")).unwrap(),
+        promoted
+    );
+    let object = repo
+        .join(".git/lfs/objects")
+        .join(&content_oid[..2])
+        .join(&content_oid[2..4])
+        .join(&content_oid);
+    assert_eq!(std::fs::read(&object).unwrap(), body, "hydrated");
+    let q = queue(&world, &repo);
+    assert_eq!(
+        (q["done"].as_u64(), q["failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{q}"
+    );
+
+    // Push: the object goes into the remote's layout by a server-side copy.
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "reads"]));
+    let remotes = tempfile::tempdir().unwrap(); // outlives this user's world
+    let bare = remotes.path().join("remote.git");
+    git(
+        world.dir(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("1 foreign object(s) copied server-side"),
+        "{}",
+        text(&out)
+    );
+    let oid: Oid = content_oid.parse().unwrap();
+    let there = rt()
+        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
+        .unwrap()
+        .expect("copied into the layout");
+    assert_eq!(
+        (there.size, there.sha256.as_deref()),
+        (body.len() as u64, Some(content_oid.as_str()))
+    );
+
+    // Another user on another machine: own HOME, empty pool, no registry.
+    drop(world);
+    let other = World::new();
+    let out = Command::new(drsd_e2e::bin("drsctl"))
+        .current_dir(other.dir())
+        .args(["clone", bare.to_str().unwrap(), "b"])
+        .envs(other.env())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(other.dir().join("b/reads.bam")).unwrap(),
+        body
+    );
+}
+
+#[test]
+fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
+    // A daemon that holds every prefetch: the pointer stays provisional.
+    std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
+    let mut world = World::new();
+    let body = content(200_000, 2);
+    let url = source_object("held", "sample.cram", &body);
+    let (repo, layout) = drs_repo(&world, "h");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "provisional"]));
+    let q = queue(&world, &repo);
+    assert_eq!(q["held"].as_u64(), Some(1), "{q}");
+    let bare = world.dir().join("remote.git");
+    git(
+        world.dir(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(
+        !out.status.success(),
+        "a provisional pointer was pushed: {said}"
+    );
+    assert!(
+        said.contains("sample.cram") && said.contains("provisional"),
+        "{said}"
+    );
+
+    // A daemon without the limit fetches it; promote rewrites the committed pointer.
+    world.kill();
+    std::env::remove_var("DRSD_PREFETCH_MAX_SIZE");
+    world.start();
+    let report = world.drsctl_ok(&repo, &["promote", "--all", "--wait"]);
+    assert_eq!(
+        report["rewritten"],
+        serde_json::json!(["sample.cram"]),
+        "{report}"
+    );
+    let content_oid = sha256_hex(&body);
+    assert_eq!(
+        staged(&repo, "sample.cram"),
+        pointer_text(&content_oid, body.len() as u64)
+    );
+    ok(git_in(&world, &repo, &["commit", "-qam", "promoted"]));
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let oid: Oid = content_oid.parse().unwrap();
+    assert!(rt()
+        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+fn an_object_changed_on_the_server_after_add_url_fails_its_job_with_the_reason() {
+    std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
+    let mut world = World::new();
+    let dir = www_dir("changed");
+    let url = serve(&format!("{dir}/x.fastq"), &content(5000, 3));
+    let repo = world.repo("c");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    // The file changes under the same URL (another size: another ETag).
+    serve(&format!("{dir}/x.fastq"), &content(6000, 4));
+    world.kill();
+    std::env::remove_var("DRSD_PREFETCH_MAX_SIZE");
+    world.start();
+    let mut q = serde_json::Value::Null;
+    wait_for("the job to fail", || {
+        q = queue(&world, &repo);
+        q["failed"].as_u64() == Some(1)
+    });
+    let why = q["open"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.contains("x.fastq") && why.contains("changed"), "{q}");
+    // Nothing was promoted: the pointer keeps its provisional oid.
+    let pointer = staged(&repo, "x.fastq");
+    assert!(pointer.contains("size 5000"), "{pointer}");
+}
+
+#[test]
+fn a_prefetch_while_the_store_is_down_fails_then_resumes_when_it_is_back() {
+    std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
+    std::env::set_var("DRSD_RETRY_SECS", "1");
+    let mut world = World::new();
+    let body = content(300_000, 5);
+    let url = source_object("down", "reads.bam", &body);
+    let (repo, _) = drs_repo(&world, "d");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    // The store is unreachable from the daemon (a closed port).
+    world.kill();
+    std::env::remove_var("DRSD_PREFETCH_MAX_SIZE");
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+    std::env::set_var("AWS_ENDPOINT_URL", "http://127.0.0.1:9");
+    world.start();
+    let mut q = serde_json::Value::Null;
+    wait_for("the job to fail", || {
+        q = queue(&world, &repo);
+        q["failed"].as_u64() == Some(1)
+    });
+    assert!(
+        q["open"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reads.bam"),
+        "{q}"
+    );
+    // Back: the next daemon retries and completes.
+    world.kill();
+    std::env::set_var("AWS_ENDPOINT_URL", endpoint);
+    world.start();
+    let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);
+    wait_for("the retry and the promotion", || {
+        staged(&repo, "reads.bam") == promoted
+    });
+}
+
+#[test]
+fn a_prefetch_killed_with_sigkill_resumes_after_a_restart() {
+    // Slow enough to be caught midway: 256 MiB at 32 MiB/s.
+    std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "32M");
+    let mut world = World::new();
+    let rel = format!("{}/big.bam", www_dir("kill"));
+    let url = serve(&rel, b"");
+    let served = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(&rel);
+    std::fs::File::options()
+        .write(true)
+        .open(&served)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    let repo = world.repo("k");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    let partial = world.dir().join("pool/partial");
+    let held = || -> u64 {
+        std::fs::read_dir(&partial)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    wait_for("part of the download", || held() > 32 << 20);
+    world.kill(); // SIGKILL
+    let kept = held();
+    assert!(kept > 32 << 20 && kept < 256 << 20, "{kept}");
+    std::env::remove_var("DRSD_PREFETCH_BANDWIDTH");
+    world.start();
+    let zeros_oid = sha256_hex(&vec![0u8; 256 << 20]);
+    let promoted = pointer_text(&zeros_oid, 256 << 20);
+    wait_for("the resumed prefetch", || {
+        staged(&repo, "big.bam") == promoted
+    });
+    assert_eq!(held(), 0, "the partial file was adopted into the pool");
+}
