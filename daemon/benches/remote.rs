@@ -16,6 +16,15 @@ use rusty_s3::S3Action;
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
+    if std::env::args().any(|a| a == "--prefetch") {
+        let mib = std::env::args()
+            .skip_while(|a| a != "--mib")
+            .nth(1)
+            .map(|n| n.parse().expect("--mib N"))
+            .unwrap_or(4096);
+        rt.block_on(prefetch_https(mib));
+        return;
+    }
     if std::env::args().any(|a| a == "--small") {
         rt.block_on(small_objects());
         return;
@@ -225,4 +234,81 @@ async fn small_objects() {
         let get = timed("get").await;
         println!("| {parallel} | {put:.0} | {head:.0} | {get:.0} |");
     }
+}
+
+/// The prefetch pipeline (download + sha256 + md5 + fsync + into the pool)
+/// of one nginx object over https, against `curl -o /dev/null` of the same
+/// URL and `openssl dgst -sha256` of the served file.
+async fn prefetch_https(mib: u64) {
+    use drsd::remote::{HttpClient, HttpConfig};
+    let www = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
+    let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
+    let ca = std::env::var("DRSD_CA_FILE").unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let served = std::path::Path::new(&www).join("bench-prefetch.bin");
+    let status = Command::new("head")
+        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
+        .stdout(std::fs::File::create(&served).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let url = url::Url::parse(&format!("{base}/bench-prefetch.bin")).unwrap();
+    let client = HttpClient::new(HttpConfig::from_env()).unwrap();
+    let meta = client.head(&url).await.unwrap().unwrap();
+    let etag = meta.etag.clone().unwrap();
+    let curl = best_of(3, || {
+        let t = Instant::now();
+        let ok = Command::new("curl")
+            .args(["-sf", "--cacert", &ca, "-o", "/dev/null", url.as_str()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "curl failed");
+        t.elapsed()
+    });
+    let openssl = best_of(3, || {
+        let t = Instant::now();
+        let ok = Command::new("openssl")
+            .args(["dgst", "-sha256"])
+            .arg(&served)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "openssl failed");
+        t.elapsed()
+    });
+    let pool = Arc::new(Pool::open(&dir.path().join("pool"), None).unwrap());
+    let mut ours = Duration::MAX;
+    for _ in 0..3 {
+        let req = Fetch {
+            origin: Origin::Http {
+                client: &client,
+                url: &url,
+            },
+            size: meta.size,
+            etag: Some(&etag),
+            expect: None,
+            md5: true,
+        };
+        let t = Instant::now();
+        let got = fetch_into_pool(pool.clone(), req, FetchOptions::default(), &|_| {})
+            .await
+            .unwrap();
+        ours = ours.min(t.elapsed());
+        pool.delete(&got.put.oid).unwrap();
+    }
+    let _ = std::fs::remove_file(&served);
+    let rate = |d: Duration| mib as f64 / d.as_secs_f64();
+    let slower = rate(curl).min(rate(openssl));
+    println!("### Prefetch of a {mib} MiB nginx object over https, best of 3\n");
+    println!("| what | MiB/s | / slower baseline |");
+    println!("|---|---|---|");
+    println!(
+        "| prefetch: download + sha256 + md5 + fsync + into the pool | {:.0} | {:.2}× |",
+        rate(ours),
+        rate(ours) / slower
+    );
+    println!("| `curl -o /dev/null` | {:.0} | |", rate(curl));
+    println!("| `openssl dgst -sha256` of the served file | {:.0} | |", rate(openssl));
 }
