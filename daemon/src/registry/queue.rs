@@ -122,22 +122,27 @@ impl Registry {
         })
     }
 
-    /// The job's object is hashed and stored: records its content oid in
-    /// the same transaction. Returns the repos referring to the object.
+    /// The job's object is hashed and stored: its content oid and the job's
+    /// end in one transaction (a kill between the two would fetch it again).
+    /// Returns the repos referring to the object.
     pub fn job_done(
         &self,
         job: &Job,
         content_oid: &str,
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
-        let o = &job.object;
-        let repos = self.set_content_oid(&o.url, &o.etag, o.size, content_oid)?;
         self.write("finish a job", |tx| {
+            tx.execute(
+                "UPDATE objects SET content_oid = ?2, updated_at = ?3 WHERE id = ?1",
+                params![job.id, content_oid, now() as i64],
+            )?;
             tx.execute(
                 "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE object_id = ?1",
                 params![job.id, now() as i64],
-            )
-        })?;
-        Ok(repos)
+            )?;
+            let mut stmt = tx.prepare("SELECT DISTINCT repo FROM repo_refs WHERE object_id = ?1")?;
+            let repos = stmt.query_map([job.id], |r| r.get::<_, String>(0))?;
+            repos.map(|r| r.map(std::path::PathBuf::from)).collect()
+        })
     }
 
     /// The job failed with `why`; it is tried again at `retry_at`.

@@ -147,3 +147,47 @@ fn a_bad_mirror_line_is_named() {
     let err = mirror::read(&file).unwrap_err().to_string();
     assert!(err.contains("registry.jsonl line 2"), "{err}");
 }
+
+#[test]
+fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_oid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.sqlite");
+    let reg = Registry::open(&path).unwrap();
+    let small = object("s3://b/small", "0123456789abcdef0123456789abcdef", 10);
+    let big = object("s3://b/big", "fedcba9876543210fedcba9876543210", 1000);
+    reg.record(Path::new("/r"), &[entry("s", &small), entry("b", &big)])
+        .unwrap();
+    assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 2);
+    assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 0, "idempotent");
+    let c = reg.job_counts().unwrap();
+    assert_eq!((c.queued, c.held), (1, 1), "the big one is over the limit");
+
+    let job = reg.claim(50).unwrap().expect("the small one is due");
+    assert_eq!(job.object.url, "s3://b/small");
+    assert!(reg.claim(50).unwrap().is_none(), "nothing else is due");
+    reg.job_failed(&job, "store down", 100).unwrap();
+    assert!(reg.claim(99).unwrap().is_none(), "backing off");
+    assert_eq!(reg.next_due().unwrap(), Some(100));
+    let again = reg.claim(100).unwrap().expect("due again");
+    assert_eq!(again.attempts, 1);
+
+    // A kill while running: the next daemon queues it again.
+    drop(reg);
+    let reg = Registry::open(&path).unwrap();
+    assert_eq!(reg.job_counts().unwrap().running, 1);
+    assert_eq!(reg.requeue_running().unwrap(), 1);
+    let job = reg.claim(100).unwrap().unwrap();
+    let repos = reg.job_done(&job, &"ab".repeat(32)).unwrap();
+    assert_eq!(repos, vec![std::path::PathBuf::from("/r")]);
+    let known = reg.lookup_by_location("s3://b/small", &small.etag, 10).unwrap();
+    assert_eq!(known.unwrap().content_oid, Some("ab".repeat(32)));
+    assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 0);
+
+    // A larger limit releases the held one.
+    assert_eq!(reg.release_held(None).unwrap(), 1);
+    let c = reg.job_counts().unwrap();
+    assert_eq!((c.queued, c.held, c.done), (1, 0, 1));
+    let open = reg.open_jobs(10).unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].url, "s3://b/big");
+}
