@@ -30,11 +30,6 @@ pub(super) async fn handle(
 ) -> Result<Reply, WireError> {
     let started = std::time::Instant::now();
     let facts = facts(&repo).await?;
-    if facts.remote.is_none() {
-        // No object remote recorded: git-lfs and the agent say what is wrong.
-        return Ok(Reply::PrePush(PushReport::default()));
-    }
-    let layout = layout(&repo, &facts)?;
     let objects = {
         let repo = repo.clone();
         tokio::task::spawn_blocking(move || pushed_pointers(&repo, &remote, &updates))
@@ -57,6 +52,21 @@ pub(super) async fn handle(
         objects: total,
         ..PushReport::default()
     };
+    if facts.remote.is_none() {
+        // No object remote recorded: git-lfs and the agent say what is wrong
+        // with local objects; foreign ones have nowhere to go.
+        report.refused = objects
+            .into_iter()
+            .filter(|p| foreign.contains_key(&p.pointer.oid.to_hex()))
+            .map(|p| RefusedPath {
+                oid: p.pointer.oid.to_hex(),
+                paths: p.paths,
+                why: "an object added by URL, and the repo has no object remote to copy it to (drsctl init --remote s3://bucket/prefix)".into(),
+            })
+            .collect();
+        return Ok(Reply::PrePush(report));
+    }
+    let layout = layout(&repo, &facts)?;
     let lfs_objects = facts.lfs.join("objects");
     let mut results = stream::iter(objects)
         .map(|pushed| {
