@@ -310,5 +310,8 @@ async fn prefetch_https(mib: u64) {
         rate(ours) / slower
     );
     println!("| `curl -o /dev/null` | {:.0} | |", rate(curl));
-    println!("| `openssl dgst -sha256` of the served file | {:.0} | |", rate(openssl));
+    println!(
+        "| `openssl dgst -sha256` of the served file | {:.0} | |",
+        rate(openssl)
+    );
 }

@@ -14,10 +14,23 @@ use sha2::{Digest, Sha256};
 pub(super) struct World {
     top: tempfile::TempDir,
     daemon: Option<Child>,
+    /// Whether the daemon prefetches (and so promotes) what add-url adds.
+    prefetch: bool,
 }
 
 impl World {
+    /// A world whose daemon holds every prefetch: pointers stay as add-url
+    /// wrote them, whatever the timing.
     pub(super) fn new() -> World {
+        Self::create(false)
+    }
+
+    /// A world whose daemon prefetches, hashes and promotes in the background.
+    pub(super) fn with_prefetch() -> World {
+        Self::create(true)
+    }
+
+    fn create(prefetch: bool) -> World {
         for var in ["AWS_ENDPOINT_URL", "DRSD_TEST_WWW", "DRSD_CA_FILE"] {
             assert!(
                 std::env::var(var).is_ok(),
@@ -26,7 +39,11 @@ impl World {
         }
         let top = tempfile::tempdir().unwrap();
         fresh_home(top.path());
-        let mut world = World { top, daemon: None };
+        let mut world = World {
+            top,
+            daemon: None,
+            prefetch,
+        };
         world.run_ok(Command::new("git").args(["lfs", "install", "--skip-repo"]));
         world.start();
         world
@@ -47,12 +64,14 @@ impl World {
     }
 
     pub(super) fn start(&mut self) {
-        let child = spawn_ready(
-            Command::new(bin("drsd"))
-                .args(["serve", "--ready"])
-                .envs(self.env())
-                .stderr(Stdio::inherit()),
-        );
+        let mut cmd = Command::new(bin("drsd"));
+        cmd.args(["serve", "--ready"])
+            .envs(self.env())
+            .stderr(Stdio::inherit());
+        if !self.prefetch {
+            cmd.env("DRSD_PREFETCH_MAX_SIZE", "0");
+        }
+        let child = spawn_ready(&mut cmd);
         self.daemon = Some(child);
     }
 

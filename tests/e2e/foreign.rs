@@ -81,7 +81,7 @@ fn ok(out: std::process::Output) {
 
 #[test]
 fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewhere() {
-    let world = World::new();
+    let world = World::with_prefetch();
     let body = content((3 << 20) + 17, 1);
     let url = source_object("flow", "runs/reads.bam", &body);
     let (repo, layout) = drs_repo(&world, "a");
@@ -140,7 +140,7 @@ fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewh
 
     // Another user on another machine: own HOME, empty pool, no registry.
     drop(world);
-    let other = World::new();
+    let other = World::with_prefetch();
     let out = Command::new(drsd_e2e::bin("drsctl"))
         .current_dir(other.dir())
         .args(["clone", bare.to_str().unwrap(), "b"])
@@ -158,7 +158,7 @@ fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewh
 fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     // A daemon that holds every prefetch: the pointer stays provisional.
     std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
-    let mut world = World::new();
+    let mut world = World::with_prefetch();
     let body = content(200_000, 2);
     let url = source_object("held", "sample.cram", &body);
     let (repo, layout) = drs_repo(&world, "h");
@@ -212,7 +212,7 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
 #[test]
 fn an_object_changed_on_the_server_after_add_url_fails_its_job_with_the_reason() {
     std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
-    let mut world = World::new();
+    let mut world = World::with_prefetch();
     let dir = www_dir("changed");
     let url = serve(&format!("{dir}/x.fastq"), &content(5000, 3));
     let repo = world.repo("c");
@@ -241,7 +241,7 @@ fn an_object_changed_on_the_server_after_add_url_fails_its_job_with_the_reason()
 fn a_prefetch_while_the_store_is_down_fails_then_resumes_when_it_is_back() {
     std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
     std::env::set_var("DRSD_RETRY_SECS", "1");
-    let mut world = World::new();
+    let mut world = World::with_prefetch();
     let body = content(300_000, 5);
     let url = source_object("down", "reads.bam", &body);
     let (repo, _) = drs_repo(&world, "d");
@@ -278,7 +278,7 @@ fn a_prefetch_while_the_store_is_down_fails_then_resumes_when_it_is_back() {
 fn a_prefetch_killed_with_sigkill_resumes_after_a_restart() {
     // Slow enough to be caught midway: 256 MiB at 32 MiB/s.
     std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "32M");
-    let mut world = World::new();
+    let mut world = World::with_prefetch();
     let rel = format!("{}/big.bam", www_dir("kill"));
     let url = serve(&rel, b"");
     let served = Path::new(&std::env::var("DRSD_TEST_WWW").unwrap()).join(&rel);

@@ -179,7 +179,9 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     let job = reg.claim(100).unwrap().unwrap();
     let repos = reg.job_done(&job, &"ab".repeat(32)).unwrap();
     assert_eq!(repos, vec![std::path::PathBuf::from("/r")]);
-    let known = reg.lookup_by_location("s3://b/small", &small.etag, 10).unwrap();
+    let known = reg
+        .lookup_by_location("s3://b/small", &small.etag, 10)
+        .unwrap();
     assert_eq!(known.unwrap().content_oid, Some("ab".repeat(32)));
     assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 0);
 

@@ -47,18 +47,25 @@ fn take_lock(socket: &Path) -> Result<File, DaemonError> {
         .write(true)
         .open(&path)
         .map_err(|e| DaemonError::io("open lock file", &path, e))?;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(DaemonError::AlreadyRunning {
-                socket: socket.to_path_buf(),
-                how: "another drsd holds its lock file",
-            });
+    // A daemon killed while it was starting a child process leaves the lock
+    // with that child until it execs: a few tries bridge the moment.
+    for attempt in 0..10 {
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
         }
-        return Err(DaemonError::io("lock", &path, err));
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(DaemonError::io("lock", &path, err));
+        }
+        if attempt < 9 {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
     }
-    Ok(file)
+    Err(DaemonError::AlreadyRunning {
+        socket: socket.to_path_buf(),
+        how: "another drsd holds its lock file",
+    })
 }
 
 /// Removes a socket file nobody answers on; refuses a live one or a non-socket.
