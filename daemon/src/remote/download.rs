@@ -87,8 +87,9 @@ pub struct Fetch<'a> {
 }
 
 /// How a download is cut: `parallel` range requests of `chunk` bytes in
-/// flight, each streamed. On loopback with RGW on the same cores one stream
-/// is fastest (docs/benchmarks.md); a long path to a cluster wants more.
+/// flight, each streamed. On loopback with RGW on the same cores, two of
+/// 64 MiB were never far from the best and the best under load
+/// (docs/benchmarks.md); a long path to a cluster wants more.
 #[derive(Debug, Clone, Copy)]
 pub struct FetchOptions {
     pub chunk: u64,
@@ -100,8 +101,8 @@ pub struct FetchOptions {
 impl Default for FetchOptions {
     fn default() -> FetchOptions {
         FetchOptions {
-            chunk: 256 << 20,
-            parallel: 1,
+            chunk: 64 << 20,
+            parallel: 2,
             bandwidth: None,
         }
     }
