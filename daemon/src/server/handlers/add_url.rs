@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 
@@ -21,9 +21,7 @@ use crate::ipc::{
 use crate::lfs::scan::git_dirs;
 use crate::lfs::{track, Pointer};
 use crate::registry::{self, mirror, Entry, ForeignObject, Registry};
-use crate::remote::{
-    HttpClient, HttpConfig, ObjectMeta, ObjectUrl, S3Client, S3Config, S3Credentials,
-};
+use crate::remote::{shared_http, shared_s3, HttpClient, ObjectMeta, ObjectUrl, S3Client};
 
 /// HEADs in flight at once for a batch.
 const CONCURRENT_HEADS: usize = 32;
@@ -540,29 +538,12 @@ fn added(r: Resolved) -> AddedUrl {
     }
 }
 
-/// One client of each kind for the daemon's life (they keep connections
-/// open); built on first use, a failure is not kept.
-static S3: Mutex<Option<Arc<S3Client>>> = Mutex::new(None);
-static HTTP: Mutex<Option<Arc<HttpClient>>> = Mutex::new(None);
-
 fn s3() -> Result<Arc<S3Client>, String> {
-    let mut slot = S3.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(client) = slot.as_ref() {
-        return Ok(client.clone());
-    }
-    let config = S3Config::from_env().map_err(|e| e.to_string())?;
-    let creds = S3Credentials::from_env().map_err(|e| e.to_string())?;
-    let client = S3Client::new(config, creds).map_err(|e| e.to_string())?;
-    Ok(slot.insert(Arc::new(client)).clone())
+    shared_s3().map_err(|e| e.to_string())
 }
 
 fn http() -> Result<Arc<HttpClient>, String> {
-    let mut slot = HTTP.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(client) = slot.as_ref() {
-        return Ok(client.clone());
-    }
-    let client = HttpClient::new(HttpConfig::from_env()).map_err(|e| e.to_string())?;
-    Ok(slot.insert(Arc::new(client)).clone())
+    shared_http().map_err(|e| e.to_string())
 }
 
 fn invalid(why: String) -> WireError {
