@@ -314,3 +314,43 @@ fn a_prefetch_killed_with_sigkill_resumes_after_a_restart() {
     });
     assert_eq!(held(), 0, "the partial file was adopted into the pool");
 }
+
+#[test]
+fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
+    let world = World::with_prefetch();
+    let body = content((1 << 20) + 3, 6);
+    let url = serve(&format!("{}/sample.vcf", www_dir("https")), &body);
+    let (repo, layout) = drs_repo(&world, "w");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    let content_oid = sha256_hex(&body);
+    let promoted = pointer_text(&content_oid, body.len() as u64);
+    wait_for("the staged pointer's promotion", || staged(&repo, "sample.vcf") == promoted);
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
+    let remotes = tempfile::tempdir().unwrap();
+    let bare = remotes.path().join("remote.git");
+    git(world.dir(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    // nginx is not the object remote's endpoint: no server-side copy, the
+    // prefetched bytes go up from the pool.
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("copied server-side"), "{}", text(&out));
+    let oid: Oid = content_oid.parse().unwrap();
+    let there = rt()
+        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
+        .unwrap()
+        .expect("uploaded into the layout");
+    assert_eq!(there.sha256.as_deref(), Some(content_oid.as_str()));
+
+    drop(world);
+    let other = World::with_prefetch();
+    let out = Command::new(drsd_e2e::bin("drsctl"))
+        .current_dir(other.dir())
+        .args(["clone", bare.to_str().unwrap(), "b"])
+        .envs(other.env())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read(other.dir().join("b/sample.vcf")).unwrap(), body);
+}
