@@ -72,6 +72,9 @@ enum Command {
         /// Replace a file at PATH that is not an LFS pointer
         #[arg(long)]
         force: bool,
+        /// Do not prefetch and hash the object here: its pointer stays provisional
+        #[arg(long)]
+        no_fetch: bool,
     },
     /// Rewrite provisional pointers (oid from an ETag) whose objects were
     /// hashed into content pointers, in the work tree and the index, for you
@@ -156,8 +159,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 from,
                 sha256,
                 force,
+                no_fetch,
             } => {
                 let args = cmd::add_url::AddUrlArgs {
+                    no_fetch,
                     url,
                     path,
                     from,

@@ -324,12 +324,17 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
     world.drsctl_ok(&repo, &["add-url", &url]);
     let content_oid = sha256_hex(&body);
     let promoted = pointer_text(&content_oid, body.len() as u64);
-    wait_for("the staged pointer's promotion", || staged(&repo, "sample.vcf") == promoted);
+    wait_for("the staged pointer's promotion", || {
+        staged(&repo, "sample.vcf") == promoted
+    });
     git(&repo, &["add", ".gitattributes"]);
     ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
     let remotes = tempfile::tempdir().unwrap();
     let bare = remotes.path().join("remote.git");
-    git(world.dir(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(
+        world.dir(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
     git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
     // nginx is not the object remote's endpoint: no server-side copy, the
     // prefetched bytes go up from the pool.
@@ -352,5 +357,38 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(std::fs::read(other.dir().join("b/sample.vcf")).unwrap(), body);
+    assert_eq!(
+        std::fs::read(other.dir().join("b/sample.vcf")).unwrap(),
+        body
+    );
+}
+
+#[test]
+fn an_object_added_with_no_fetch_stays_provisional_and_promote_does_not_wait_for_it() {
+    let world = World::with_prefetch();
+    let body = content(70_000, 7);
+    let url = source_object("nofetch", "big.bam", &body);
+    let (repo, _) = drs_repo(&world, "n");
+    let added = world.drsctl_ok(&repo, &["add-url", "--no-fetch", &url]);
+    let oid = added["added"][0]["oid"].as_str().unwrap().to_string();
+    assert_eq!(added["added"][0]["provisional"], true, "{added}");
+    std::thread::sleep(Duration::from_secs(1)); // time enough for a worker to take it
+    let q = queue(&world, &repo);
+    assert_eq!(
+        (
+            q["held"].as_u64(),
+            q["done"].as_u64(),
+            q["running"].as_u64()
+        ),
+        (Some(1), Some(0), Some(0)),
+        "{q}"
+    );
+    assert_eq!(
+        staged(&repo, "big.bam"),
+        pointer_text(&oid, body.len() as u64)
+    );
+    let out = world.drsctl(&repo, &["--json", "promote", "--all", "--wait"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["waiting"][0]["state"], "skipped", "{report}");
 }

@@ -18,6 +18,7 @@ pub struct AddUrlArgs {
     pub from: Option<PathBuf>,
     pub sha256: Option<String>,
     pub force: bool,
+    pub no_fetch: bool,
 }
 
 /// More lines than this print a summary instead of one line per pointer.
@@ -45,6 +46,7 @@ pub async fn run(socket: &Path, args: AddUrlArgs, out: &Output) -> Result<(), Fa
         entries,
         from,
         force: args.force,
+        no_fetch: args.no_fetch,
     };
     let report = call(socket, request, out).await?;
     show(&report, out);

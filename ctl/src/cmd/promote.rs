@@ -42,7 +42,12 @@ pub async fn run(
             return Err(anyhow!("the daemon answered promote with something else").into());
         };
         rewritten.append(&mut report.rewritten);
-        if !wait || report.waiting.is_empty() {
+        // Objects held back (size limit, --no-fetch) will not come: no waiting.
+        let coming = report
+            .waiting
+            .iter()
+            .any(|w| !matches!(w.state.as_str(), "held" | "skipped"));
+        if !wait || !coming {
             report.rewritten = std::mem::take(&mut rewritten);
             break report;
         }
@@ -72,7 +77,10 @@ fn show(report: &PromoteReport, out: &Output) {
             println!("promoted {path} (commit it)");
         }
         for w in &report.waiting {
-            println!("waiting  {} ({} not hashed yet)", w.path, w.url);
+            println!(
+                "waiting  {} ({} not hashed yet: {})",
+                w.path, w.url, w.state
+            );
         }
         for path in &report.changed {
             println!("skipped  {path}: it no longer holds the provisional pointer");

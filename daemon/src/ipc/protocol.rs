@@ -96,6 +96,10 @@ pub enum Request {
         /// Replace a file at PATH that is not an LFS pointer.
         #[serde(default)]
         force: bool,
+        /// Record, but do not prefetch (an object too big, or not wanted on
+        /// this machine): its pointer stays provisional.
+        #[serde(default)]
+        no_fetch: bool,
     },
     /// For the git-lfs transfer agent: take `path` into the pool and upload
     /// it to the repo's object remote unless it is there already.
@@ -206,6 +210,9 @@ pub struct PromoteReport {
 pub struct PathWaiting {
     pub path: String,
     pub url: String,
+    /// Its prefetch job's state: `queued`, `running`, `failed`, `held`
+    /// (over the size limit) or `skipped` (`--no-fetch`).
+    pub state: String,
 }
 
 /// One URL for `add_url`.

@@ -5,7 +5,8 @@
 //!
 //! States: `queued` (due at `next_at`), `running`, `failed` (retried at
 //! `next_at`, after a backoff), `done`, `held` (over the size limit: not
-//! fetched, until a daemon with a larger limit starts).
+//! fetched, until a daemon with a larger limit starts), `skipped`
+//! (`add-url --no-fetch`).
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -72,6 +73,42 @@ impl Registry {
                 params![limit, now() as i64],
             )
         })
+    }
+
+    /// Records that the objects with these provisional oids are not to be
+    /// prefetched (`add-url --no-fetch`): their jobs are `skipped`.
+    pub fn skip(&self, provisional_oids: &[String]) -> Result<(), RegistryError> {
+        self.write("skip jobs", |tx| {
+            for oid in provisional_oids {
+                tx.execute(
+                    "INSERT INTO jobs (object_id, state, updated_at)
+                     SELECT id, 'skipped', ?2 FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL
+                     ON CONFLICT (object_id) DO UPDATE SET state = 'skipped', updated_at = ?2
+                     WHERE state != 'done'",
+                    params![oid, now() as i64],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The state of the prefetch job of the object at `url` with this ETag
+    /// and size, if it has one.
+    pub fn job_state(
+        &self,
+        url: &str,
+        etag: &str,
+        size: u64,
+    ) -> Result<Option<String>, RegistryError> {
+        self.lock()
+            .query_row(
+                "SELECT j.state FROM jobs j JOIN objects o ON o.id = j.object_id
+                 WHERE o.url = ?1 AND o.etag = ?2 AND o.size = ?3",
+                params![url, etag, size],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql(self.path(), "look up a job"))
     }
 
     /// Queues held jobs that `max_size` no longer holds (the limit changed).
@@ -184,7 +221,7 @@ impl Registry {
                 "queued" => counts.queued = n,
                 "running" => counts.running = n,
                 "failed" => counts.failed = n,
-                "held" => counts.held = n,
+                "held" | "skipped" => counts.held += n,
                 _ => counts.done += n,
             }
         }

@@ -56,6 +56,7 @@ pub(crate) async fn handle(
     entries: Vec<AddUrlEntry>,
     from: Option<PathBuf>,
     force: bool,
+    no_fetch: bool,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
     if !cwd.is_absolute() {
@@ -81,7 +82,7 @@ pub(crate) async fn handle(
     let mut failed = Vec::new();
     let targets = plan(&top, &cwd, lines, force, &mut failed).await;
     let resolved = head_all(shared, targets, progress, &mut failed).await;
-    let added = commit(shared, &top, &common, resolved).await?;
+    let added = commit(shared, &top, &common, resolved, no_fetch).await?;
     failed.sort_by_key(|f| f.line);
     Ok(Reply::AddUrl(AddUrlReport {
         repo: top,
@@ -473,13 +474,27 @@ async fn commit(
     top: &Path,
     common: &Path,
     resolved: Vec<Resolved>,
+    no_fetch: bool,
 ) -> Result<Vec<AddedUrl>, WireError> {
     if resolved.is_empty() {
         return Ok(Vec::new());
     }
     let registry = shared.registry.clone();
     let (top, common) = (top.to_path_buf(), common.to_path_buf());
-    let added = blocking(move || write_all(&registry, &top, &common, resolved)).await?;
+    let added = blocking(move || {
+        let added = write_all(&registry, &top, &common, resolved)?;
+        if no_fetch {
+            // Before any job is queued for them, so no worker takes one.
+            let oids: Vec<String> = added
+                .iter()
+                .filter(|a| a.provisional)
+                .map(|a| a.oid.clone())
+                .collect();
+            registry.skip(&oids).map_err(internal)?;
+        }
+        Ok::<_, WireError>(added)
+    })
+    .await?;
     crate::server::jobs::queue_new(shared).await;
     Ok(added)
 }

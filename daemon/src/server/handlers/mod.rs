@@ -82,7 +82,8 @@ pub(crate) async fn handle(
             entries,
             from,
             force,
-        } => add_url::handle(&shared, cwd, entries, from, force, &progress).await,
+            no_fetch,
+        } => add_url::handle(&shared, cwd, entries, from, force, no_fetch, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",

@@ -47,6 +47,10 @@ pub(super) async fn handle(
                 (None, true) => report.waiting.push(PathWaiting {
                     path: e.path.clone(),
                     url: o.url.split(['?', '#']).next().unwrap_or_default().into(),
+                    state: registry
+                        .job_state(&o.url, &o.etag, o.size)
+                        .map_err(internal)?
+                        .unwrap_or_else(|| "queued".into()),
                 }),
                 (Some(content), true) => {
                     let (Ok(from), Ok(to)) =
