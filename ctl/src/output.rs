@@ -107,3 +107,15 @@ mod tests {
         assert_eq!(super::bytes(3 << 30), "3.0 GiB");
     }
 }
+
+/// A progress bar on standard error with `template`; hidden for `--json`
+/// (and indicatif draws nothing when standard error is not a terminal).
+pub fn progress_bar(out: &Output, template: &str) -> indicatif::ProgressBar {
+    let bar = if out.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
+    bar
+}

@@ -75,6 +75,20 @@ fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `drsctl clone` of `bare` as another user on another machine (own HOME,
+/// empty pool, no registry); returns the file at `path` in the clone.
+fn clone_elsewhere(bare: &Path, path: &str) -> Vec<u8> {
+    let other = World::with_prefetch();
+    let out = Command::new(drsd_e2e::bin("drsctl"))
+        .current_dir(other.dir())
+        .args(["clone", bare.to_str().unwrap(), "b"])
+        .envs(other.env())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::read(other.dir().join("b").join(path)).unwrap()
+}
+
 fn ok(out: std::process::Output) {
     assert!(out.status.success(), "{}", text(&out));
 }
@@ -140,18 +154,7 @@ fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewh
 
     // Another user on another machine: own HOME, empty pool, no registry.
     drop(world);
-    let other = World::with_prefetch();
-    let out = Command::new(drsd_e2e::bin("drsctl"))
-        .current_dir(other.dir())
-        .args(["clone", bare.to_str().unwrap(), "b"])
-        .envs(other.env())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(
-        std::fs::read(other.dir().join("b/reads.bam")).unwrap(),
-        body
-    );
+    assert_eq!(clone_elsewhere(&bare, "reads.bam"), body);
 }
 
 #[test]
@@ -349,18 +352,7 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
     assert_eq!(there.sha256.as_deref(), Some(content_oid.as_str()));
 
     drop(world);
-    let other = World::with_prefetch();
-    let out = Command::new(drsd_e2e::bin("drsctl"))
-        .current_dir(other.dir())
-        .args(["clone", bare.to_str().unwrap(), "b"])
-        .envs(other.env())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(
-        std::fs::read(other.dir().join("b/sample.vcf")).unwrap(),
-        body
-    );
+    assert_eq!(clone_elsewhere(&bare, "sample.vcf"), body);
 }
 
 #[test]

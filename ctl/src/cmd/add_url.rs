@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use drsd::ipc::{AddUrlEntry, AddUrlReport, Reply, Request};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
@@ -71,16 +70,7 @@ pub async fn run(socket: &Path, args: AddUrlArgs, out: &Output) -> Result<(), Fa
 
 async fn call(socket: &Path, request: Request, out: &Output) -> Result<AddUrlReport, Failure> {
     let mut client = super::connect(socket).await?;
-    // Drawn on standard error, and only when it is a terminal (indicatif's rule).
-    let bar = if out.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} HEADs [{elapsed}] {msg}")
-            .expect("valid template"),
-    );
+    let bar = crate::output::progress_bar(out, "{bar:30} {pos}/{len} HEADs [{elapsed}] {msg}");
     let reply = client
         .call_with_progress(request, |p| {
             if let Some(total) = p.total {

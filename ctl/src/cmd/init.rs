@@ -5,7 +5,6 @@ use std::process::Command;
 
 use anyhow::{anyhow, Context};
 use drsd::ipc::{HydrateReport, Reply, Request, SetupReport};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::Failure;
 use crate::output::Output;
@@ -121,15 +120,7 @@ pub async fn clone(
 /// with a progress bar on standard error.
 async fn hydrate(socket: &Path, dir: &Path, out: &Output) -> Result<HydrateReport, Failure> {
     let mut client = super::connect(socket).await?;
-    let bar = if out.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} objects {pos}/{len} [{elapsed}]")
-            .expect("valid template"),
-    );
+    let bar = crate::output::progress_bar(out, "{spinner} objects {pos}/{len} [{elapsed}]");
     let reply = client
         .call_with_progress(
             Request::Hydrate {

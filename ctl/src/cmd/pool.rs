@@ -1,22 +1,13 @@
 use std::path::Path;
 
 use drsd::ipc::{Reply, Request};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
 pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
-    // Drawn on standard error, and only when it is a terminal (indicatif's rule).
-    let bar = if out.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
-    );
+    let bar = crate::output::progress_bar(out, "{spinner} {msg} [{elapsed}]");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let reply = client
         .call_with_progress(Request::PoolVerify, |p| {

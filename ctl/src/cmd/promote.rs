@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use drsd::ipc::{PromoteReport, Reply, Request};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
@@ -19,15 +19,12 @@ pub async fn run(
     out: &Output,
 ) -> Result<(), Failure> {
     let cwd = std::env::current_dir().map_err(|e| anyhow!("the current folder: {e}"))?;
-    let bar = if out.json || !wait {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
+    let bar = match wait {
+        true => {
+            crate::output::progress_bar(out, "{spinner} waiting for {msg} hash(es) [{elapsed}]")
+        }
+        false => ProgressBar::hidden(),
     };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} waiting for {msg} hash(es) [{elapsed}]")
-            .expect("valid template"),
-    );
     let mut rewritten = Vec::new();
     let report = loop {
         let mut client = super::connect(socket).await?;

@@ -48,7 +48,11 @@ fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 pub(super) async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
-    let cached = FACTS.lock().unwrap().get(repo).cloned();
+    let cached = FACTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(repo)
+        .cloned();
     if let Some(facts) = cached.filter(|f| modified(&f.attributes) == f.stamp) {
         return Ok(facts);
     }
@@ -80,7 +84,7 @@ pub(super) async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
     .map_err(internal)??;
     FACTS
         .lock()
-        .unwrap()
+        .unwrap_or_else(|e| e.into_inner())
         .insert(repo.to_path_buf(), facts.clone());
     Ok(facts)
 }
@@ -295,13 +299,13 @@ const CONFIRMED_FOR: Duration = Duration::from_secs(600);
 static CONFIRMED: Mutex<BTreeMap<(String, Oid), Instant>> = Mutex::new(BTreeMap::new());
 
 fn confirmed(place: &str, oid: Oid) -> bool {
-    let map = CONFIRMED.lock().unwrap();
+    let map = CONFIRMED.lock().unwrap_or_else(|e| e.into_inner());
     map.get(&(place.to_string(), oid))
         .is_some_and(|at| at.elapsed() < CONFIRMED_FOR)
 }
 
 fn confirm(place: String, oid: Oid) {
-    let mut map = CONFIRMED.lock().unwrap();
+    let mut map = CONFIRMED.lock().unwrap_or_else(|e| e.into_inner());
     if map.len() >= 100_000 {
         map.retain(|_, at| at.elapsed() < CONFIRMED_FOR);
     }
@@ -334,7 +338,7 @@ static IN_FLIGHT: Mutex<BTreeMap<Oid, std::sync::Weak<tokio::sync::Mutex<()>>>> 
 /// The lock that serialises downloads of `oid` in this daemon (the only
 /// writer of the pool's partial files: one daemon per socket and pool).
 fn gate(oid: Oid) -> Gate {
-    let mut map = IN_FLIGHT.lock().unwrap();
+    let mut map = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
     map.retain(|_, weak| weak.strong_count() > 0);
     if let Some(gate) = map.get(&oid).and_then(std::sync::Weak::upgrade) {
         return gate;
