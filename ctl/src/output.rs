@@ -98,16 +98,6 @@ pub fn repo_table(repos: &[RepoReport]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn bytes_read_like_people_write_them() {
-        assert_eq!(super::bytes(0), "0 B");
-        assert_eq!(super::bytes(1536), "1.5 KiB");
-        assert_eq!(super::bytes(3 << 30), "3.0 GiB");
-    }
-}
-
 /// A progress bar on standard error with `template`; hidden for `--json`
 /// (and indicatif draws nothing when standard error is not a terminal).
 pub fn progress_bar(out: &Output, template: &str) -> indicatif::ProgressBar {
@@ -118,4 +108,14 @@ pub fn progress_bar(out: &Output, template: &str) -> indicatif::ProgressBar {
     };
     bar.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bytes_read_like_people_write_them() {
+        assert_eq!(super::bytes(0), "0 B");
+        assert_eq!(super::bytes(1536), "1.5 KiB");
+        assert_eq!(super::bytes(3 << 30), "3.0 GiB");
+    }
 }
