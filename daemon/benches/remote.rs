@@ -99,6 +99,7 @@ async fn run(mib: u64) {
                 etag: Some(&etag),
                 expect: None,
                 md5,
+                part_size: None,
             };
             let opts = FetchOptions {
                 parallel,
@@ -290,6 +291,7 @@ async fn prefetch_https(mib: u64) {
             etag: Some(&etag),
             expect: None,
             md5: true,
+            part_size: None,
         };
         let t = Instant::now();
         let got = fetch_into_pool(pool.clone(), req, FetchOptions::default(), &|_| {})

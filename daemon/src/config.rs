@@ -31,13 +31,16 @@ pub struct Config {
 /// `DRSD_PREFETCH_BANDWIDTH` (bytes/s over all of them, with an optional
 /// K/M/G suffix; default unlimited), `DRSD_PREFETCH_MAX_SIZE` (larger objects
 /// are held, not fetched) and `DRSD_RETRY_SECS` (the first backoff after a
-/// failure, doubling to at most an hour; default 30).
+/// failure, doubling to at most an hour; default 30). `DRSD_MULTIPART_PART_SIZE`
+/// (e.g. `8M`, the AWS tools' default): the part size the stores' multipart
+/// uploads used, so their `-N` ETags can be checked.
 #[derive(Debug, Clone)]
 pub struct PrefetchConfig {
     pub jobs: usize,
     pub bandwidth: Option<u64>,
     pub max_size: Option<u64>,
     pub retry: Duration,
+    pub part_size: Option<u64>,
 }
 
 impl Default for PrefetchConfig {
@@ -47,6 +50,7 @@ impl Default for PrefetchConfig {
             bandwidth: None,
             max_size: None,
             retry: Duration::from_secs(30),
+            part_size: None,
         }
     }
 }
@@ -59,6 +63,7 @@ impl PrefetchConfig {
             bandwidth: env_size("DRSD_PREFETCH_BANDWIDTH")?,
             max_size: env_size("DRSD_PREFETCH_MAX_SIZE")?,
             retry: env_size("DRSD_RETRY_SECS")?.map_or(d.retry, Duration::from_secs),
+            part_size: env_size("DRSD_MULTIPART_PART_SIZE")?,
         })
     }
 }

@@ -200,6 +200,7 @@ mod fetch {
                 etag: Some(&etag),
                 expect: None,
                 md5: true,
+                part_size: None,
             };
             let got = fetch_into_pool(pool.clone(), req, opts(), &|n| *seen.lock().unwrap() = n)
                 .await
@@ -255,7 +256,56 @@ mod fetch {
             etag: None,
             expect: None,
             md5: true,
+            part_size: None,
         }
+    }
+
+    #[test]
+    fn a_multipart_etag_is_checked_against_the_configured_part_size() {
+        rt().block_on(async {
+            let c = client();
+            let b = fresh_bucket(&c, "parts").await;
+            let dir = tempfile::tempdir().unwrap();
+            let pool = Arc::new(Pool::open(dir.path(), None).unwrap());
+            let body = data(12 * MIB + 5, 9);
+            let src = dir.path().join("src.bin");
+            std::fs::write(&src, &body).unwrap();
+            let meta = c
+                .put_multipart(&b, "p.bam", &src, 5 * MIB as u64, &[])
+                .await
+                .unwrap();
+            let etag = meta.etag.unwrap();
+            assert!(etag.ends_with("-3"), "{etag}");
+            let req = |part: usize| Fetch {
+                origin: s3(&c, &b, "p.bam"),
+                size: body.len() as u64,
+                etag: Some(&etag),
+                expect: None,
+                md5: false,
+                part_size: Some(part as u64),
+            };
+            let got = fetch_into_pool(pool.clone(), req(5 * MIB), opts(), &|_| {})
+                .await
+                .unwrap();
+            assert_eq!(got.put.oid, Oid::of(&body));
+            pool.delete(&got.put.oid).unwrap();
+            // The wrong part size gives another ETag: refused, nothing kept.
+            let err = fetch_into_pool(pool.clone(), req(4 * MIB), opts(), &|_| {})
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    FetchError::Mismatch {
+                        what: "multipart md5 (the ETag)",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert!(!pool.has(&Oid::of(&body)).unwrap());
+            assert!(partial_files(dir.path()).is_empty());
+        });
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub async fn prefetch(
     pool: Arc<Pool>,
     object: &ForeignObject,
     opts: FetchOptions,
+    part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Oid, PrefetchError> {
     let url = ObjectUrl::parse(&object.url)?;
@@ -56,6 +57,8 @@ pub async fn prefetch(
         expect: None,
         // A single-part S3 ETag is the md5 of the content: check it.
         md5: etag.is_some_and(|e| e.len() == 32 && e.bytes().all(|b| b.is_ascii_hexdigit())),
+        // A multipart S3 ETag is checkable when its part size is configured.
+        part_size: part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag)),
     };
     let fetched = fetch_into_pool(pool.clone(), req, opts, progress).await?;
     let oid = fetched.put.oid;

@@ -84,6 +84,9 @@ pub struct Fetch<'a> {
     pub expect: Option<Oid>,
     /// Compute md5 too (and check a single-part ETag with it).
     pub md5: bool,
+    /// The part size of a multipart upload, when known: a `-N` ETag is then
+    /// checked against the md5 of the parts' md5s.
+    pub part_size: Option<u64>,
 }
 
 /// How a download is cut: `parallel` range requests of `chunk` bytes in
@@ -182,7 +185,10 @@ pub async fn fetch_into_pool(
     let path = partial_path(&pool, &req)?;
     let (file, start) = open_partial(&path, &req)?;
     let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
-    let sink = Sink::spawn(file, path.clone(), start, req.md5, rx);
+    let parts = req
+        .part_size
+        .filter(|_| req.etag.is_some_and(|e| e.contains('-')));
+    let sink = Sink::spawn(file, path.clone(), start, (req.md5, parts), rx);
     let fetched = stream_in_order(&req, &object, start, opts, tx, progress).await;
     let done = tokio::task::spawn_blocking(move || sink.finish())
         .await
@@ -238,6 +244,7 @@ async fn fetch_small(
         len: body.len() as u64,
         sha256: Oid::of(&body),
         md5: req.md5.then(|| Md5::digest(&body).into()),
+        multipart: None,
     };
     verify(req, object, &done)?;
     let put = tokio::task::spawn_blocking(move || pool.put(&done.sha256, &body))
@@ -422,6 +429,16 @@ fn verify(req: &Fetch<'_>, object: &str, done: &Done) -> Result<(), FetchError> 
     if let Some(want) = req.expect.filter(|w| *w != done.sha256) {
         return Err(mismatch("sha256", want.to_hex(), done.sha256.to_hex()));
     }
+    // A multipart ETag is the md5 of the parts' md5s, then `-N`.
+    if let (Some(etag), Some(parts)) = (req.etag, &done.multipart) {
+        if !etag.eq_ignore_ascii_case(parts) {
+            return Err(mismatch(
+                "multipart md5 (the ETag)",
+                etag.to_string(),
+                parts.clone(),
+            ));
+        }
+    }
     // A single-part ETag is the md5 of the content: check it when we have both.
     if let (Some(etag), Some(md5)) = (req.etag, done.md5) {
         let is_md5 = etag.len() == 32 && etag.bytes().all(|b| b.is_ascii_hexdigit());
@@ -441,6 +458,8 @@ struct Done {
     len: u64,
     sha256: Oid,
     md5: Option<[u8; 16]>,
+    /// `<md5 of the parts' md5s>-<parts>`, when a part size was given.
+    multipart: Option<String>,
 }
 
 /// The writer thread: rehashes the resumed prefix from disk, then appends
@@ -450,7 +469,13 @@ struct Sink {
 }
 
 impl Sink {
-    fn spawn(file: File, path: PathBuf, start: u64, md5: bool, rx: Receiver<Bytes>) -> Sink {
+    fn spawn(
+        file: File,
+        path: PathBuf,
+        start: u64,
+        md5: (bool, Option<u64>),
+        rx: Receiver<Bytes>,
+    ) -> Sink {
         let thread = std::thread::spawn(move || write_and_hash(file, &path, start, md5, rx));
         Sink { thread }
     }
@@ -466,13 +491,17 @@ fn write_and_hash(
     mut file: File,
     path: &Path,
     start: u64,
-    want_md5: bool,
+    (want_md5, part_size): (bool, Option<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
     let sha = Hasher::spawn::<Sha256>();
     let md5 = want_md5.then(Hasher::spawn::<Md5>);
+    let parts = part_size.map(|size| Hasher::start(PartsMd5::new(size)));
     let feed = |chunk: Bytes| {
         sha.send(chunk.clone());
+        if let Some(p) = &parts {
+            p.send(chunk.clone());
+        }
         if let Some(m) = &md5 {
             m.send(chunk);
         }
@@ -507,7 +536,76 @@ fn write_and_hash(
     file.sync_data().map_err(io("fsync", path))?;
     let sha256 = Oid::from_digest(sha.finish().try_into().expect("32 bytes"));
     let md5 = md5.map(|m| m.finish().try_into().expect("16 bytes"));
-    Ok(Done { len, sha256, md5 })
+    let multipart = parts.map(|p| String::from_utf8(p.finish()).expect("hex and digits"));
+    Ok(Done {
+        len,
+        sha256,
+        md5,
+        multipart,
+    })
+}
+
+/// What a hash thread keeps adding bytes to.
+trait Accumulate: Send + 'static {
+    fn update(&mut self, bytes: &[u8]);
+    fn finish(self) -> Vec<u8>;
+}
+
+/// A whole-content digest.
+struct Whole<D>(D);
+
+impl<D: Digest + Send + 'static> Accumulate for Whole<D> {
+    fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(self) -> Vec<u8> {
+        self.0.finalize().to_vec()
+    }
+}
+
+/// S3's multipart ETag: the md5 of each `size`-byte part, then the md5 of
+/// those digests, written `<hex>-<parts>`.
+struct PartsMd5 {
+    size: u64,
+    part: Md5,
+    in_part: u64,
+    digests: Vec<u8>,
+}
+
+impl PartsMd5 {
+    fn new(size: u64) -> PartsMd5 {
+        PartsMd5 {
+            size: size.max(1),
+            part: Md5::new(),
+            in_part: 0,
+            digests: Vec::new(),
+        }
+    }
+}
+
+impl Accumulate for PartsMd5 {
+    fn update(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let take = ((self.size - self.in_part) as usize).min(bytes.len());
+            self.part.update(&bytes[..take]);
+            self.in_part += take as u64;
+            bytes = &bytes[take..];
+            if self.in_part == self.size {
+                let done = std::mem::replace(&mut self.part, Md5::new());
+                self.digests.extend_from_slice(&done.finalize());
+                self.in_part = 0;
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.in_part > 0 {
+            self.digests.extend_from_slice(&self.part.finalize());
+        }
+        let count = self.digests.len() / 16;
+        format!("{}-{count}", hex::encode(Md5::digest(&self.digests))).into_bytes()
+    }
 }
 
 /// A digest computed on its own thread, so sha256 and md5 run side by side.
@@ -518,13 +616,16 @@ struct Hasher {
 
 impl Hasher {
     fn spawn<D: Digest + Send + 'static>() -> Hasher {
+        Hasher::start(Whole(D::new()))
+    }
+
+    fn start(mut acc: impl Accumulate) -> Hasher {
         let (tx, rx) = mpsc::sync_channel::<Bytes>(PIECES_AHEAD * 2);
         let thread = std::thread::spawn(move || {
-            let mut d = D::new();
             for chunk in rx {
-                d.update(&chunk);
+                acc.update(&chunk);
             }
-            d.finalize().to_vec()
+            acc.finish()
         });
         Hasher { tx, thread }
     }

@@ -196,6 +196,7 @@ pub(super) async fn fetch_object(
         etag: etag.as_deref(),
         expect: Some(oid),
         md5: false,
+        part_size: None, // the sha256 is known: it is the check
     };
     fetch_into_pool(shared.pool.clone(), req, FetchOptions::default(), report)
         .await
