@@ -89,6 +89,18 @@ fn clone_elsewhere(bare: &Path, path: &str) -> Vec<u8> {
     std::fs::read(other.dir().join("b").join(path)).unwrap()
 }
 
+/// A bare repo in a folder of its own, added to `repo` as `origin`.
+fn bare_origin(repo: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let remotes = tempfile::tempdir().unwrap();
+    let bare = remotes.path().join("remote.git");
+    git(
+        remotes.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    (remotes, bare)
+}
+
 fn ok(out: std::process::Output) {
     assert!(out.status.success(), "{}", text(&out));
 }
@@ -128,13 +140,7 @@ fn an_s3_object_added_by_url_is_hashed_promoted_copied_on_push_and_cloned_elsewh
     // Push: the object goes into the remote's layout by a server-side copy.
     git(&repo, &["add", ".gitattributes"]);
     ok(git_in(&world, &repo, &["commit", "-qm", "reads"]));
-    let remotes = tempfile::tempdir().unwrap(); // outlives this user's world
-    let bare = remotes.path().join("remote.git");
-    git(
-        world.dir(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let (_remotes, bare) = bare_origin(&repo); // outlives this user's world
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -170,12 +176,7 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     ok(git_in(&world, &repo, &["commit", "-qm", "provisional"]));
     let q = queue(&world, &repo);
     assert_eq!(q["held"].as_u64(), Some(1), "{q}");
-    let bare = world.dir().join("remote.git");
-    git(
-        world.dir(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let (_remotes, _bare) = bare_origin(&repo);
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     let said = text(&out);
     assert!(
@@ -332,13 +333,7 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
     });
     git(&repo, &["add", ".gitattributes"]);
     ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
-    let remotes = tempfile::tempdir().unwrap();
-    let bare = remotes.path().join("remote.git");
-    git(
-        world.dir(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    git(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let (_remotes, bare) = bare_origin(&repo);
     // nginx is not the object remote's endpoint: no server-side copy, the
     // prefetched bytes go up from the pool.
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);

@@ -225,17 +225,8 @@ pub(crate) fn read_pointers(
         args: args.join(" "),
         why,
     };
-    let mut child = git(repo)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| fail(format!("cannot run git: {e}")))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
     let input: String = ids.iter().map(|id| format!("{id}\n")).collect();
-    // Feed from a thread: git's output may fill its pipe before it has read all input.
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let (mut child, feeder) = spawn_fed(repo, &args, input).map_err(&fail)?;
     let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let mut pointers = BTreeMap::new();
     for id in ids {
@@ -248,6 +239,31 @@ pub(crate) fn read_pointers(
     let _ = feeder.join();
     let _ = child.wait();
     Ok(pointers)
+}
+
+/// git with `input` on its standard input, fed from a thread: git's output
+/// may fill its pipe before it has read all of the input.
+fn spawn_fed(
+    repo: &Path,
+    args: &[&str],
+    input: String,
+) -> Result<
+    (
+        std::process::Child,
+        std::thread::JoinHandle<std::io::Result<()>>,
+    ),
+    String,
+> {
+    let mut child = git(repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    Ok((child, feeder))
 }
 
 /// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.
@@ -389,16 +405,8 @@ fn small_blob_ids<'a>(
         args: args.join(" "),
         why,
     };
-    let mut child = git(repo)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| fail(format!("cannot run git: {e}")))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
     let input: String = ids.map(|id| format!("{id}\n")).collect();
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let (child, feeder) = spawn_fed(repo, &args, input).map_err(&fail)?;
     let out = child
         .wait_with_output()
         .map_err(|e| fail(format!("reading its output: {e}")))?;
