@@ -19,7 +19,9 @@ stop() {
 trap stop EXIT
 # nginx's workers run as nobody when started by root: they must reach www/.
 chmod 755 "$work"
-MONPORT=${DRSD_TEST_MONPORT:-16789} RGW_MEM_BYTES=${RGW_MEM_BYTES:-$((6 << 30))} \
+# RGW keeps objects in RAM: the 4 GiB test holds its source and its
+# server-side copy at once, beside what the other tests store.
+MONPORT=${DRSD_TEST_MONPORT:-16789} RGW_MEM_BYTES=${RGW_MEM_BYTES:-$((14 << 30))} \
   tests/ci/rgw-up.sh "$work/rgw" "${DRSD_TEST_RGW_PORT:-18000}"
 # shellcheck disable=SC1091
 source "$work/rgw/env"

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::pool::Pool;
+use crate::remote::UploadOptions;
 
 /// The daemon's settings. [`Config::resolve`] fills it the way the `drsd`
 /// binary does; tests build one with [`Config::in_dir`].
@@ -24,6 +25,7 @@ pub struct Config {
     /// is checked for still being there.
     pub poll_interval: Duration,
     pub prefetch: PrefetchConfig,
+    pub upload: UploadOptions,
 }
 
 /// The background prefetch of foreign objects, from the environment:
@@ -66,6 +68,19 @@ impl PrefetchConfig {
             part_size: env_size("DRSD_MULTIPART_PART_SIZE")?,
         })
     }
+}
+
+/// Uploads and server-side copies, from the environment:
+/// `DRSD_UPLOAD_PART_SIZE` (the part size of multipart uploads and of copies
+/// in parts; default 64M) and `DRSD_COPY_WHOLE_MAX` (larger objects are
+/// copied in parts; default 5G, S3's limit for one CopyObject).
+fn upload_from_env() -> Result<UploadOptions, ConfigError> {
+    let d = UploadOptions::default();
+    Ok(UploadOptions {
+        part_size: env_size("DRSD_UPLOAD_PART_SIZE")?.map_or(d.part_size, |n| n.max(1)),
+        copy_whole_max: env_size("DRSD_COPY_WHOLE_MAX")?.unwrap_or(d.copy_whole_max),
+        ..d
+    })
 }
 
 /// `123`, `64K`, `50M`, `2G` (powers of 1024) from the variable `name`.
@@ -138,6 +153,7 @@ impl Config {
             debounce: DEBOUNCE,
             poll_interval: POLL_INTERVAL,
             prefetch: PrefetchConfig::from_env()?,
+            upload: upload_from_env()?,
         })
     }
 
@@ -153,6 +169,7 @@ impl Config {
             debounce: DEBOUNCE,
             poll_interval: POLL_INTERVAL,
             prefetch: PrefetchConfig::default(),
+            upload: UploadOptions::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use drsd::remote::{RemoteError, Retry, S3Client, S3Config, S3Credentials};
+use drsd::remote::{CopySource, RemoteError, Retry, S3Client, S3Config, S3Credentials};
 use md5::{Digest, Md5};
 
 /// The RGW of tests/run.sh; these tests fail (never skip) without it.
@@ -94,6 +94,71 @@ fn multipart_etags_are_reproducible_and_headed_after_completion() {
         }
         assert_eq!(etag, format!("{}-3", hex::encode(outer.finalize())));
         assert_eq!(c.get_bytes(&b, "a/reads.bam", None).await.unwrap(), data);
+    });
+}
+
+/// Copies pinned to the ETag seen: one CopyObject, and UploadPartCopy in
+/// parts, each checked byte for byte; a source changed since is refused
+/// with 412 and leaves no copy behind.
+#[test]
+fn server_side_copies_whole_and_in_parts_are_pinned_to_the_etag() {
+    rt().block_on(async {
+        let c = client();
+        let b = fresh_bucket(&c, "copy").await;
+        let data: Vec<u8> = (0..13 * 1024 * 1024u32)
+            .map(|i| (i * 7 % 253) as u8)
+            .collect();
+        let etag = c
+            .put(&b, "src/reads.cram", Bytes::from(data.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        let src = CopySource {
+            bucket: &b,
+            key: "src/reads.cram",
+            etag: Some(&etag),
+            size: data.len() as u64,
+        };
+        let meta = [("x-amz-meta-sha256", "ab")];
+        let whole = c.copy(&src, &b, "dst/whole", &meta).await.unwrap();
+        assert_eq!(
+            (whole.size, whole.etag.as_deref()),
+            (src.size, Some(etag.as_str()))
+        );
+        assert_eq!(whole.sha256.as_deref(), Some("ab"), "the new metadata");
+        let part = 5 * 1024 * 1024;
+        let parts = c
+            .copy_in_parts(&src, &b, "dst/parts", part, &meta)
+            .await
+            .unwrap();
+        let mut outer = Md5::new();
+        for chunk in data.chunks(part as usize) {
+            outer.update(Md5::digest(chunk));
+        }
+        let want = format!("{}-3", hex::encode(outer.finalize()));
+        assert_eq!(parts.etag.as_deref(), Some(want.as_str()), "5 + 5 + 3 MiB");
+        assert_eq!(parts.sha256.as_deref(), Some("ab"));
+        assert_eq!(c.get_bytes(&b, "dst/parts", None).await.unwrap(), data);
+        assert_eq!(c.get_bytes(&b, "dst/whole", None).await.unwrap(), data);
+
+        let stale = CopySource {
+            etag: Some("0123456789abcdef0123456789abcdef"),
+            ..src
+        };
+        for (what, got) in [
+            ("whole", c.copy(&stale, &b, "dst/stale1", &meta).await),
+            (
+                "parts",
+                c.copy_in_parts(&stale, &b, "dst/stale2", part, &meta).await,
+            ),
+        ] {
+            match got {
+                Err(RemoteError::Http { status: 412, .. }) => {}
+                other => panic!("{what}: a stale ETag must be refused with 412: {other:?}"),
+            }
+        }
+        assert_eq!(c.head(&b, "dst/stale1").await.unwrap(), None);
+        assert_eq!(c.head(&b, "dst/stale2").await.unwrap(), None, "aborted");
     });
 }
 
@@ -404,6 +469,7 @@ mod upload {
                 multipart_from: 8 << 20,
                 part_size: 5 << 20,
                 put_first_below: 1 << 20,
+                ..UploadOptions::default()
             };
             let mut oids = Vec::new();
             for (i, len) in [1000usize, 6 << 20, 12 << 20].into_iter().enumerate() {

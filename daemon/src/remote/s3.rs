@@ -3,6 +3,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use rusty_s3::{Bucket, S3Action, UrlStyle};
 use tokio::io::AsyncReadExt;
@@ -11,6 +12,28 @@ use super::{RemoteError, S3Credentials};
 
 /// How long a presigned request stays valid: long enough for one slow part.
 const SIGN_FOR: Duration = Duration::from_secs(3600);
+
+/// Parts copied at once by [`S3Client::copy_in_parts`]: each is a server-side
+/// copy, so a few keep the store busy without piling up requests.
+const COPY_PARTS_AT_ONCE: usize = 4;
+
+/// The object a server-side copy reads, pinned to the version seen when it
+/// was added when `etag` is set (`x-amz-copy-source-if-match`): a source
+/// changed since is refused by the store with 412, never copied.
+#[derive(Debug, Clone, Copy)]
+pub struct CopySource<'a> {
+    pub bucket: &'a str,
+    pub key: &'a str,
+    pub etag: Option<&'a str>,
+    pub size: u64,
+}
+
+impl CopySource<'_> {
+    /// The `x-amz-copy-source` header: `/bucket/key`, the key URL-encoded.
+    fn header(&self) -> String {
+        format!("/{}/{}", self.bucket, encode_key(self.key))
+    }
+}
 
 /// Bounded retries with doubling delays, for 5xx, 429, timeouts and refused
 /// connections; a 4xx other than 429 is final at once.
@@ -316,22 +339,26 @@ impl S3Client {
         .await
     }
 
-    /// A server-side copy of `src_bucket/src_key` to `bucket/key` with
-    /// `headers` as its new metadata: no byte crosses this machine. Objects
-    /// up to 5 GiB (S3's limit for one CopyObject); returns the copy's metadata.
+    /// A server-side copy of `src` to `bucket/key` with `headers` as its new
+    /// metadata: no byte crosses this machine. One CopyObject, so up to 5 GiB
+    /// (S3's limit; see [`S3Client::copy_in_parts`] past it). Returns the
+    /// copy's metadata.
     pub async fn copy(
         &self,
-        src_bucket: &str,
-        src_key: &str,
+        src: &CopySource<'_>,
         bucket: &str,
         key: &str,
         headers: &[(&str, &str)],
     ) -> Result<ObjectMeta, RemoteError> {
         let object = format!("s3://{bucket}/{key}");
-        let source = format!("/{src_bucket}/{}", encode_key(src_key));
+        let source = src.header();
         let mut all = headers.to_vec();
         all.push(("x-amz-copy-source", source.as_str()));
         all.push(("x-amz-metadata-directive", "REPLACE"));
+        let pinned = src.etag.map(str::to_string);
+        if let Some(tag) = &pinned {
+            all.extend(pin_headers(tag));
+        }
         let b = self.bucket(bucket)?;
         let mut action = b.put_object(self.creds.keys.as_ref(), key);
         for (k, v) in &all {
@@ -343,22 +370,117 @@ impl S3Client {
                 with_headers(self.http.put(url.clone()), &all)
             })
             .await?;
-        // S3 may answer a failed copy with 200 and an error in the body.
-        let text = resp
-            .text()
+        refused_in_body("copy", &object, resp).await?;
+        self.head_after("copy", bucket, key).await
+    }
+
+    /// A server-side copy in parts of `part_size` bytes (UploadPartCopy, a
+    /// few at a time), for objects past what one CopyObject may copy. The
+    /// copy's ETag is then `-N`, as if uploaded in parts of that size.
+    pub async fn copy_in_parts(
+        &self,
+        src: &CopySource<'_>,
+        bucket: &str,
+        key: &str,
+        part_size: u64,
+        headers: &[(&str, &str)],
+    ) -> Result<ObjectMeta, RemoteError> {
+        let object = format!("s3://{bucket}/{key}");
+        let b = self.bucket(bucket)?;
+        let upload_id = self.start_upload(&b, &object, key, headers).await?;
+        let parts = self
+            .copy_parts(&b, &object, key, &upload_id, src, part_size)
+            .await;
+        self.finish_upload(&b, &object, bucket, key, &upload_id, parts)
             .await
-            .map_err(|e| transport("copy", &object, 1, &e))?;
-        if text.contains("<Error>") {
-            return Err(RemoteError::Protocol {
-                op: "copy",
-                object,
-                why: format!("the store refused it: {}", error_code(&text)),
-            });
+    }
+
+    async fn copy_parts(
+        &self,
+        b: &Bucket,
+        object: &str,
+        key: &str,
+        upload_id: &str,
+        src: &CopySource<'_>,
+        part_size: u64,
+    ) -> Result<Vec<String>, RemoteError> {
+        let part_size = part_size.max(1);
+        let source = src.header();
+        let pinned = src.etag.map(str::to_string);
+        let ranges = (0..src.size)
+            .step_by(part_size as usize)
+            .map(|from| from..(from + part_size).min(src.size));
+        let parts = stream::iter(ranges.zip(1u16..))
+            .map(|(range, number)| {
+                let mut headers = vec![
+                    ("x-amz-copy-source", source.clone()),
+                    (
+                        "x-amz-copy-source-range",
+                        format!("bytes={}-{}", range.start, range.end - 1),
+                    ),
+                ];
+                if let Some(tag) = &pinned {
+                    headers.extend(pin_headers(tag).map(|(k, v)| (k, v.to_string())));
+                }
+                self.copy_part(b, object, key, upload_id, number, headers)
+            })
+            .buffered(COPY_PARTS_AT_ONCE)
+            .try_collect::<Vec<String>>()
+            .await?;
+        self.still_pinned(src, object).await?;
+        Ok(parts)
+    }
+
+    /// Whether `src` still has the pinned ETag once its parts are copied.
+    /// RGW (through Pacific at least) ignores the copy conditions on
+    /// UploadPartCopy; a source changed meanwhile shows here instead, and
+    /// fails the copy as a 412 would.
+    async fn still_pinned(&self, src: &CopySource<'_>, object: &str) -> Result<(), RemoteError> {
+        let Some(pinned) = src.etag else {
+            return Ok(());
+        };
+        let now = self.head(src.bucket, src.key).await?;
+        if now.as_ref().and_then(|m| m.etag.as_deref()) == Some(pinned) {
+            return Ok(());
         }
-        self.head(bucket, key).await?.ok_or(RemoteError::Protocol {
-            op: "HEAD after copy",
-            object,
-            why: "the object is not there".into(),
+        Err(RemoteError::Http {
+            op: "copy part",
+            object: object.to_string(),
+            status: 412,
+            code: format!(
+                " (s3://{}/{} is no longer ETag {pinned})",
+                src.bucket, src.key
+            ),
+            tries: String::new(),
+        })
+    }
+
+    async fn copy_part(
+        &self,
+        b: &Bucket,
+        object: &str,
+        key: &str,
+        upload_id: &str,
+        number: u16,
+        headers: Vec<(&'static str, String)>,
+    ) -> Result<String, RemoteError> {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut action = b.upload_part(self.creds.keys.as_ref(), key, number, upload_id);
+        for (k, v) in &headers {
+            action.headers_mut().insert(*k, *v);
+        }
+        let url = action.sign(SIGN_FOR);
+        let resp = self
+            .send("copy part", object, &[], || {
+                // RGW wants a Content-Length, and an empty body sends none.
+                with_headers(self.http.put(url.clone()), &headers).header("content-length", "0")
+            })
+            .await?;
+        let text = refused_in_body("copy part", object, resp).await?;
+        xml_etag(&text).ok_or_else(|| RemoteError::Protocol {
+            op: "copy part",
+            object: object.to_string(),
+            why: format!("part {number} came back without an ETag"),
         })
     }
 
@@ -376,36 +498,62 @@ impl S3Client {
     ) -> Result<ObjectMeta, RemoteError> {
         let object = format!("s3://{bucket}/{key}");
         let b = self.bucket(bucket)?;
+        let upload_id = self.start_upload(&b, &object, key, headers).await?;
+        let parts = self
+            .upload_parts(&b, &object, key, &upload_id, path, part_size)
+            .await;
+        self.finish_upload(&b, &object, bucket, key, &upload_id, parts)
+            .await
+    }
+
+    /// CreateMultipartUpload with `headers` as the object's metadata.
+    async fn start_upload(
+        &self,
+        b: &Bucket,
+        object: &str,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<String, RemoteError> {
         let mut action = b.create_multipart_upload(self.creds.keys.as_ref(), key);
         for (k, v) in headers {
             action.headers_mut().insert(*k, *v);
         }
         let url = action.sign(SIGN_FOR);
         let resp = self
-            .send("start upload", &object, &[], || {
+            .send("start upload", object, &[], || {
                 with_headers(self.http.post(url.clone()), headers)
             })
             .await?;
         let text = resp
             .text()
             .await
-            .map_err(|e| transport("start upload", &object, 1, &e))?;
+            .map_err(|e| transport("start upload", object, 1, &e))?;
         let created =
             rusty_s3::actions::CreateMultipartUpload::parse_response(&text).map_err(|e| {
                 RemoteError::Protocol {
                     op: "start upload",
-                    object: object.clone(),
+                    object: object.to_string(),
                     why: format!("unreadable answer: {e}"),
                 }
             })?;
-        let upload_id = created.upload_id().to_string();
-        let done = self
-            .upload_parts(&b, &object, key, &upload_id, path, part_size)
-            .await;
-        let etags = match done {
+        Ok(created.upload_id().to_string())
+    }
+
+    /// Completes the upload with the parts' ETags, or aborts it when sending
+    /// them failed, so a failure leaves nothing behind; then HEADs the result.
+    async fn finish_upload(
+        &self,
+        b: &Bucket,
+        object: &str,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: Result<Vec<String>, RemoteError>,
+    ) -> Result<ObjectMeta, RemoteError> {
+        let etags = match parts {
             Ok(etags) => etags,
             Err(e) => {
-                let abort = b.abort_multipart_upload(self.creds.keys.as_ref(), key, &upload_id);
+                let abort = b.abort_multipart_upload(self.creds.keys.as_ref(), key, upload_id);
                 let url = abort.sign(SIGN_FOR);
                 let _ = self.http.delete(url).send().await; // best effort: the error below matters
                 return Err(e);
@@ -414,31 +562,31 @@ impl S3Client {
         let complete = b.complete_multipart_upload(
             self.creds.keys.as_ref(),
             key,
-            &upload_id,
+            upload_id,
             etags.iter().map(String::as_str),
         );
         let url = complete.sign(SIGN_FOR);
         let body = complete.body();
         let resp = self
-            .send("complete upload", &object, &[], || {
+            .send("complete upload", object, &[], || {
                 self.http.post(url.clone()).body(body.clone())
             })
             .await?;
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| transport("complete upload", &object, 1, &e))?;
-        if text.contains("<Error>") {
-            return Err(RemoteError::Protocol {
-                op: "complete upload",
-                object,
-                why: format!("the store refused it: {}", error_code(&text)),
-            });
-        }
+        refused_in_body("complete upload", object, resp).await?;
+        self.head_after("upload", bucket, key).await
+    }
+
+    /// The object's metadata right after `what` wrote it.
+    async fn head_after(
+        &self,
+        what: &'static str,
+        bucket: &str,
+        key: &str,
+    ) -> Result<ObjectMeta, RemoteError> {
         self.head(bucket, key).await?.ok_or(RemoteError::Protocol {
-            op: "HEAD after upload",
-            object,
-            why: "the object is not there".into(),
+            op: what,
+            object: format!("s3://{bucket}/{key}"),
+            why: "the object is not there afterwards".into(),
         })
     }
 
@@ -666,6 +814,43 @@ pub(super) fn transport(
         attempts,
         why: chain(e),
     }
+}
+
+/// The conditions that pin a copy's source to `etag`: S3's header, and the
+/// one Ceph RGW's CopyObject reads (through Pacific at least, it ignores
+/// the first there).
+fn pin_headers(etag: &str) -> [(&'static str, &str); 2] {
+    [
+        ("x-amz-copy-source-if-match", etag),
+        ("x-amz-copy-if-match", etag),
+    ]
+}
+
+/// S3 may answer a copy or a completion with 200 and an error in the body.
+async fn refused_in_body(
+    op: &'static str,
+    object: &str,
+    resp: Response,
+) -> Result<String, RemoteError> {
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| transport(op, object, 1, &e))?;
+    if text.contains("<Error>") {
+        return Err(RemoteError::Protocol {
+            op,
+            object: object.to_string(),
+            why: format!("the store refused it: {}", error_code(&text)),
+        });
+    }
+    Ok(text)
+}
+
+/// The `<ETag>` of a CopyPartResult, unquoted.
+fn xml_etag(xml: &str) -> Option<String> {
+    let tag = xml.split("<ETag>").nth(1)?.split("</ETag>").next()?;
+    let tag = tag.replace("&quot;", "\"").replace("&#34;", "\"");
+    Some(tag.trim().trim_matches('"').to_string()).filter(|t| !t.is_empty())
 }
 
 fn error_code(xml: &str) -> String {

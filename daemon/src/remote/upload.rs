@@ -59,6 +59,10 @@ pub struct UploadOptions {
     /// check: for a new object that is one request instead of a HEAD and a
     /// PUT, and sending a small body costs about what a HEAD does.
     pub put_first_below: u64,
+    /// Larger objects are copied server-side in parts of `part_size`
+    /// (UploadPartCopy); up to it, in one CopyObject. S3 allows 5 GiB; a
+    /// store may allow less (RGW's `rgw_max_put_size`).
+    pub copy_whole_max: u64,
 }
 
 impl Default for UploadOptions {
@@ -67,6 +71,7 @@ impl Default for UploadOptions {
             multipart_from: 64 << 20,
             part_size: 64 << 20,
             put_first_below: 1 << 20,
+            copy_whole_max: 5 << 30,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::lfs::setup::recorded_remote;
 use crate::pool::Oid;
 use crate::remote::{
     fetch_into_pool, shared_s3, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin,
-    S3Client, UploadOptions, Uploaded,
+    S3Client, Uploaded,
 };
 
 fn s3() -> Result<Arc<S3Client>, WireError> {
@@ -279,7 +279,7 @@ pub(super) async fn send_object(
         shared.pool.clone(),
         layout,
         &oid,
-        UploadOptions::default(),
+        shared.config.upload,
     )
     .await
     .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;

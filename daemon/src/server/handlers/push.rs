@@ -15,7 +15,9 @@ use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer};
 use crate::pool::Oid;
 use crate::registry::{Entry, ForeignObject};
-use crate::remote::{shared_s3, ObjectLayout, ObjectUrl, SHA256_META};
+use crate::remote::{
+    shared_s3, CopySource, ObjectLayout, ObjectUrl, RemoteError, UploadOptions, SHA256_META,
+};
 
 /// Uploads in flight at once: RGW's small-object rate stops growing past
 /// about 32 (docs/benchmarks.md).
@@ -125,9 +127,6 @@ enum Outcome {
     Refused(String),
 }
 
-/// S3's limit for one CopyObject.
-const COPY_MAX: u64 = 5 << 30;
-
 async fn one(
     shared: &Arc<Shared>,
     layout: &ObjectLayout,
@@ -145,9 +144,14 @@ async fn one(
             ));
         }
         if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(&o.url) {
-            if o.size <= COPY_MAX {
-                return copy_foreign(layout, o, &bucket, &key, pointer.oid).await;
-            }
+            let source = CopySource {
+                bucket: &bucket,
+                key: &key,
+                etag: Some(o.etag.as_str()).filter(|e| !e.is_empty()),
+                size: o.size,
+            };
+            let opts = shared.config.upload;
+            return copy_foreign(layout, o, &source, pointer.oid, opts).await;
         }
     }
     let path = object_path(lfs_objects, &pointer.oid);
@@ -168,20 +172,21 @@ async fn one(
 }
 
 /// Confirms the foreign object is still what was added (size, ETag), then
-/// copies it server-side into the object remote's layout, unless it is there.
+/// copies it server-side into the object remote's layout, unless it is
+/// there: in one CopyObject, or in parts past `opts.copy_whole_max`.
 async fn copy_foreign(
     layout: &ObjectLayout,
     o: &ForeignObject,
-    bucket: &str,
-    key: &str,
+    src: &CopySource<'_>,
     oid: Oid,
+    opts: UploadOptions,
 ) -> Outcome {
     let client = match shared_s3() {
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let source = format!("s3://{bucket}/{key}");
-    match client.head(bucket, key).await {
+    let source = format!("s3://{}/{}", src.bucket, src.key);
+    match client.head(src.bucket, src.key).await {
         Ok(Some(now))
             if now.size == o.size
                 && (o.etag.is_empty() || now.etag.as_deref() == Some(o.etag.as_str())) => {}
@@ -205,16 +210,16 @@ async fn copy_foreign(
             return Outcome::Present;
         }
     }
-    match client
-        .copy(
-            bucket,
-            key,
-            &layout.bucket,
-            &dest,
-            &[(SHA256_META, hex.as_str())],
-        )
-        .await
-    {
+    let meta = [(SHA256_META, hex.as_str())];
+    let copied = if o.size <= opts.copy_whole_max {
+        client.copy(src, &layout.bucket, &dest, &meta).await
+    } else {
+        let part_size = copy_part_size(o.size, opts.part_size);
+        client
+            .copy_in_parts(src, &layout.bucket, &dest, part_size, &meta)
+            .await
+    };
+    match copied {
         Ok(meta) if meta.size == o.size => {
             confirm_sent(layout, oid);
             Outcome::Copied
@@ -223,6 +228,37 @@ async fn copy_foreign(
             "the copy of {source} has {} bytes, not {}",
             meta.size, o.size
         )),
+        Err(RemoteError::Http { status: 412, .. }) => Outcome::Refused(format!(
+            "{source} changed since it was added (its ETag is no longer {})",
+            o.etag
+        )),
         Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+/// S3 allows at most 10,000 parts: past `part_size × 10,000` the parts grow,
+/// in whole MiB.
+fn copy_part_size(size: u64, part_size: u64) -> u64 {
+    const MAX_PARTS: u64 = 10_000;
+    const MIB: u64 = 1 << 20;
+    part_size.max(size.div_ceil(MAX_PARTS).div_ceil(MIB) * MIB)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_part_size;
+
+    #[test]
+    fn copy_parts_stay_within_ten_thousand() {
+        let mib = 1u64 << 20;
+        assert_eq!(copy_part_size(6 << 30, 64 * mib), 64 * mib);
+        let huge = 5u64 << 40; // 5 TiB, S3's largest object
+        let part = copy_part_size(huge, 64 * mib);
+        assert!(
+            huge.div_ceil(part) <= 10_000,
+            "{} parts",
+            huge.div_ceil(part)
+        );
+        assert_eq!(part % mib, 0);
     }
 }
