@@ -280,6 +280,42 @@ fn file_sha256(path: &Path) -> String {
     hex::encode(hash.finalize())
 }
 
+/// A repo moved while its object was being hashed: the daemon cannot settle
+/// it then (the old path is gone). Registering it at its new place catches
+/// up: the object is hydrated and the staged pointer promoted at once.
+#[test]
+fn a_repo_registered_after_its_object_was_hashed_is_caught_up() {
+    std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
+    let mut world = World::with_prefetch();
+    let body = content(300_000, 4);
+    let src = small_source("late", "late.bam", &body);
+    let (repo, _layout) = drs_repo(&world, "m");
+    world.drsctl_ok(&repo, &["add-url", &src.url]);
+    world.kill();
+    let moved = world.dir().join("moved");
+    std::fs::rename(&repo, &moved).unwrap();
+    std::env::remove_var("DRSD_PREFETCH_MAX_SIZE");
+    world.start();
+    let provisional = staged(&moved, "late.bam");
+    wait_for("the prefetch", || {
+        queue(&world, world.dir())["done"].as_u64() == Some(1)
+    });
+    assert_eq!(
+        staged(&moved, "late.bam"),
+        provisional,
+        "nobody settled it yet"
+    );
+
+    world.drsctl_ok(&moved, &["init"]);
+    assert_eq!(staged(&moved, "late.bam"), pointer_text(&src.oid, src.size));
+    let object = moved
+        .join(".git/lfs/objects")
+        .join(&src.oid[..2])
+        .join(&src.oid[2..4])
+        .join(&src.oid);
+    assert_eq!(file_sha256(&object), src.oid, "hydrated");
+}
+
 #[test]
 fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     // A daemon that holds every prefetch: the pointer stays provisional.

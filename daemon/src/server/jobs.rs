@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use crate::ipc::JobProgress;
 use crate::jobs::{backoff, prefetch};
+use crate::lfs::hydrate::object_path;
 use crate::lfs::promote::{promote, Rewrite, Scope};
 use crate::lfs::scan::git_dirs;
-use crate::lfs::{hydrate, Pointer};
-use crate::pool::Oid;
-use crate::registry::{mirror, now, Job, Registry};
+use crate::lfs::{hydrate, Hydrated, Pointer};
+use crate::pool::{Oid, Pool};
+use crate::registry::{mirror, now, ForeignObject, Job, Registry};
 use crate::remote::FetchOptions;
 
 /// How long an idle worker sleeps at most before looking at the queue again.
@@ -152,7 +153,7 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             match done {
                 Ok(Ok(repos)) => {
                     for repo in repos {
-                        after_hash(shared, &repo, &job, oid).await;
+                        after_hash(shared, &repo, &job.object, oid).await;
                     }
                 }
                 Ok(Err(e)) => log::warn!("recording the hash of {shown}: {e}"),
@@ -175,17 +176,21 @@ async fn work(shared: &Arc<Shared>, job: Job) {
 
 /// In `repo`: the object into `.git/lfs/objects`, its uncommitted pointers
 /// rewritten to the content oid, the registry and the repo's mirror updated.
-async fn after_hash(shared: &Arc<Shared>, repo: &Path, job: &Job, oid: Oid) {
+async fn after_hash(shared: &Shared, repo: &Path, object: &ForeignObject, oid: Oid) {
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
-    let (repo, job) = (repo.to_path_buf(), job.clone());
+    let (repo, object) = (repo.to_path_buf(), object.clone());
     let shown = repo.display().to_string();
-    let outcome = tokio::task::spawn_blocking(move || -> Result<usize, String> {
+    let outcome = tokio::task::spawn_blocking(move || {
         let common = git_dirs(&repo).map_err(|e| e.to_string())?.common_dir;
-        hydrate(&pool, &common.join("lfs"), &oid, job.object.size).map_err(|e| e.to_string())?;
-        let promoted = promote_in(&registry, &repo, &job, oid)?;
-        let listed = registry.for_repo(&repo).map_err(|e| e.to_string())?;
-        mirror::write(&mirror::path_in(&common), &listed).map_err(|e| e.to_string())?;
-        Ok(promoted)
+        let promoted = settle(
+            &pool,
+            &registry,
+            &repo,
+            &common,
+            &BTreeMap::from([(oid, object)]),
+        )?;
+        write_mirror(&registry, &repo, &common)?;
+        Ok::<_, String>(promoted)
     })
     .await;
     match outcome {
@@ -196,35 +201,119 @@ async fn after_hash(shared: &Arc<Shared>, repo: &Path, job: &Job, oid: Oid) {
     }
 }
 
-/// Rewrites the repo's uncommitted pointers to this object and records their
-/// new oid; returns how many were rewritten.
-fn promote_in(registry: &Registry, repo: &Path, job: &Job, oid: Oid) -> Result<usize, String> {
-    let o = &job.object;
+/// For a repo whose foreign objects were hashed while the workers could not
+/// reach it: a daemon killed between recording a hash and settling its
+/// repos, a daemon state wiped and restored from the repo's mirror, a repo
+/// registered late. Objects the repo lacks in `.git/lfs/objects`, or whose
+/// pointers still carry the provisional oid, are settled now, as the
+/// workers would have. Run when a repo is registered and at start.
+pub(crate) async fn catch_up(shared: &Shared, repo: &Path) {
+    let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
+    let at = repo.to_path_buf();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let common = git_dirs(&at).map_err(|e| e.to_string())?.common_dir;
+        let objects = common.join("lfs").join("objects");
+        let mut todo = BTreeMap::new();
+        for e in registry.for_repo(&at).map_err(|e| e.to_string())? {
+            let content = e.object.content_oid.as_deref();
+            let Some(oid) = content.and_then(|c| c.parse::<Oid>().ok()) else {
+                continue;
+            };
+            let provisional = e.oid != oid.to_hex();
+            if provisional || !object_path(&objects, &oid).is_file() {
+                todo.entry(oid).or_insert(e.object);
+            }
+        }
+        let promoted = settle(&pool, &registry, &at, &common, &todo)?;
+        if !todo.is_empty() {
+            write_mirror(&registry, &at, &common)?;
+        }
+        Ok::<_, String>((todo.len(), promoted))
+    })
+    .await;
+    let shown = repo.display();
+    match outcome {
+        Ok(Ok((0, _))) => {}
+        Ok(Ok((n, p))) => log::info!(
+            "{shown}: caught up with {n} hashed object(s), {p} staged pointer(s) promoted"
+        ),
+        Ok(Err(e)) => log::warn!("{shown}: catching up with hashed objects: {e}"),
+        Err(e) => log::warn!("{shown}: catching up with hashed objects: {e}"),
+    }
+}
+
+/// Hydrates each object into the repo and promotes the repo's uncommitted
+/// pointers to it (one pass of git for all); returns how many pointers were
+/// rewritten. An object the pool lacks is left alone: its pointer would
+/// name bytes this machine cannot give.
+fn settle(
+    pool: &Pool,
+    registry: &Registry,
+    repo: &Path,
+    common: &Path,
+    objects: &BTreeMap<Oid, ForeignObject>,
+) -> Result<usize, String> {
+    let mut here = BTreeMap::new();
+    for (oid, object) in objects {
+        let placed =
+            hydrate(pool, &common.join("lfs"), oid, object.size).map_err(|e| e.to_string())?;
+        if placed != Hydrated::NotInPool {
+            here.insert(object.provisional_oid.clone(), (*oid, object));
+        }
+    }
+    promote_in(registry, repo, &here)
+}
+
+fn write_mirror(registry: &Registry, repo: &Path, common: &Path) -> Result<(), String> {
+    let listed = registry.for_repo(repo).map_err(|e| e.to_string())?;
+    mirror::write(&mirror::path_in(common), &listed).map_err(|e| e.to_string())
+}
+
+/// Rewrites the repo's uncommitted pointers to these objects (by their
+/// provisional oid) and records their new oid; returns how many were
+/// rewritten.
+fn promote_in(
+    registry: &Registry,
+    repo: &Path,
+    objects: &BTreeMap<String, (Oid, &ForeignObject)>,
+) -> Result<usize, String> {
+    // A provisional oid names one ETag (scoped by the URL unless the ETag
+    // is an md5 of the content), so with the size it names the content.
     let mut entries: Vec<_> = registry
         .for_repo(repo)
         .map_err(|e| e.to_string())?
         .into_iter()
-        .filter(|e| e.object.url == o.url && e.object.etag == o.etag && e.object.size == o.size)
-        .filter(|e| e.oid == o.provisional_oid)
+        .filter(|e| {
+            objects
+                .get(&e.oid)
+                .is_some_and(|(_, o)| o.size == e.object.size)
+        })
         .collect();
-    let Ok(from) = o.provisional_oid.parse::<Oid>() else {
-        return Ok(0);
-    };
-    let rewrites: Vec<Rewrite> = entries
-        .iter()
-        .map(|e| Rewrite {
+    let mut rewrites = Vec::new();
+    for e in &entries {
+        let (to, o) = objects[&e.oid];
+        let Ok(from) = e.oid.parse::<Oid>() else {
+            continue;
+        };
+        rewrites.push(Rewrite {
             path: e.path.clone(),
             from: Pointer {
                 oid: from,
                 size: o.size,
             },
-            to: Pointer { oid, size: o.size },
-        })
-        .collect();
+            to: Pointer {
+                oid: to,
+                size: o.size,
+            },
+        });
+    }
+    if rewrites.is_empty() {
+        return Ok(0);
+    }
     let done = promote(repo, &rewrites, Scope::Uncommitted).map_err(|e| e.to_string())?;
     entries.retain(|e| done.rewritten.contains(&e.path));
     for e in &mut entries {
-        e.oid = oid.to_hex();
+        e.oid = objects[&e.oid].0.to_hex();
     }
     registry.record(repo, &entries).map_err(|e| e.to_string())?;
     Ok(entries.len())

@@ -91,7 +91,8 @@ pub(crate) async fn handle(
     }))
 }
 
-/// Puts back the entries `repo`'s mirror lists and the registry lacks.
+/// Puts back the entries `repo`'s mirror lists and the registry lacks, then
+/// settles the objects among them already hashed (see `jobs::catch_up`).
 pub(crate) async fn restore(shared: &Shared, repo: &Path) -> Result<(), WireError> {
     let (registry, repo) = (shared.registry.clone(), repo.to_path_buf());
     let restored = blocking(move || {
@@ -111,6 +112,7 @@ pub(crate) async fn restore(shared: &Shared, repo: &Path) -> Result<(), WireErro
             restored.0.display()
         );
     }
+    crate::server::jobs::catch_up(shared, &restored.0).await;
     Ok(())
 }
 
