@@ -484,6 +484,10 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
     wait_for("the staged pointer's promotion", || {
         staged(&repo, "sample.vcf") == promoted
     });
+    // The same pass took the md5 too (nginx's ETag is none), for DRS records.
+    let mirror = std::fs::read_to_string(repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
+    let md5 = hex::encode(<md5::Md5 as sha2::Digest>::digest(&body));
+    assert!(mirror.contains(&format!("\"md5\":\"{md5}\"")), "{mirror}");
     git(&repo, &["add", ".gitattributes"]);
     ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
     let (_remotes, bare) = bare_origin(&repo);

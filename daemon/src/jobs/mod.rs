@@ -4,4 +4,4 @@
 
 mod prefetch;
 
-pub use prefetch::{backoff, prefetch, PrefetchError};
+pub use prefetch::{backoff, prefetch, Hashed, PrefetchError};

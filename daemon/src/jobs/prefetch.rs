@@ -1,7 +1,7 @@
 //! One prefetch: download a foreign object into the pool, hashing it in the
-//! same pass (sha256, and md5 when the ETag is one, to check it), then HEAD
-//! it again: an object changed on the server meanwhile is reported and
-//! nothing is kept.
+//! same pass (sha256 and md5: the md5 checks a single-part S3 ETag, and DRS
+//! and Indexd records carry it), then HEAD it again: an object changed on
+//! the server meanwhile is reported and nothing is kept.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +25,21 @@ pub enum PrefetchError {
     Changed { object: String, why: String },
 }
 
-/// Fetches `object` into the pool and returns its content oid.
+/// What a prefetch learned of the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hashed {
+    pub oid: Oid,
+    pub md5: [u8; 16],
+}
+
+/// Fetches `object` into the pool and returns its hashes.
 pub async fn prefetch(
     pool: Arc<Pool>,
     object: &ForeignObject,
     opts: FetchOptions,
     part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<Oid, PrefetchError> {
+) -> Result<Hashed, PrefetchError> {
     let url = ObjectUrl::parse(&object.url)?;
     let (s3, http);
     let origin = match &url {
@@ -55,8 +62,8 @@ pub async fn prefetch(
         size: object.size,
         etag,
         expect: None,
-        // A single-part S3 ETag is the md5 of the content: check it.
-        md5: etag.is_some_and(|e| e.len() == 32 && e.bytes().all(|b| b.is_ascii_hexdigit())),
+        // Checks a single-part S3 ETag, which is the md5 of the content.
+        md5: true,
         // A multipart S3 ETag is checkable when its part size is configured.
         part_size: part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag)),
     };
@@ -72,7 +79,8 @@ pub async fn prefetch(
             why,
         });
     }
-    Ok(oid)
+    let md5 = fetched.md5.expect("asked for");
+    Ok(Hashed { oid, md5 })
 }
 
 /// Whether the store still has the version that was fetched.

@@ -54,6 +54,9 @@ pub struct ForeignObject {
     pub last_modified: Option<String>,
     /// Seconds since the Unix epoch when first recorded.
     pub recorded_at: u64,
+    /// `md5(content)`, hex, once the prefetch has read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
 }
 
 /// One path of a repo pointing at a foreign object: a line of the mirror.

@@ -166,11 +166,13 @@ impl Registry {
         &self,
         job: &Job,
         content_oid: &str,
+        md5: Option<&str>,
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
         self.write("finish a job", |tx| {
             tx.execute(
-                "UPDATE objects SET content_oid = ?2, updated_at = ?3 WHERE id = ?1",
-                params![job.id, content_oid, now() as i64],
+                "UPDATE objects SET content_oid = ?2, md5 = COALESCE(?3, md5), updated_at = ?4
+                 WHERE id = ?1",
+                params![job.id, content_oid, md5, now() as i64],
             )?;
             tx.execute(
                 "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE object_id = ?1",

@@ -40,6 +40,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX repo_refs_object ON repo_refs (object_id);
 ",
     super::queue::SCHEMA,
+    // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
+    // records carry beside the sha256.
+    "ALTER TABLE objects ADD COLUMN md5 TEXT;",
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
@@ -50,7 +53,7 @@ pub struct Registry {
 }
 
 pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
-    o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at";
+    o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at, o.md5";
 
 impl Registry {
     /// Opens (or creates) the registry database at `path`.
@@ -230,10 +233,11 @@ impl Registry {
 fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
     tx.prepare_cached(
         "INSERT INTO objects (url, bucket, key, version_id, etag, size, provisional_oid,
-            content_oid, drs_id, last_modified, recorded_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+            content_oid, drs_id, last_modified, recorded_at, updated_at, md5)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)
          ON CONFLICT (url, etag, size) DO UPDATE SET
             content_oid = COALESCE(objects.content_oid, excluded.content_oid),
+            md5 = COALESCE(objects.md5, excluded.md5),
             drs_id = COALESCE(objects.drs_id, excluded.drs_id),
             version_id = COALESCE(objects.version_id, excluded.version_id)
          RETURNING id",
@@ -250,7 +254,8 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
             o.content_oid,
             o.drs_id,
             o.last_modified,
-            o.recorded_at
+            o.recorded_at,
+            o.md5
         ],
         |r| r.get(0),
     )
@@ -273,6 +278,7 @@ pub(super) fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<Fore
         drs_id: row.get(at + 8)?,
         last_modified: row.get(at + 9)?,
         recorded_at: row.get(at + 10)?,
+        md5: row.get(at + 11)?,
     })
 }
 

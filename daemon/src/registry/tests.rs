@@ -17,6 +17,7 @@ fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
         drs_id: None,
         last_modified: None,
         recorded_at: 1,
+        md5: None,
     }
 }
 
@@ -177,12 +178,16 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     assert_eq!(reg.job_counts().unwrap().running, 1);
     assert_eq!(reg.requeue_running().unwrap(), 1);
     let job = reg.claim(100).unwrap().unwrap();
-    let repos = reg.job_done(&job, &"ab".repeat(32)).unwrap();
+    let repos = reg
+        .job_done(&job, &"ab".repeat(32), Some(&"cd".repeat(16)))
+        .unwrap();
     assert_eq!(repos, vec![std::path::PathBuf::from("/r")]);
     let known = reg
         .lookup_by_location("s3://b/small", &small.etag, 10)
         .unwrap();
-    assert_eq!(known.unwrap().content_oid, Some("ab".repeat(32)));
+    let known = known.unwrap();
+    assert_eq!(known.content_oid, Some("ab".repeat(32)));
+    assert_eq!(known.md5, Some("cd".repeat(16)), "the md5 of the same pass");
     assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 0);
 
     // A larger limit releases the held one.

@@ -3,7 +3,7 @@
 //! resumable from a partial file that survives errors and restarts.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -19,8 +19,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::{self as tokio_mpsc, Receiver, Sender};
 use tokio::sync::Semaphore;
 
+use super::append::Appender;
 use super::{HttpClient, ObjectMeta, RemoteError, S3Client};
-use crate::pool::{start_writeback, Oid, Pool, PoolError, Put, Tier, WRITEBACK_EVERY};
+use crate::pool::{Oid, Pool, PoolError, Put, Tier};
 
 /// Where the bytes come from. Every range is asked `If-Match` the ETag, when
 /// there is one.
@@ -476,7 +477,9 @@ impl Sink {
         md5: (bool, Option<u64>),
         rx: Receiver<Bytes>,
     ) -> Sink {
-        let thread = std::thread::spawn(move || write_and_hash(file, &path, start, md5, rx));
+        let thread = named("drsd-write", move || {
+            write_and_hash(file, &path, start, md5, rx)
+        });
         Sink { thread }
     }
 
@@ -494,9 +497,9 @@ fn write_and_hash(
     (want_md5, part_size): (bool, Option<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
-    let sha = Hasher::spawn::<Sha256>();
-    let md5 = want_md5.then(Hasher::spawn::<Md5>);
-    let parts = part_size.map(|size| Hasher::start(PartsMd5::new(size)));
+    let sha = Hasher::spawn::<Sha256>("drsd-sha256");
+    let md5 = want_md5.then(|| Hasher::spawn::<Md5>("drsd-md5"));
+    let parts = part_size.map(|size| Hasher::start("drsd-md5-parts", PartsMd5::new(size)));
     let feed = |chunk: Bytes| {
         sha.send(chunk.clone());
         if let Some(p) = &parts {
@@ -514,26 +517,12 @@ fn write_and_hash(
         left -= buf.len() as u64;
         feed(Bytes::from(buf));
     }
-    let mut len = start;
-    let mut flushed = start;
-    let mut failed = None;
+    let mut out = Appender::new(file, path, start);
     while let Some(chunk) = rx.blocking_recv() {
-        if let Err(e) = file.write_all(&chunk) {
-            failed = Some(e);
-            break;
-        }
-        len += chunk.len() as u64;
+        out.append(&chunk).map_err(io("write", path))?;
         feed(chunk);
-        // Start writeback as we go, so the final fsync finds little dirty.
-        if len - flushed >= WRITEBACK_EVERY {
-            start_writeback(&file, flushed, len - flushed);
-            flushed = len;
-        }
     }
-    if let Some(e) = failed {
-        return Err(io("write", path)(e));
-    }
-    file.sync_data().map_err(io("fsync", path))?;
+    let len = out.finish().map_err(io("write and fsync", path))?;
     let sha256 = Oid::from_digest(sha.finish().try_into().expect("32 bytes"));
     let md5 = md5.map(|m| m.finish().try_into().expect("16 bytes"));
     let multipart = parts.map(|p| String::from_utf8(p.finish()).expect("hex and digits"));
@@ -615,13 +604,13 @@ struct Hasher {
 }
 
 impl Hasher {
-    fn spawn<D: Digest + Send + 'static>() -> Hasher {
-        Hasher::start(Whole(D::new()))
+    fn spawn<D: Digest + Send + 'static>(name: &str) -> Hasher {
+        Hasher::start(name, Whole(D::new()))
     }
 
-    fn start(mut acc: impl Accumulate) -> Hasher {
+    fn start(name: &str, mut acc: impl Accumulate) -> Hasher {
         let (tx, rx) = mpsc::sync_channel::<Bytes>(PIECES_AHEAD * 2);
-        let thread = std::thread::spawn(move || {
+        let thread = named(name, move || {
             for chunk in rx {
                 acc.update(&chunk);
             }
@@ -638,4 +627,12 @@ impl Hasher {
         drop(self.tx);
         self.thread.join().expect("hash threads do not panic")
     }
+}
+
+/// A thread with a name `top` and profilers show.
+fn named<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .expect("a thread can be started")
 }

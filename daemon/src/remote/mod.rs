@@ -3,6 +3,7 @@
 //! AWS tools; plain HTTPS objects (`http.rs`). Errors name the object and the
 //! credential source, never a signed URL or a secret.
 
+mod append;
 mod checksum;
 mod clients;
 mod credentials;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::ipc::JobProgress;
-use crate::jobs::{backoff, prefetch};
+use crate::jobs::{backoff, prefetch, Hashed};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::promote::{promote, Rewrite, Scope};
 use crate::lfs::scan::git_dirs;
@@ -143,12 +143,14 @@ async fn work(shared: &Arc<Shared>, job: Job) {
     let registry = shared.registry.clone();
     match outcome {
         None => {}
-        Some(Ok(oid)) => {
-            log::info!("prefetched {shown}: sha256 {oid}");
+        Some(Ok(Hashed { oid, md5 })) => {
+            let md5 = hex::encode(md5);
+            log::info!("prefetched {shown}: sha256 {oid}, md5 {md5}");
             let content = oid.to_hex();
             let done = {
                 let job = job.clone();
-                tokio::task::spawn_blocking(move || registry.job_done(&job, &content)).await
+                tokio::task::spawn_blocking(move || registry.job_done(&job, &content, Some(&md5)))
+                    .await
             };
             match done {
                 Ok(Ok(repos)) => {

@@ -445,6 +445,7 @@ fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved,
         drs_id: None,
         last_modified: meta.last_modified,
         recorded_at: registry::now(),
+        md5: None,
     };
     let entry = Entry {
         path: t.rel.clone(),
