@@ -331,10 +331,7 @@ async fn prefetch_https(mib: u64) {
         "prefetch: download + sha256 + md5 + fsync + into the pool",
         &ours,
     );
-    row(
-        "the daemon's prefetch of this object: sha256 only (nginx's ETag is no md5 to check)",
-        &sha_only,
-    );
+    row("the same without md5 (its share of the cost)", &sha_only);
     row("`curl -o /dev/null`", &curl);
     row("`openssl dgst -sha256` of the served file", &openssl);
     row(

@@ -6,7 +6,7 @@
 //! Elsewhere, plain writes with early writeback.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use aligned_vec::{AVec, ConstAlign};
@@ -65,7 +65,9 @@ impl Appender {
             Some(d) => {
                 d.buf.extend_from_slice(bytes);
                 if d.buf.len() >= BATCH {
-                    d.write_blocks()?;
+                    if let Err(e) = d.write_blocks() {
+                        return self.fall_back(e);
+                    }
                 }
             }
             None => {
@@ -80,12 +82,31 @@ impl Appender {
         Ok(())
     }
 
+    /// Some file systems take O_DIRECT at open and refuse the writes
+    /// (EINVAL): what is waiting goes the usual way, and so does the rest.
+    fn fall_back(&mut self, e: io::Error) -> io::Result<()> {
+        let Some(d) = self.direct.take() else {
+            return Err(e);
+        };
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+        write_at(&self.file, &d.buf, d.at)?;
+        self.file.seek(SeekFrom::Start(self.len))?;
+        self.flushed = d.at;
+        Ok(())
+    }
+
     /// Writes what is left (the last partial block the usual way) and
     /// syncs the data to disk.
     pub fn finish(mut self) -> io::Result<u64> {
         if let Some(mut d) = self.direct.take() {
-            d.write_blocks()?;
-            write_at(&self.file, &d.buf, d.at)?;
+            if let Err(e) = d.write_blocks() {
+                self.direct = Some(d);
+                self.fall_back(e)?;
+            } else {
+                write_at(&self.file, &d.buf, d.at)?;
+            }
         }
         self.file.sync_data()?;
         Ok(self.len)
@@ -167,5 +188,36 @@ mod tests {
                 dir.path().display()
             );
         }
+    }
+
+    /// A direct write the kernel refuses with EINVAL (here: an offset that
+    /// is not a whole block) falls back to plain writes, losing nothing.
+    #[test]
+    fn a_refused_direct_write_falls_back() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("x.part");
+        std::fs::write(&path, [5u8; 1000]).unwrap();
+        let direct = open_direct(&path).expect("/var/tmp (ext4 here) takes O_DIRECT");
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.seek(SeekFrom::Start(1000)).unwrap();
+        let mut out = Appender {
+            file,
+            direct: Some(Direct {
+                file: direct,
+                buf: AVec::with_capacity(BLOCK, BATCH + (1 << 20)),
+                at: 1000,
+            }),
+            len: 1000,
+            flushed: 1000,
+        };
+        let data: Vec<u8> = (0..BATCH + 4321).map(|i| (i % 241) as u8).collect();
+        for piece in data.chunks(1 << 20) {
+            out.append(piece).unwrap();
+        }
+        assert!(out.direct.is_none(), "fell back");
+        out.finish().unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(&got[..1000], &[5u8; 1000][..]);
+        assert!(got[1000..] == data[..]);
     }
 }
