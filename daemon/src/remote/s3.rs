@@ -17,6 +17,12 @@ const SIGN_FOR: Duration = Duration::from_secs(3600);
 /// copy, so a few keep the store busy without piling up requests.
 const COPY_PARTS_AT_ONCE: usize = 4;
 
+/// Where the parts of a multipart upload come from.
+enum Parts<'a> {
+    File(&'a Path),
+    Copy(&'a CopySource<'a>),
+}
+
 /// The object a server-side copy reads, pinned to the version seen when it
 /// was added when `etag` is set (`x-amz-copy-source-if-match`): a source
 /// changed since is refused by the store with 412, never copied.
@@ -385,13 +391,7 @@ impl S3Client {
         part_size: u64,
         headers: &[(&str, &str)],
     ) -> Result<ObjectMeta, RemoteError> {
-        let object = format!("s3://{bucket}/{key}");
-        let b = self.bucket(bucket)?;
-        let upload_id = self.start_upload(&b, &object, key, headers).await?;
-        let parts = self
-            .copy_parts(&b, &object, key, &upload_id, src, part_size)
-            .await;
-        self.finish_upload(&b, &object, bucket, key, &upload_id, parts)
+        self.multipart(bucket, key, Parts::Copy(src), part_size, headers)
             .await
     }
 
@@ -496,12 +496,31 @@ impl S3Client {
         part_size: u64,
         headers: &[(&str, &str)],
     ) -> Result<ObjectMeta, RemoteError> {
+        self.multipart(bucket, key, Parts::File(path), part_size, headers)
+            .await
+    }
+
+    /// A multipart upload of `bucket/key` with `headers` as its metadata,
+    /// its parts sent or copied; aborted when a part fails.
+    async fn multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        from: Parts<'_>,
+        part_size: u64,
+        headers: &[(&str, &str)],
+    ) -> Result<ObjectMeta, RemoteError> {
         let object = format!("s3://{bucket}/{key}");
         let b = self.bucket(bucket)?;
         let upload_id = self.start_upload(&b, &object, key, headers).await?;
-        let parts = self
-            .upload_parts(&b, &object, key, &upload_id, path, part_size)
-            .await;
+        let id = upload_id.as_str();
+        let parts = match from {
+            Parts::File(path) => {
+                self.upload_parts(&b, &object, key, id, path, part_size)
+                    .await
+            }
+            Parts::Copy(src) => self.copy_parts(&b, &object, key, id, src, part_size).await,
+        };
         self.finish_upload(&b, &object, bucket, key, &upload_id, parts)
             .await
     }

@@ -189,7 +189,7 @@ async fn after_hash(shared: &Shared, repo: &Path, object: &ForeignObject, oid: O
             &registry,
             &repo,
             &common,
-            &BTreeMap::from([(oid, object)]),
+            &BTreeMap::from([(object.provisional_oid.clone(), (oid, object))]),
         )?;
         write_mirror(&registry, &repo, &common)?;
         Ok::<_, String>(promoted)
@@ -223,7 +223,8 @@ pub(crate) async fn catch_up(shared: &Shared, repo: &Path) {
             };
             let provisional = e.oid != oid.to_hex();
             if provisional || !object_path(&objects, &oid).is_file() {
-                todo.entry(oid).or_insert(e.object);
+                todo.entry(e.object.provisional_oid.clone())
+                    .or_insert((oid, e.object));
             }
         }
         let promoted = settle(&pool, &registry, &at, &common, &todo)?;
@@ -244,23 +245,24 @@ pub(crate) async fn catch_up(shared: &Shared, repo: &Path) {
     }
 }
 
-/// Hydrates each object into the repo and promotes the repo's uncommitted
-/// pointers to it (one pass of git for all); returns how many pointers were
-/// rewritten. An object the pool lacks is left alone: its pointer would
-/// name bytes this machine cannot give.
+/// Hydrates each object (by provisional oid: its content oid and what it
+/// is) into the repo and promotes the repo's uncommitted pointers to it, in
+/// one pass of git for all; returns how many pointers were rewritten. An
+/// object the pool lacks is left alone: its pointer would name bytes this
+/// machine cannot give.
 fn settle(
     pool: &Pool,
     registry: &Registry,
     repo: &Path,
     common: &Path,
-    objects: &BTreeMap<Oid, ForeignObject>,
+    objects: &BTreeMap<String, (Oid, ForeignObject)>,
 ) -> Result<usize, String> {
     let mut here = BTreeMap::new();
-    for (oid, object) in objects {
+    for (provisional, (oid, object)) in objects {
         let placed =
             hydrate(pool, &common.join("lfs"), oid, object.size).map_err(|e| e.to_string())?;
         if placed != Hydrated::NotInPool {
-            here.insert(object.provisional_oid.clone(), (*oid, object));
+            here.insert(provisional.clone(), (*oid, object));
         }
     }
     promote_in(registry, repo, &here)
