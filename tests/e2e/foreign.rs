@@ -65,6 +65,22 @@ fn queue(world: &World, repo: &Path) -> serde_json::Value {
     world.drsctl_ok(repo, &["status"])["queue"].clone()
 }
 
+/// `drsctl status` in `repo`: its provisional pointers (path, state).
+fn pointer_states(world: &World, repo: &Path) -> Vec<(String, String)> {
+    let status = world.drsctl_ok(repo, &["status"]);
+    let listed = status["provisional"]["pointers"].as_array().cloned();
+    listed
+        .unwrap_or_else(|| panic!("no provisional list: {status}"))
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().into(),
+                p["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
 /// git in `repo` with the world's daemon (hooks, agent), its output and status.
 fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
     Command::new("git")
@@ -329,6 +345,10 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     ok(git_in(&world, &repo, &["commit", "-qm", "provisional"]));
     let q = queue(&world, &repo);
     assert_eq!(q["held"].as_u64(), Some(1), "{q}");
+    assert_eq!(
+        pointer_states(&world, &repo),
+        [("sample.cram".into(), "held".into())]
+    );
     let (_remotes, _bare) = bare_origin(&repo);
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     let said = text(&out);
@@ -345,6 +365,9 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     world.kill();
     std::env::remove_var("DRSD_PREFETCH_MAX_SIZE");
     world.start();
+    wait_for("status to show the object hashed", || {
+        pointer_states(&world, &repo) == [("sample.cram".into(), "hashed".into())]
+    });
     let report = world.drsctl_ok(&repo, &["promote", "--all", "--wait"]);
     assert_eq!(
         report["rewritten"],
@@ -356,6 +379,7 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
         staged(&repo, "sample.cram"),
         pointer_text(&content_oid, body.len() as u64)
     );
+    assert!(pointer_states(&world, &repo).is_empty(), "none left");
     ok(git_in(&world, &repo, &["commit", "-qam", "promoted"]));
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -1,20 +1,62 @@
 use std::path::Path;
 
-use drsd::ipc::{Reply, Request, StatusReport};
+use drsd::ipc::{ProvisionalReport, Reply, Request, StatusReport};
+use serde::Serialize;
 
 use crate::exit::Failure;
 use crate::output::{bytes, duration, repo_table, Output};
+
+/// The daemon's status and, run inside a repo, that repo's provisional pointers.
+#[derive(Serialize)]
+struct Shown {
+    #[serde(flatten)]
+    status: StatusReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provisional: Option<ProvisionalReport>,
+}
 
 pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
     let Reply::Status(status) = client.call(Request::Status).await? else {
         return Err(anyhow::anyhow!("the daemon answered status with something else").into());
     };
-    out.show(&status, || print(&status));
+    // Outside a git work tree the daemon says so, and there is nothing to list.
+    let cwd = std::env::current_dir().map_err(anyhow::Error::from)?;
+    let provisional = match client.call(Request::Provisional { cwd }).await {
+        Ok(Reply::Provisional(report)) => Some(report),
+        _ => None,
+    };
+    let shown = Shown {
+        status,
+        provisional,
+    };
+    out.show(&shown, || print(&shown));
     Ok(())
 }
 
-fn print(s: &StatusReport) {
+fn print(shown: &Shown) {
+    print_status(&shown.status);
+    if let Some(p) = &shown.provisional {
+        print_provisional(p);
+    }
+}
+
+fn print_provisional(p: &ProvisionalReport) {
+    println!(
+        "provisional pointers in {}: {}",
+        p.repo.display(),
+        p.pointers.len()
+    );
+    for w in &p.pointers {
+        let next = match w.state.as_str() {
+            "hashed" => "  (drsctl promote, then commit)",
+            _ => "",
+        };
+        println!("  {:<8} {}  {}{next}", w.state, w.path, w.url);
+    }
+}
+
+fn print_status(s: &StatusReport) {
     println!(
         "drsd {}  pid {}  up {}",
         s.version,

@@ -127,6 +127,11 @@ pub enum Request {
         #[serde(default)]
         all: bool,
     },
+    /// The pointers of the repo holding `cwd` that still carry a provisional
+    /// oid, and where each object stands.
+    Provisional {
+        cwd: PathBuf,
+    },
     /// Put the objects of HEAD's pointers in the repo's `.git/lfs/objects`:
     /// from the pool, else from the repo's object remote into the pool first.
     Hydrate {
@@ -192,7 +197,15 @@ pub enum Reply {
     Hydrated(HydrateReport),
     AddUrl(AddUrlReport),
     Promoted(PromoteReport),
+    Provisional(ProvisionalReport),
     Done,
+}
+
+/// A repo's pointers that still carry a provisional oid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisionalReport {
+    pub repo: PathBuf,
+    pub pointers: Vec<PathWaiting>,
 }
 
 /// What a promote request did, by path (relative to the repo's top).
@@ -211,7 +224,8 @@ pub struct PathWaiting {
     pub path: String,
     pub url: String,
     /// Its prefetch job's state: `queued`, `running`, `failed`, `held`
-    /// (over the size limit) or `skipped` (`--no-fetch`).
+    /// (over the size limit) or `skipped` (`--no-fetch`); or `hashed`, when
+    /// only `drsctl promote` is missing.
     pub state: String,
 }
 

@@ -5,6 +5,7 @@ mod hydrate;
 mod init;
 mod lfs;
 mod promote;
+mod provisional;
 mod push;
 mod repos;
 mod shutdown;
@@ -76,6 +77,7 @@ pub(crate) async fn handle(
             updates,
         } => push::handle(&shared, repo, remote, updates, &progress).await,
         Request::Promote { cwd, paths, all } => promote::handle(&shared, cwd, paths, all).await,
+        Request::Provisional { cwd } => provisional::handle(&shared, cwd).await,
         Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
         Request::AddUrl {
             cwd,

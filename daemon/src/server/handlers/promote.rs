@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::provisional::standing;
 use super::{internal, Shared};
-use crate::ipc::{ErrorCode, PathWaiting, PromoteReport, Reply, WireError};
+use crate::ipc::{ErrorCode, PromoteReport, Reply, WireError};
 use crate::lfs::promote::{promote, Rewrite, Scope};
 use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::{hydrate, Pointer};
@@ -44,14 +45,7 @@ pub(super) async fn handle(
             let o = &e.object;
             match (&o.content_oid, e.oid == o.provisional_oid) {
                 (_, false) => {} // already a content pointer
-                (None, true) => report.waiting.push(PathWaiting {
-                    path: e.path.clone(),
-                    url: o.url.split(['?', '#']).next().unwrap_or_default().into(),
-                    state: registry
-                        .job_state(&o.url, &o.etag, o.size)
-                        .map_err(internal)?
-                        .unwrap_or_else(|| "queued".into()),
-                }),
+                (None, true) => report.waiting.push(standing(&registry, e)?),
                 (Some(content), true) => {
                     let (Ok(from), Ok(to)) =
                         (o.provisional_oid.parse::<Oid>(), content.parse::<Oid>())

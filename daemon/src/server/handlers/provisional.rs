@@ -1,0 +1,52 @@
+//! `provisional`: the repo's pointers that still carry a provisional oid
+//! (from an ETag), and where each object stands: its prefetch job's state,
+//! or `hashed` once only `drsctl promote` is missing.
+
+use std::path::PathBuf;
+
+use super::{internal, Shared};
+use crate::ipc::{ErrorCode, PathWaiting, ProvisionalReport, Reply, WireError};
+use crate::lfs::scan::toplevel;
+use crate::registry::{Entry, Registry};
+
+pub(super) async fn handle(shared: &Shared, cwd: PathBuf) -> Result<Reply, WireError> {
+    let registry = shared.registry.clone();
+    tokio::task::spawn_blocking(move || {
+        let top = toplevel(&cwd)
+            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+        let mut pointers = Vec::new();
+        for e in registry.for_repo(&top).map_err(internal)? {
+            if is_provisional(&e) {
+                pointers.push(standing(&registry, &e)?);
+            }
+        }
+        Ok(Reply::Provisional(ProvisionalReport {
+            repo: top,
+            pointers,
+        }))
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// The pointer at the entry's path names its object by the ETag.
+fn is_provisional(e: &Entry) -> bool {
+    e.oid == e.object.provisional_oid && e.object.content_oid.as_deref() != Some(e.oid.as_str())
+}
+
+/// Where a provisional pointer's object stands.
+pub(super) fn standing(registry: &Registry, e: &Entry) -> Result<PathWaiting, WireError> {
+    let o = &e.object;
+    let state = match &o.content_oid {
+        Some(_) => "hashed".to_string(),
+        None => registry
+            .job_state(&o.url, &o.etag, o.size)
+            .map_err(internal)?
+            .unwrap_or_else(|| "queued".into()),
+    };
+    Ok(PathWaiting {
+        path: e.path.clone(),
+        url: o.url.split(['?', '#']).next().unwrap_or_default().into(),
+        state,
+    })
+}
