@@ -332,6 +332,43 @@ fn a_repo_registered_after_its_object_was_hashed_is_caught_up() {
     assert_eq!(file_sha256(&object), src.oid, "hydrated");
 }
 
+/// The source is overwritten after its prefetch: the push cannot copy it
+/// (the copy is pinned to the ETag seen at add-url), so the bytes the
+/// prefetch verified go up from the pool, and a clone gets what the pointer
+/// names.
+#[test]
+fn an_s3_source_changed_after_its_prefetch_is_pushed_from_the_pool() {
+    let world = World::with_prefetch();
+    let body = content((2 << 20) + 9, 11);
+    let src = small_source("swap", "swap.bam", &body);
+    let (repo, layout) = drs_repo(&world, "s");
+    world.drsctl_ok(&repo, &["add-url", &src.url]);
+    wait_for("the staged pointer's promotion", || {
+        staged(&repo, src.name) == pointer_text(&src.oid, src.size)
+    });
+    let (bucket, key) = src.url["s3://".len()..].split_once('/').unwrap();
+    rt().block_on(s3().put(bucket, key, Bytes::from(content(1000, 12))))
+        .unwrap();
+
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "swap"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("copied server-side"), "{}", text(&out));
+    let oid: Oid = src.oid.parse().unwrap();
+    let there = rt()
+        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
+        .unwrap()
+        .expect("uploaded from the pool");
+    assert_eq!(
+        (there.size, there.sha256.as_deref()),
+        (src.size, Some(src.oid.as_str()))
+    );
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, src.name), src.oid);
+}
+
 #[test]
 fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     // A daemon that holds every prefetch: the pointer stays provisional.

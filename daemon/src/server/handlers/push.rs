@@ -151,23 +151,45 @@ async fn one(
                 size: o.size,
             };
             let opts = shared.config.upload;
-            return copy_foreign(layout, o, &source, pointer.oid, opts).await;
+            let copied = copy_foreign(layout, o, &source, pointer.oid, opts).await;
+            let Outcome::Refused(why) = copied else {
+                return copied;
+            };
+            // The source changed or is gone; the bytes its prefetch verified
+            // may still be here, and they are what the pointer names.
+            return send_local(shared, layout, lfs_objects, pointer)
+                .await
+                .unwrap_or(Outcome::Refused(why));
         }
     }
+    match send_local(shared, layout, lfs_objects, pointer).await {
+        Some(outcome) => outcome,
+        None if foreign.is_some() => Outcome::Refused(
+            "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".into(),
+        ),
+        None => Outcome::Refused(
+            "neither in .git/lfs/objects nor in the pool, and not an object this repo added by URL".into(),
+        ),
+    }
+}
+
+/// Sends the object from `.git/lfs/objects` or the pool; `None` when
+/// neither has it.
+async fn send_local(
+    shared: &Arc<Shared>,
+    layout: &ObjectLayout,
+    lfs_objects: &Path,
+    pointer: &Pointer,
+) -> Option<Outcome> {
     let path = object_path(lfs_objects, &pointer.oid);
     match take_in(shared, pointer.oid, pointer.size, Some(path)).await {
-        Ok(()) => match send_object(shared, layout, pointer.oid).await {
+        Ok(()) => Some(match send_object(shared, layout, pointer.oid).await {
             Ok(true) => Outcome::Present,
             Ok(false) => Outcome::Uploaded,
             Err(e) => Outcome::Failed(e.message),
-        },
-        Err(e) if e.code == ErrorCode::NotFound && foreign.is_some() => Outcome::Refused(
-            "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".into(),
-        ),
-        Err(e) if e.code == ErrorCode::NotFound => Outcome::Refused(
-            "neither in .git/lfs/objects nor in the pool, and not an object this repo added by URL".into(),
-        ),
-        Err(e) => Outcome::Failed(e.message),
+        }),
+        Err(e) if e.code == ErrorCode::NotFound => None,
+        Err(e) => Some(Outcome::Failed(e.message)),
     }
 }
 
