@@ -1,5 +1,5 @@
 //! Appending a download to its partial file. Where the file system allows
-//! it (Linux, not tmpfs), whole blocks go through O_DIRECT: a multi-GB
+//! it (Linux; ext4, XFS and btrfs do), whole blocks go through O_DIRECT: a multi-GB
 //! prefetch then neither copies every byte into the page cache nor leaves
 //! gigabytes dirty for the flusher threads, CPU the hashes need on a small
 //! machine, and it does not push what the user works on out of the cache.

@@ -24,8 +24,9 @@ enum Parts<'a> {
 }
 
 /// The object a server-side copy reads, pinned to the version seen when it
-/// was added when `etag` is set (`x-amz-copy-source-if-match`): a source
-/// changed since is refused by the store with 412, never copied.
+/// was added when `etag` is set: a source changed since fails the copy
+/// with 412 and nothing is written (see [`pin_headers`] and
+/// `S3Client::still_pinned` for how RGW is held to it).
 #[derive(Debug, Clone, Copy)]
 pub struct CopySource<'a> {
     pub bucket: &'a str,
@@ -361,8 +362,7 @@ impl S3Client {
         let mut all = headers.to_vec();
         all.push(("x-amz-copy-source", source.as_str()));
         all.push(("x-amz-metadata-directive", "REPLACE"));
-        let pinned = src.etag.map(str::to_string);
-        if let Some(tag) = &pinned {
+        if let Some(tag) = src.etag {
             all.extend(pin_headers(tag));
         }
         let b = self.bucket(bucket)?;
@@ -406,7 +406,6 @@ impl S3Client {
     ) -> Result<Vec<String>, RemoteError> {
         let part_size = part_size.max(1);
         let source = src.header();
-        let pinned = src.etag.map(str::to_string);
         let ranges = (0..src.size)
             .step_by(part_size as usize)
             .map(|from| from..(from + part_size).min(src.size));
@@ -419,7 +418,7 @@ impl S3Client {
                         format!("bytes={}-{}", range.start, range.end - 1),
                     ),
                 ];
-                if let Some(tag) = &pinned {
+                if let Some(tag) = src.etag {
                     headers.extend(pin_headers(tag).map(|(k, v)| (k, v.to_string())));
                 }
                 self.copy_part(b, object, key, upload_id, number, headers)
