@@ -65,6 +65,18 @@ fn queue(world: &World, repo: &Path) -> serde_json::Value {
     world.drsctl_ok(repo, &["status"])["queue"].clone()
 }
 
+/// The object remote's copy of `oid` (hex): there, of `size` bytes, and
+/// labelled with its sha256.
+fn in_layout(layout: &ObjectLayout, oid: &str, size: u64) -> drsd::remote::ObjectMeta {
+    let key = layout.key(&oid.parse::<Oid>().unwrap());
+    let there = rt()
+        .block_on(s3().head(&layout.bucket, &key))
+        .unwrap()
+        .unwrap_or_else(|| panic!("s3://{}/{key} is not there", layout.bucket));
+    assert_eq!((there.size, there.sha256.as_deref()), (size, Some(oid)));
+    there
+}
+
 /// `drsctl status` in `repo`: its provisional pointers (path, state).
 fn pointer_states(world: &World, repo: &Path) -> Vec<(String, String)> {
     let status = world.drsctl_ok(repo, &["status"]);
@@ -186,15 +198,7 @@ fn s3_flow(world: World, src: &Source, parts: Option<u64>, patience: Duration) {
         "{}",
         text(&out)
     );
-    let oid: Oid = src.oid.parse().unwrap();
-    let there = rt()
-        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
-        .unwrap()
-        .expect("copied into the layout");
-    assert_eq!(
-        (there.size, there.sha256.as_deref()),
-        (src.size, Some(src.oid.as_str()))
-    );
+    let there = in_layout(&layout, &src.oid, src.size);
     let etag = there.etag.unwrap_or_default();
     match parts {
         Some(n) => assert!(etag.ends_with(&format!("-{n}")), "{n} parts: {etag}"),
@@ -208,8 +212,9 @@ fn s3_flow(world: World, src: &Source, parts: Option<u64>, patience: Duration) {
     // Another user on another machine: own HOME, empty pool, no registry.
     drop(world);
     assert_eq!(clone_elsewhere(&bare, src.name), src.oid);
+    let oid: Oid = src.oid.parse().unwrap();
     rt().block_on(s3().delete(&layout.bucket, &layout.key(&oid)))
-        .unwrap();
+        .unwrap(); // the store keeps objects in RAM
 }
 
 #[test]
@@ -356,15 +361,7 @@ fn an_s3_source_changed_after_its_prefetch_is_pushed_from_the_pool() {
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("copied server-side"), "{}", text(&out));
-    let oid: Oid = src.oid.parse().unwrap();
-    let there = rt()
-        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
-        .unwrap()
-        .expect("uploaded from the pool");
-    assert_eq!(
-        (there.size, there.sha256.as_deref()),
-        (src.size, Some(src.oid.as_str()))
-    );
+    in_layout(&layout, &src.oid, src.size);
     drop(world);
     assert_eq!(clone_elsewhere(&bare, src.name), src.oid);
 }
@@ -420,11 +417,7 @@ fn a_committed_provisional_pointer_refuses_the_push_until_promoted() {
     ok(git_in(&world, &repo, &["commit", "-qam", "promoted"]));
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
-    let oid: Oid = content_oid.parse().unwrap();
-    assert!(rt()
-        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
-        .unwrap()
-        .is_some());
+    in_layout(&layout, &content_oid, body.len() as u64);
 }
 
 #[test]
@@ -557,12 +550,7 @@ fn an_https_object_added_by_url_is_pushed_from_the_pool_and_cloned_elsewhere() {
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("copied server-side"), "{}", text(&out));
-    let oid: Oid = content_oid.parse().unwrap();
-    let there = rt()
-        .block_on(s3().head(&layout.bucket, &layout.key(&oid)))
-        .unwrap()
-        .expect("uploaded into the layout");
-    assert_eq!(there.sha256.as_deref(), Some(content_oid.as_str()));
+    in_layout(&layout, &content_oid, body.len() as u64);
 
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "sample.vcf"), content_oid);
