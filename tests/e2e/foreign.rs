@@ -174,12 +174,11 @@ fn s3_flow(world: World, src: &Source, parts: Option<u64>, patience: Duration) {
         std::fs::read_to_string(repo.join(src.name)).unwrap(),
         promoted
     );
-    let object = repo
-        .join(".git/lfs/objects")
-        .join(&src.oid[..2])
-        .join(&src.oid[2..4])
-        .join(&src.oid);
-    assert_eq!(file_sha256(&object), src.oid, "hydrated");
+    assert_eq!(
+        file_sha256(&lfs_object(&repo, &src.oid)),
+        src.oid,
+        "hydrated"
+    );
     let q = queue(&world, &repo);
     assert_eq!(
         (q["done"].as_u64(), q["failed"].as_u64()),
@@ -293,6 +292,11 @@ fn write_pattern(path: &Path, size: u64) -> String {
     hex::encode(hash.finalize())
 }
 
+/// Where git-lfs keeps `oid` (hex) in `repo`.
+fn lfs_object(repo: &Path, oid: &str) -> std::path::PathBuf {
+    drsd::lfs::hydrate::object_path(&repo.join(".git/lfs/objects"), &oid.parse().unwrap())
+}
+
 /// The sha256 hex of the file at `path`, read in pieces.
 fn file_sha256(path: &Path) -> String {
     use sha2::{Digest, Sha256};
@@ -329,12 +333,11 @@ fn a_repo_registered_after_its_object_was_hashed_is_caught_up() {
 
     world.drsctl_ok(&moved, &["init"]);
     assert_eq!(staged(&moved, "late.bam"), pointer_text(&src.oid, src.size));
-    let object = moved
-        .join(".git/lfs/objects")
-        .join(&src.oid[..2])
-        .join(&src.oid[2..4])
-        .join(&src.oid);
-    assert_eq!(file_sha256(&object), src.oid, "hydrated");
+    assert_eq!(
+        file_sha256(&lfs_object(&moved, &src.oid)),
+        src.oid,
+        "hydrated"
+    );
 }
 
 /// The source is overwritten after its prefetch: the push cannot copy it
