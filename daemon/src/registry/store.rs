@@ -230,6 +230,8 @@ impl Registry {
 }
 
 /// Inserts the object or updates what is known of it; returns its row id.
+/// `recorded_at` keeps the earliest time: a mirror restored after the same
+/// object was added again still dates it from its first record.
 fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
     tx.prepare_cached(
         "INSERT INTO objects (url, bucket, key, version_id, etag, size, provisional_oid,
@@ -239,7 +241,8 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
             content_oid = COALESCE(objects.content_oid, excluded.content_oid),
             md5 = COALESCE(objects.md5, excluded.md5),
             drs_id = COALESCE(objects.drs_id, excluded.drs_id),
-            version_id = COALESCE(objects.version_id, excluded.version_id)
+            version_id = COALESCE(objects.version_id, excluded.version_id),
+            recorded_at = MIN(objects.recorded_at, excluded.recorded_at)
          RETURNING id",
     )?
     .query_row(

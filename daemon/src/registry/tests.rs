@@ -141,6 +141,31 @@ fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
 }
 
 #[test]
+fn an_object_keeps_the_time_it_was_first_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    let at = |t| ForeignObject {
+        recorded_at: t,
+        ..object("https://h/x", "1-1", 1)
+    };
+    let recorded = || {
+        reg.lookup_by_location("https://h/x", "1-1", 1)
+            .unwrap()
+            .unwrap()
+            .recorded_at
+    };
+    reg.record(Path::new("/repos/c"), &[entry("x", &at(50))])
+        .unwrap();
+    // A mirror written earlier comes back with the first time.
+    reg.restore(Path::new("/repos/a"), &[entry("x", &at(10))])
+        .unwrap();
+    assert_eq!(recorded(), 10);
+    reg.record(Path::new("/repos/d"), &[entry("x", &at(90))])
+        .unwrap();
+    assert_eq!(recorded(), 10);
+}
+
+#[test]
 fn a_bad_mirror_line_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("registry.jsonl");
