@@ -26,6 +26,9 @@ pub struct Config {
     pub poll_interval: Duration,
     pub prefetch: PrefetchConfig,
     pub upload: UploadOptions,
+    /// Stop after this long with no client and no prefetch due: for daemons
+    /// started on demand. `None` runs until stopped.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// The background prefetch of foreign objects, from the environment:
@@ -154,6 +157,7 @@ impl Config {
             poll_interval: POLL_INTERVAL,
             prefetch: PrefetchConfig::from_env()?,
             upload: upload_from_env()?,
+            idle_timeout: None,
         })
     }
 
@@ -170,6 +174,7 @@ impl Config {
             poll_interval: POLL_INTERVAL,
             prefetch: PrefetchConfig::default(),
             upload: UploadOptions::default(),
+            idle_timeout: None,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use drsd::ipc::{EXIT_ALREADY_RUNNING, READY_LINE};
+use drsd::ipc::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
 use drsd::pool::{Oid, Pool};
 use drsd::{Config, Daemon, DaemonError};
 
@@ -52,6 +52,11 @@ enum Command {
         /// Seconds between rescans of repos that cannot be watched
         #[arg(long, default_value_t = 30.0)]
         poll_interval: f64,
+        /// Stop after this many seconds with no client connected and no
+        /// prefetch running or due (0: never). Clients that start drsd on
+        /// demand pass 900 unless DRSD_IDLE_TIMEOUT is set [default: never]
+        #[arg(long, env = IDLE_TIMEOUT_ENV)]
+        idle_timeout: Option<f64>,
     },
     /// Open or create the pool and report entries and bytes per tier (the default)
     Stats {
@@ -78,14 +83,18 @@ fn main() -> Result<ExitCode> {
         ready,
         drain_timeout,
         poll_interval,
+        idle_timeout,
     }) = cli.command
     {
-        return serve(
-            &cli,
-            ready,
-            seconds(drain_timeout)?,
-            seconds(poll_interval)?,
-        );
+        let timings = Timings {
+            drain: seconds(drain_timeout)?,
+            poll: seconds(poll_interval)?,
+            idle: idle_timeout
+                .map(seconds)
+                .transpose()?
+                .filter(|t| !t.is_zero()),
+        };
+        return serve(&cli, ready, timings);
     }
     pool_command(cli)?;
     Ok(ExitCode::SUCCESS)
@@ -96,7 +105,14 @@ fn seconds(value: f64) -> Result<Duration> {
         .with_context(|| format!("{value} is not a number of seconds"))
 }
 
-fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<ExitCode> {
+/// What `drsd serve` was told about time.
+struct Timings {
+    drain: Duration,
+    poll: Duration,
+    idle: Option<Duration>,
+}
+
+fn serve(cli: &Cli, ready: bool, timings: Timings) -> Result<ExitCode> {
     drsd::logging::init(cli.verbose);
     let mut config = Config::resolve(
         cli.socket.socket.as_deref(),
@@ -104,8 +120,9 @@ fn serve(cli: &Cli, ready: bool, drain: Duration, poll: Duration) -> Result<Exit
         cli.state_dir.clone(),
         cli.threshold,
     )?;
-    config.drain_timeout = drain;
-    config.poll_interval = poll;
+    config.drain_timeout = timings.drain;
+    config.poll_interval = timings.poll;
+    config.idle_timeout = timings.idle;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(16)

@@ -588,3 +588,59 @@ fn an_object_added_with_no_fetch_stays_provisional_and_promote_does_not_wait_for
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["waiting"][0]["state"], "skipped", "{report}");
 }
+
+/// Whether process `pid` still runs (a zombie nobody reaped does not).
+fn running(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[test]
+fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then_stops() {
+    // 3 MiB at 1 MiB/s: the prefetch outlasts a 1 s idle timeout.
+    std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "1M");
+    std::env::set_var("DRSD_IDLE_TIMEOUT", "1");
+    let mut world = World::with_prefetch();
+    world.kill(); // the clients below start their own
+    let body = content(3 << 20, 8);
+    let url = serve(&format!("{}/slow.cram", www_dir("idle")), &body);
+    let repo = world.repo("i");
+    let on_demand = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(drsd_e2e::bin("drsctl"))
+            .current_dir(&repo)
+            .arg("--json")
+            .args(args)
+            .envs(world.env())
+            .env("DRSD_NO_AUTOSTART", "0")
+            .env("DRSD_BIN", drsd_e2e::bin("drsd"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "drsctl {args:?}: {}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    on_demand(&["add-url", &url]);
+    let first = on_demand(&["status"])["pid"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(running(first), "stopped while its prefetch ran");
+    let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);
+    wait_for("the prefetch and promotion", || {
+        staged(&repo, "slow.cram") == promoted
+    });
+    wait_up_to(Duration::from_secs(15), "the idle daemon to stop", || {
+        !running(first)
+    });
+    let socket = world.dir().join("run/drsd.sock");
+    assert!(!socket.exists(), "its socket is removed");
+    let log = std::fs::read_to_string(socket.with_extension("log")).unwrap();
+    assert!(log.contains("idle for 1s: stopping"), "{log}");
+    // The next client starts another, which knows what the first did.
+    let status = on_demand(&["status"]);
+    assert_ne!(status["pid"].as_u64().unwrap(), first);
+    assert_eq!(status["queue"]["done"], 1, "{status}");
+}

@@ -24,6 +24,14 @@ pub const DRSD_BIN_ENV: &str = "DRSD_BIN";
 pub const READY_LINE: &str = "drsd ready";
 /// `drsd serve` exit status when another daemon holds the socket.
 pub const EXIT_ALREADY_RUNNING: i32 = 3;
+/// Seconds a daemon started on demand may sit idle before it stops (`0`:
+/// never); read by `drsd serve --idle-timeout`.
+pub const IDLE_TIMEOUT_ENV: &str = "DRSD_IDLE_TIMEOUT";
+/// The idle timeout of a daemon started on demand when the variable is unset.
+const DEFAULT_IDLE_SECS: &str = "900";
+/// A daemon log past this size is moved to `drsd.log.1` when the next
+/// daemon is started, replacing the one before.
+const LOG_ROTATE_BYTES: u64 = 8 << 20;
 
 /// How to start a daemon when none answers.
 #[derive(Debug, Clone)]
@@ -31,15 +39,24 @@ pub struct Autostart {
     pub drsd: PathBuf,
     /// Extra arguments before `serve` (e.g. `--pool DIR`).
     pub args: Vec<OsString>,
+    /// Extra arguments after `serve`.
+    pub serve_args: Vec<OsString>,
     pub timeout: Duration,
 }
 
 impl Autostart {
-    /// `$DRSD_BIN`, else `drsd` next to the running program, else `drsd` on PATH.
+    /// `$DRSD_BIN`, else `drsd` next to the running program, else `drsd` on
+    /// PATH; it stops when idle (after `$DRSD_IDLE_TIMEOUT` seconds, which
+    /// it reads itself, else 15 minutes).
     pub fn from_env() -> Autostart {
+        let idle = match std::env::var_os(IDLE_TIMEOUT_ENV) {
+            Some(_) => vec![],
+            None => vec!["--idle-timeout".into(), DEFAULT_IDLE_SECS.into()],
+        };
         Autostart {
             drsd: find_drsd(),
             args: Vec::new(),
+            serve_args: idle,
             timeout: Duration::from_secs(10),
         }
     }
@@ -117,6 +134,7 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
 }
 
 fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child> {
+    rotate(log, LOG_ROTATE_BYTES);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -126,6 +144,7 @@ fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child>
         .arg("--socket")
         .arg(socket)
         .args(["serve", "--ready"])
+        .args(&start.serve_args)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -133,6 +152,16 @@ fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child>
         // Its own process group: a Ctrl-C meant for the client must not stop the daemon.
         .process_group(0)
         .spawn()
+}
+
+/// Moves a log past `limit` bytes to `NAME.1`. Best effort: a log that
+/// cannot be moved is appended to as before.
+fn rotate(log: &Path, limit: u64) {
+    if std::fs::metadata(log).is_ok_and(|m| m.len() > limit) {
+        let mut old = log.as_os_str().to_owned();
+        old.push(".1");
+        let _ = std::fs::rename(log, old);
+    }
 }
 
 /// Retries the connection until `deadline`: the daemon that won a start race
@@ -155,5 +184,26 @@ async fn connect_until(
             }
             other => return other.map(Some),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotate;
+
+    #[test]
+    fn a_log_past_the_limit_moves_aside_replacing_the_older_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, old) = (dir.path().join("drsd.log"), dir.path().join("drsd.log.1"));
+        std::fs::write(&log, b"0123456789").unwrap();
+        rotate(&log, 10);
+        assert!(log.exists() && !old.exists(), "at the limit it stays");
+        std::fs::write(&old, b"oldest").unwrap();
+        std::fs::write(&log, b"0123456789A").unwrap();
+        rotate(&log, 10);
+        assert!(!log.exists());
+        assert_eq!(std::fs::read(&old).unwrap(), b"0123456789A");
+        rotate(&log, 10); // no log: nothing to do
+        assert!(!log.exists());
     }
 }

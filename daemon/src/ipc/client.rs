@@ -35,9 +35,21 @@ impl Client {
             version: PROTOCOL_VERSION,
             client: client.to_string(),
         };
-        match me.call(hello).await? {
-            Reply::Hello { server, pid, .. } => (me.server, me.pid) = (server, pid),
-            other => return Err(me.unexpected(&other)),
+        match me.call(hello).await {
+            Ok(Reply::Hello { server, pid, .. }) => (me.server, me.pid) = (server, pid),
+            Ok(other) => return Err(me.unexpected(&other)),
+            // A daemon stopping (idle, or told to) may have taken the
+            // connection without serving it: as good as none running.
+            Err(IpcError::Closed { socket }) => {
+                return Err(IpcError::NotRunning {
+                    socket,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "it closed the connection before the handshake (stopping)",
+                    ),
+                })
+            }
+            Err(e) => return Err(e),
         }
         Ok(me)
     }

@@ -9,7 +9,8 @@ pub mod paths;
 pub mod protocol;
 
 pub use autostart::{
-    connect_or_start, Autostart, EXIT_ALREADY_RUNNING, NO_AUTOSTART_ENV, READY_LINE,
+    connect_or_start, Autostart, EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, NO_AUTOSTART_ENV,
+    READY_LINE,
 };
 pub use client::Client;
 pub use error::IpcError;

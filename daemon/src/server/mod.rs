@@ -8,6 +8,7 @@
 mod connection;
 mod error;
 mod handlers;
+mod idle;
 mod jobs;
 mod listen;
 mod pool_stats;
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     pub jobs_wake: tokio::sync::Notify,
     /// Prefetches in progress, for status.
     pub running: jobs::Running,
+    /// For the idle timer: when a client last came or work last ran.
+    pub activity: idle::Activity,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -86,6 +89,7 @@ impl Daemon {
             tasks: TaskTracker::new(),
             jobs_wake: tokio::sync::Notify::new(),
             running: Default::default(),
+            activity: Default::default(),
         });
         log::info!(
             "drsd {} listening on {}",
@@ -103,9 +107,9 @@ impl Daemon {
         &self.shared.config.socket
     }
 
-    /// Serves until `shutdown` resolves or a client sends `shutdown`, then
-    /// stops accepting, waits up to the drain timeout for requests in
-    /// flight, and removes the socket.
+    /// Serves until `shutdown` resolves, a client sends `shutdown` or the
+    /// idle timeout passes with nothing to do; then stops accepting, waits
+    /// up to the drain timeout for requests in flight, and removes the socket.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
         let Daemon {
             shared,
@@ -116,7 +120,14 @@ impl Daemon {
         let measuring = tokio::spawn(measure_pool(shared.clone()));
         let prefetching = tokio::spawn(jobs::run(shared.clone()));
         tokio::spawn(handlers::restore_saved(shared.clone()));
-        accept_loop(&shared, &claimed.listener, shutdown).await;
+        let idle = idle::idle(shared.clone());
+        let stop = async {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = idle => {}
+            }
+        };
+        accept_loop(&shared, &claimed.listener, stop).await;
         shared.stop.cancel();
         drop(claimed.listener); // removes the socket file: no new connections
         drain(&shared).await;
@@ -163,7 +174,13 @@ async fn accept_loop(
             _ = shared.stop.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(stream) => {
-                    shared.tasks.spawn(connection::serve(shared.clone(), stream));
+                    shared.activity.touch();
+                    let shared = shared.clone();
+                    shared.tasks.clone().spawn(async move {
+                        connection::serve(shared.clone(), stream).await;
+                        // Idle time counts from when the last client left.
+                        shared.activity.touch();
+                    });
                 }
                 Err(e) => {
                     // Typically out of file descriptors: back off instead of spinning.

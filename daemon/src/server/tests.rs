@@ -393,6 +393,37 @@ async fn a_shutdown_request_stops_the_daemon() {
     assert!(!daemon.socket.exists());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_daemon_stops_but_not_while_a_client_is_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config_in(dir.path());
+    let limit = Duration::from_millis(300);
+    config.idle_timeout = Some(limit);
+    let daemon = start_in(dir, config).await;
+    let client = daemon.client().await;
+    tokio::time::sleep(3 * limit).await;
+    assert!(!daemon.task.is_finished(), "a connected client keeps it up");
+    drop(client);
+    let left = Instant::now();
+    let (task, socket) = (daemon.task, daemon.socket);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("stops within 5 s of being left alone")
+        .unwrap()
+        .unwrap();
+    assert!(
+        left.elapsed() >= limit,
+        "stopped after {:?}",
+        left.elapsed()
+    );
+    assert!(!socket.exists());
+    // The next client finds no daemon, not a half-open socket.
+    assert!(matches!(
+        Client::connect(&socket, "test").await,
+        Err(IpcError::NotRunning { .. })
+    ));
+}
+
 // ---- repos -------------------------------------------------------------
 
 /// git with a fixed identity and no user or system config.

@@ -1,0 +1,70 @@
+//! The idle timer of a daemon started on demand (`drsd serve --idle-timeout`):
+//! it stops once no client has been connected and no prefetch has been under
+//! way or due for that long. A failed job due later waits for the next
+//! start, which the next client (a git hook, drsctl) brings about; a managed
+//! daemon (systemd, launchd) runs without the timer.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use crate::registry::now;
+
+/// When the daemon last had something to do.
+pub(crate) struct Activity(Mutex<Instant>);
+
+impl Default for Activity {
+    fn default() -> Activity {
+        Activity(Mutex::new(Instant::now()))
+    }
+}
+
+impl Activity {
+    pub fn touch(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn quiet_for(&self) -> Duration {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+    }
+}
+
+/// Resolves once the daemon has been idle for its idle timeout; never when
+/// it has none.
+pub(crate) async fn idle(shared: Arc<Shared>) {
+    let Some(limit) = shared.config.idle_timeout else {
+        return std::future::pending().await;
+    };
+    let tick = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(tick).await;
+        if busy(&shared, limit).await {
+            shared.activity.touch();
+        } else if shared.activity.quiet_for() >= limit {
+            log::info!("idle for {limit:?}: stopping");
+            return;
+        }
+    }
+}
+
+/// A connection is open, a prefetch runs, or one is due within `limit`.
+/// When the queue cannot be read, the daemon stays: better up than gone.
+async fn busy(shared: &Shared, limit: Duration) -> bool {
+    if !shared.tasks.is_empty() {
+        return true;
+    }
+    let registry = shared.registry.clone();
+    let queue = tokio::task::spawn_blocking(move || {
+        Ok::<_, crate::registry::RegistryError>((
+            registry.job_counts()?.running,
+            registry.next_due()?,
+        ))
+    })
+    .await;
+    match queue {
+        Ok(Ok((running, next))) => {
+            running > 0 || next.is_some_and(|at| at <= now() + limit.as_secs_f64().ceil() as u64)
+        }
+        _ => true,
+    }
+}
