@@ -198,6 +198,58 @@ fn no_daemon_is_started_when_told_not_to() {
     assert!(!home.socket().exists());
 }
 
+/// Listens on `home`'s socket as a daemon that is not ours would: each
+/// connection gets `answer` (a line, or nothing) and is closed.
+fn stand_in(home: &Home, answer: &'static str) -> std::thread::JoinHandle<()> {
+    let dir = home.socket().parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(home.socket()).unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for stream in listener.incoming().take(1) {
+            let mut stream = stream.unwrap();
+            let mut hello = String::new();
+            BufReader::new(&stream).read_line(&mut hello).unwrap();
+            assert!(hello.contains("\"hello\""), "{hello}");
+            stream.write_all(answer.as_bytes()).unwrap();
+        }
+    })
+}
+
+#[test]
+fn a_daemon_of_another_protocol_exits_4_and_one_that_hangs_up_exits_3() {
+    let home = Home::new();
+    let other = stand_in(
+        &home,
+        "{\"id\":1,\"kind\":\"error\",\"error\":{\"code\":\"version_mismatch\",\"message\":\"this drsd speaks protocol 9\"}}\n",
+    );
+    let out = home.drsctl(&["--json", "status"]);
+    other.join().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert_eq!(json(&out)["error"]["code"], "version_mismatch");
+    assert!(stderr(&out).contains("protocol 9"), "{}", stderr(&out));
+
+    // One that takes the connection and closes it unanswered (a daemon on
+    // its way out) counts as none running.
+    std::fs::remove_file(home.socket()).unwrap();
+    let stopping = stand_in(&home, "");
+    let out = home
+        .command("drsctl")
+        .args(["--json", "status"])
+        .env("DRSD_NO_AUTOSTART", "1")
+        .output()
+        .unwrap();
+    stopping.join().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(json(&out)["error"]["code"], "unreachable");
+    assert!(
+        stderr(&out).contains("closed the connection before the handshake"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_second_daemon_refuses_and_a_killed_ones_socket_is_replaced() {
     let home = Home::new();
