@@ -43,6 +43,7 @@ impl Drop for Served {
 impl Drop for Home {
     /// Stops a daemon a client started here, should the test have failed before it did.
     fn drop(&mut self) {
+        // Not drsctl_alone: a panic here, while unwinding, would abort.
         let _ = self
             .command("drsctl")
             .arg("shutdown")
@@ -82,6 +83,15 @@ impl Home {
             .env_remove("JOURNAL_STREAM")
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// drsctl told not to start a daemon.
+    fn drsctl_alone(&self, args: &[&str]) -> Output {
+        self.command("drsctl")
+            .args(args)
+            .env("DRSD_NO_AUTOSTART", "1")
+            .output()
+            .expect("drsctl runs")
     }
 
     fn drsctl(&self, args: &[&str]) -> Output {
@@ -179,12 +189,7 @@ fn racing_clients_start_exactly_one_daemon() {
 #[test]
 fn no_daemon_is_started_when_told_not_to() {
     let home = Home::new();
-    let out = home
-        .command("drsctl")
-        .args(["--json", "status"])
-        .env("DRSD_NO_AUTOSTART", "1")
-        .output()
-        .unwrap();
+    let out = home.drsctl_alone(&["--json", "status"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "unreachable");
     assert!(
@@ -234,12 +239,7 @@ fn a_daemon_of_another_protocol_exits_4_and_one_that_hangs_up_exits_3() {
     // its way out) counts as none running.
     std::fs::remove_file(home.socket()).unwrap();
     let stopping = stand_in(&home, "");
-    let out = home
-        .command("drsctl")
-        .args(["--json", "status"])
-        .env("DRSD_NO_AUTOSTART", "1")
-        .output()
-        .unwrap();
+    let out = home.drsctl_alone(&["--json", "status"]);
     stopping.join().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "unreachable");
