@@ -96,6 +96,14 @@ enum Command {
     /// Work on the content pool
     #[command(subcommand)]
     Pool(PoolCommand),
+    /// Delete the pool entries that no registered repo references in any
+    /// ref, index, stash or worktree (nor a foreign object it points at).
+    /// Repos' own copies in .git/lfs/objects are never touched
+    Gc {
+        /// List what would be removed, remove nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Stop the daemon (it drains requests in flight first)
     Shutdown,
     /// Install or remove the systemd user unit / launchd agent
@@ -174,6 +182,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Command::Promote { paths, all, wait } => {
                 cmd::promote::run(&socket, paths, all, wait, &out).await
             }
+            Command::Gc { dry_run } => cmd::gc::run(&socket, dry_run, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Service(_) => unreachable!("handled above"),
         }

@@ -459,6 +459,34 @@ fn pool_verify_names_a_bad_entry_and_exits_1() {
     assert!(home.drsctl(&["shutdown"]).status.success());
 }
 
+#[test]
+fn gc_lists_then_removes_what_no_registered_repo_references() {
+    let home = Home::new();
+    let file = home.dir.path().join("orphan.bin");
+    std::fs::write(&file, vec![7u8; 200 << 10]).unwrap();
+    let put = home.command("drsd").arg("put").arg(&file).output().unwrap();
+    assert!(put.status.success(), "{}", stderr(&put));
+    let oid = String::from_utf8(put.stdout).unwrap().trim().to_string();
+
+    let dry = home.drsctl(&["gc", "--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let shown = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        shown.contains(&format!("would remove {oid} (large, ")),
+        "{shown}"
+    );
+    assert!(shown.contains("would remove 1 pool entries"), "{shown}");
+    let get = |oid: &str| home.command("drsd").args(["get", oid]).output().unwrap();
+    assert!(get(&oid).status.success(), "a dry run removes nothing");
+
+    let done = json(&home.drsctl(&["--json", "gc"]));
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(done["removed"][0]["key"], oid.as_str(), "{done}");
+    assert_eq!(done["bytes"], 200 << 10);
+    let gone = get(&oid);
+    assert!(!gone.status.success() && stderr(&gone).contains("no entry"));
+}
+
 fn walk_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

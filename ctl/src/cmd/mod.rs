@@ -2,6 +2,7 @@
 //! sends one request and prints the reply.
 
 pub mod add_url;
+pub mod gc;
 pub mod init;
 pub mod pool;
 pub mod promote;

@@ -61,6 +61,12 @@ pub enum Request {
     ReposList,
     /// Re-hash every pool entry.
     PoolVerify,
+    /// Delete the pool entries no registered repo references (with
+    /// `dry_run`, only list them).
+    Gc {
+        #[serde(default)]
+        dry_run: bool,
+    },
     /// Stop accepting, drain what is in flight, exit.
     Shutdown,
     /// Set `path`'s repo up for drsd (git-lfs keys naming `agent`, hooks,
@@ -183,6 +189,7 @@ pub enum Reply {
         repo: RepoReport,
     },
     Verify(VerifyReport),
+    Gc(GcReport),
     /// Where the downloaded object is, and whether it came from the `pool`
     /// or the `remote`.
     LfsObject {
@@ -455,6 +462,29 @@ pub struct BadEntryReport {
     pub key: String,
     pub tier: Tier,
     pub problem: String,
+}
+
+/// What a gc removed from the pool, or would remove in a dry run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    /// The registered repos whose objects were kept.
+    pub repos: usize,
+    /// Entries some repo references.
+    pub kept: usize,
+    /// Entries no repo references, kept because a put was writing them.
+    pub pinned: usize,
+    pub removed: Vec<GcEntry>,
+    /// The bytes of `removed`.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcEntry {
+    /// The entry's key in hex (its sha256 when well-formed).
+    pub key: String,
+    pub tier: Tier,
+    pub bytes: u64,
 }
 
 /// An error as it travels: a stable code for scripts, a message for people.

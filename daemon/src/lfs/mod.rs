@@ -10,4 +10,4 @@ pub mod track;
 
 pub use hydrate::{hydrate, Hydrated};
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
-pub use scan::{head_pointers, pushed_pointers, scan_repo, Pushed, ScanError};
+pub use scan::{head_pointers, pushed_pointers, scan_repo, stored_pointers, Pushed, ScanError};

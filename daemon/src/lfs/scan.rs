@@ -4,13 +4,13 @@
 //! sizes, the small ones are read through one `cat-file --batch`, and those
 //! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::ipc::ScanReport;
-use crate::pool::{Pool, PoolError};
+use crate::pool::{Oid, Pool, PoolError};
 
 use super::pointer::{Pointer, MAX_POINTER_SIZE};
 
@@ -193,14 +193,14 @@ fn small_blobs(repo: &Path) -> Result<Vec<String>, ScanError> {
 /// `<mode> SP blob SP <id> SP+ <size> TAB <path>` -> id, when size < 1024.
 fn small_blob_id(entry: &[u8]) -> Option<String> {
     let meta = entry.split(|b| *b == b'\t').next()?;
-    let meta = std::str::from_utf8(meta).ok()?;
-    let mut fields = meta.split_ascii_whitespace();
-    let (_mode, kind, id, size) = (
-        fields.next()?,
-        fields.next()?,
-        fields.next()?,
-        fields.next()?,
-    );
+    let mut fields = std::str::from_utf8(meta).ok()?.split_ascii_whitespace();
+    fields.next()?; // the mode
+    small_blob(fields)
+}
+
+/// `blob <id> <size>` -> id, when size < 1024.
+fn small_blob<'a>(mut fields: impl Iterator<Item = &'a str>) -> Option<String> {
+    let (kind, id, size) = (fields.next()?, fields.next()?, fields.next()?);
     let size: u64 = size.parse().ok()?;
     (kind == "blob" && size < MAX_POINTER_SIZE).then(|| id.to_string())
 }
@@ -320,6 +320,30 @@ pub fn head_pointers(repo: &Path) -> Result<Vec<Pointer>, ScanError> {
     pointers.sort_by_key(|p| p.oid);
     pointers.dedup_by_key(|p| p.oid);
     Ok(pointers)
+}
+
+/// Every LFS pointer in the repo's object database: all refs, the index,
+/// stashes, reflogs, worktrees and unreachable blobs alike. More than is
+/// reachable, never less: what the pool's gc must keep.
+pub fn stored_pointers(repo: &Path) -> Result<BTreeSet<Oid>, ScanError> {
+    let args = [
+        "cat-file",
+        "--batch-all-objects",
+        "--batch-check=%(objecttype) %(objectname) %(objectsize)",
+    ];
+    let out = run(repo, &args)?;
+    if !out.status.success() {
+        return Err(git_failed(repo, &args, &out.stderr));
+    }
+    let ids: Vec<String> = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter_map(|line| small_blob(std::str::from_utf8(line).ok()?.split_ascii_whitespace()))
+        .collect();
+    Ok(read_pointers(repo, &ids)?
+        .into_values()
+        .map(|p| p.oid)
+        .collect())
 }
 
 /// An object a push would send, with every path it has in the pushed commits.

@@ -51,9 +51,18 @@ pub struct PoolStats {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
     pub kept: usize,
-    pub deleted: Vec<Vec<u8>>,
+    /// Deleted, or in a dry run what would be.
+    pub deleted: Vec<Swept>,
     /// Not live, but pinned by a put or batch in flight.
     pub pinned: usize,
+}
+
+/// An entry a sweep deleted (or would).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swept {
+    pub key: Vec<u8>,
+    pub tier: Tier,
+    pub bytes: u64,
 }
 
 /// An entry whose bytes no longer hash to its key.
@@ -367,8 +376,17 @@ impl Pool {
     /// pinned. Each check-and-delete holds the pin table, so a put that pins
     /// its key first can never lose it to a concurrent sweep.
     pub fn sweep(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
+        self.sweep_or_list(live, true)
+    }
+
+    /// What [`Pool::sweep`] would delete now, deleting nothing.
+    pub fn unreferenced(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
+        self.sweep_or_list(live, false)
+    }
+
+    fn sweep_or_list(&self, live: &HashSet<Oid>, delete: bool) -> Result<SweepReport> {
         let mut report = SweepReport::default();
-        for (_, engine) in self.tiers() {
+        for (tier, engine) in self.tiers() {
             for key in engine.list()? {
                 let oid = Oid::from_key(&key);
                 if oid.is_some_and(|o| live.contains(&o)) {
@@ -380,8 +398,11 @@ impl Pool {
                     report.pinned += 1;
                     continue;
                 }
-                if engine.delete(&key)? {
-                    report.deleted.push(key);
+                let Some(bytes) = engine.size(&key)? else {
+                    continue; // gone since the listing
+                };
+                if !delete || engine.delete(&key)? {
+                    report.deleted.push(Swept { key, tier, bytes });
                 }
             }
         }

@@ -19,7 +19,7 @@ mod tests;
 
 pub use backend::{Backend, Blob, Staged, TierStats};
 pub use dispatch::{
-    BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Tier, TierReport, DEFAULT_THRESHOLD,
+    BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Swept, Tier, TierReport, DEFAULT_THRESHOLD,
 };
 pub use error::{PoolError, Result};
 pub use files::Placed;

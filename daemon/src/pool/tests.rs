@@ -319,7 +319,20 @@ fn put_many(pool: &Pool, n: u64) -> Vec<Oid> {
 fn sweep_leaves_exactly_the_live_set(f: &Fixture) {
     let all = put_many(&f.pool, 12);
     let live: HashSet<Oid> = all.iter().step_by(3).copied().collect();
+    let before = keys(&f.pool);
+    let sizes: std::collections::HashMap<Oid, u64> = all
+        .iter()
+        .map(|o| (*o, f.pool.size(o).unwrap().unwrap()))
+        .collect();
+    let dry = f.pool.unreferenced(&live).unwrap();
+    assert_eq!(keys(&f.pool), before, "a dry run deletes nothing");
     let report = f.pool.sweep(&live).unwrap();
+    assert_eq!(dry, report, "the dry run named what the sweep deleted");
+    for swept in &report.deleted {
+        let oid = Oid::from_key(&swept.key).unwrap();
+        assert!(all.contains(&oid) && !live.contains(&oid));
+        assert_eq!(Some(swept.bytes), sizes.get(&oid).copied(), "{swept:?}");
+    }
     let want: HashSet<Vec<u8>> = live.iter().map(|o| o.as_bytes().to_vec()).collect();
     assert_eq!(keys(&f.pool), want);
     assert_eq!(report.kept, live.len());

@@ -1,5 +1,6 @@
 //! The SQLite side of the registry.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -202,6 +203,19 @@ impl Registry {
             rows.collect()
         };
         read(&conn).map_err(sql(&self.path, "list a repo"))
+    }
+
+    /// Provisional oid -> content oid, for every object hashed so far.
+    pub fn hashed(&self) -> Result<HashMap<String, String>, RegistryError> {
+        let conn = self.lock();
+        let read = |conn: &Connection| -> rusqlite::Result<HashMap<String, String>> {
+            let mut stmt = conn.prepare_cached(
+                "SELECT provisional_oid, content_oid FROM objects WHERE content_oid IS NOT NULL",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        };
+        read(&conn).map_err(sql(&self.path, "list hashed objects"))
     }
 
     /// How many objects are recorded, and how many of them have a content oid.

@@ -638,3 +638,137 @@ async fn bad_repo_paths_get_errors_naming_them() {
     );
     daemon.stop().await;
 }
+
+// ---- gc ----------------------------------------------------------------
+
+async fn gc(daemon: &TestDaemon, dry_run: bool) -> Result<GcReport, IpcError> {
+    match daemon.client().await.call(Request::Gc { dry_run }).await? {
+        Reply::Gc(report) => Ok(report),
+        other => panic!("gc answered {other:?}"),
+    }
+}
+
+fn removed(report: &GcReport) -> Vec<String> {
+    let mut keys: Vec<String> = report.removed.iter().map(|e| e.key.clone()).collect();
+    keys.sort();
+    keys
+}
+
+/// Puts `bytes` in the pool; returns its oid.
+fn pooled(daemon: &TestDaemon, bytes: &[u8]) -> crate::pool::Oid {
+    let oid = crate::pool::Oid::of(bytes);
+    daemon.shared.pool.put(&oid, bytes).unwrap();
+    oid
+}
+
+/// A foreign object recorded for `repo` at `path`, hashed to `content`.
+fn foreign(daemon: &TestDaemon, repo: &Path, path: &str, content: &crate::pool::Oid) -> String {
+    use crate::registry::{provisional_oid, Entry, ForeignObject};
+    let url = format!("https://h/{path}");
+    let object = ForeignObject {
+        url: url.clone(),
+        bucket: None,
+        key: None,
+        version_id: None,
+        etag: format!("{path}-1"),
+        size: 9,
+        provisional_oid: provisional_oid(&url, &format!("{path}-1")),
+        content_oid: Some(content.to_hex()),
+        drs_id: None,
+        last_modified: None,
+        recorded_at: 1,
+        md5: None,
+    };
+    let provisional = object.provisional_oid.clone();
+    let entry = Entry {
+        path: path.into(),
+        oid: provisional.clone(),
+        object,
+    };
+    daemon.shared.registry.record(repo, &[entry]).unwrap();
+    provisional
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the_rest() {
+    let daemon = start().await;
+    let parent = tempfile::tempdir().unwrap();
+    let a = lfs_repo(parent.path(), "a");
+    let b = lfs_repo(parent.path(), "b");
+    add_repo(&daemon, &a).await;
+    add_repo(&daemon, &b).await;
+    // In a: a branch not checked out, a stash, a staged file, a committed
+    // provisional pointer, and a foreign path whose pointer git never saw.
+    git(&a, &["checkout", "-q", "-b", "side"]);
+    commit_bam(&a, "side.bam", b"side only");
+    git(&a, &["checkout", "-q", "main"]);
+    std::fs::write(a.join("one.bam"), b"stashed edit").unwrap();
+    git(&a, &["stash", "-q"]);
+    std::fs::write(a.join("staged.bam"), b"staged only").unwrap();
+    git(&a, &["add", "staged.bam"]);
+    let hashed = pooled(&daemon, b"hashed behind a provisional pointer");
+    let provisional = foreign(&daemon, &a, "p.bam", &hashed);
+    let pointer = crate::lfs::Pointer {
+        oid: provisional.parse().unwrap(),
+        size: 9,
+    };
+    std::fs::write(a.join("p.bam"), pointer.to_text()).unwrap();
+    git(&a, &["add", "p.bam"]);
+    git(&a, &["commit", "-q", "-m", "p"]);
+    let unstaged = pooled(&daemon, b"foreign, never staged");
+    foreign(&daemon, &a, "u.bam", &unstaged);
+    let kept_a: Vec<_> = [
+        b"reads one".as_slice(),
+        b"side only",
+        b"stashed edit",
+        b"staged only",
+    ]
+    .iter()
+    .map(|bytes| pooled(&daemon, bytes))
+    .chain([hashed, unstaged])
+    .collect();
+    let only_b = pooled(&daemon, b"only in b");
+    commit_bam(&b, "b.bam", b"only in b");
+    let orphan = pooled(&daemon, b"no repo has this");
+
+    let dry = gc(&daemon, true).await.unwrap();
+    assert_eq!(removed(&dry), vec![orphan.to_hex()], "{dry:?}");
+    assert_eq!((dry.repos, dry.bytes), (2, 16));
+    assert!(
+        daemon.shared.pool.has(&orphan).unwrap(),
+        "a dry run removes nothing"
+    );
+    let done = gc(&daemon, false).await.unwrap();
+    assert_eq!(removed(&done), removed(&dry));
+    assert!(!daemon.shared.pool.has(&orphan).unwrap());
+    for oid in kept_a.iter().chain([&only_b]) {
+        assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
+    }
+
+    // Unregistered, b no longer holds its objects in the pool.
+    let request = Request::ReposRemove { path: b.clone() };
+    daemon.client().await.call(request).await.unwrap();
+    assert_eq!(
+        removed(&gc(&daemon, false).await.unwrap()),
+        vec![only_b.to_hex()]
+    );
+    assert!(
+        b.join(".git/lfs/objects").is_dir(),
+        "b's own copies are not gc's"
+    );
+
+    // A registered repo gc cannot read stops it, naming the repo.
+    std::fs::rename(&a, parent.path().join("moved")).unwrap();
+    let Err(IpcError::Daemon(e)) = gc(&daemon, false).await else {
+        panic!("gc went on without a");
+    };
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert!(
+        e.message.contains(&a.display().to_string()),
+        "{}",
+        e.message
+    );
+    for oid in &kept_a {
+        assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
+    }
+}

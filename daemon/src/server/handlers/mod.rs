@@ -1,6 +1,7 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
 mod add_url;
+mod gc;
 mod hydrate;
 mod init;
 mod lfs;
@@ -55,6 +56,7 @@ pub(crate) async fn handle(
         Request::ReposRemove { path } => repos::remove(&shared, path).await,
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
+        Request::Gc { dry_run } => gc::handle(&shared, dry_run, &progress).await,
         Request::Shutdown => Ok(shutdown::handle(&shared)),
         Request::RepoInit {
             path,

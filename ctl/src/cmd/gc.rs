@@ -1,0 +1,56 @@
+use std::path::Path;
+
+use drsd::ipc::{Reply, Request};
+
+use crate::exit::Failure;
+use crate::output::{bytes, progress_bar, Output};
+
+/// `drsctl gc [--dry-run]`: the daemon sweeps the pool; a dry run lists
+/// each entry that would go.
+pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failure> {
+    let mut client = super::connect(socket).await?;
+    let bar = progress_bar(out, "{spinner} {msg} [{elapsed}]");
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let reply = client
+        .call_with_progress(Request::Gc { dry_run }, |p| {
+            if let Some(message) = &p.message {
+                bar.set_message(message.clone());
+            }
+        })
+        .await;
+    bar.finish_and_clear();
+    let Reply::Gc(report) = reply? else {
+        return Err(anyhow::anyhow!("the daemon answered gc with something else").into());
+    };
+    out.show(&report, || {
+        if report.dry_run {
+            for entry in &report.removed {
+                let tier = serde_json::to_value(entry.tier).unwrap_or_default();
+                let tier = tier.as_str().unwrap_or("?");
+                println!(
+                    "would remove {} ({tier}, {})",
+                    entry.key,
+                    bytes(entry.bytes)
+                );
+            }
+        }
+        let verb = if report.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        println!(
+            "{verb} {} pool entries ({}) that none of the {} registered repos references; \
+             kept {}{}",
+            report.removed.len(),
+            bytes(report.bytes),
+            report.repos,
+            report.kept,
+            match report.pinned {
+                0 => String::new(),
+                n => format!(", and {n} being written"),
+            }
+        );
+    });
+    Ok(())
+}
