@@ -46,9 +46,9 @@ pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failu
             bytes(report.bytes),
             report.repos,
             report.kept,
-            match report.pinned {
+            match report.recent {
                 0 => String::new(),
-                n => format!(", and {n} being written"),
+                n => format!(", and {n} stored while it ran"),
             }
         );
     });

@@ -472,8 +472,9 @@ pub struct GcReport {
     pub repos: usize,
     /// Entries some repo references.
     pub kept: usize,
-    /// Entries no repo references, kept because a put was writing them.
-    pub pinned: usize,
+    /// Entries no repo references, kept because a put was writing them, or
+    /// was done only after the gc began: their pointers may be on the way.
+    pub recent: usize,
     pub removed: Vec<GcEntry>,
     /// The bytes of `removed`.
     pub bytes: u64,

@@ -55,6 +55,8 @@ pub struct SweepReport {
     pub deleted: Vec<Swept>,
     /// Not live, but pinned by a put or batch in flight.
     pub pinned: usize,
+    /// Not live, but stored since the listing the sweep was limited to.
+    pub newer: usize,
 }
 
 /// An entry a sweep deleted (or would).
@@ -376,21 +378,40 @@ impl Pool {
     /// pinned. Each check-and-delete holds the pin table, so a put that pins
     /// its key first can never lose it to a concurrent sweep.
     pub fn sweep(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
-        self.sweep_or_list(live, true)
+        self.sweep_or_list(None, live, true)
     }
 
-    /// What [`Pool::sweep`] would delete now, deleting nothing.
-    pub fn unreferenced(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
-        self.sweep_or_list(live, false)
+    /// Sweeps only entries among `listed` (keys from an earlier
+    /// [`Pool::list`]); with `delete` false, only says what would go.
+    ///
+    /// For a caller that lists, then finds what is live, then sweeps: an
+    /// entry stored in between, whose reference may have come after the
+    /// search, is left for the next sweep.
+    pub fn sweep_listed(
+        &self,
+        listed: &HashSet<Vec<u8>>,
+        live: &HashSet<Oid>,
+        delete: bool,
+    ) -> Result<SweepReport> {
+        self.sweep_or_list(Some(listed), live, delete)
     }
 
-    fn sweep_or_list(&self, live: &HashSet<Oid>, delete: bool) -> Result<SweepReport> {
+    fn sweep_or_list(
+        &self,
+        listed: Option<&HashSet<Vec<u8>>>,
+        live: &HashSet<Oid>,
+        delete: bool,
+    ) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         for (tier, engine) in self.tiers() {
             for key in engine.list()? {
                 let oid = Oid::from_key(&key);
                 if oid.is_some_and(|o| live.contains(&o)) {
                     report.kept += 1;
+                    continue;
+                }
+                if listed.is_some_and(|l| !l.contains(&key)) {
+                    report.newer += 1;
                     continue;
                 }
                 let pins = self.pins.lock();

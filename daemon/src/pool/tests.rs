@@ -103,6 +103,7 @@ contract!(
     stream_hash_mismatch_lands_nothing,
     present_key_is_not_read_again,
     sweep_leaves_exactly_the_live_set,
+    a_sweep_limited_to_a_listing_leaves_what_came_after,
     pinned_keys_survive_a_sweep,
     batch_puts_survive_concurrent_sweeps,
     concurrent_puts_of_one_key,
@@ -324,7 +325,8 @@ fn sweep_leaves_exactly_the_live_set(f: &Fixture) {
         .iter()
         .map(|o| (*o, f.pool.size(o).unwrap().unwrap()))
         .collect();
-    let dry = f.pool.unreferenced(&live).unwrap();
+    let listed: HashSet<Vec<u8>> = f.pool.list().unwrap().into_iter().collect();
+    let dry = f.pool.sweep_listed(&listed, &live, false).unwrap();
     assert_eq!(keys(&f.pool), before, "a dry run deletes nothing");
     let report = f.pool.sweep(&live).unwrap();
     assert_eq!(dry, report, "the dry run named what the sweep deleted");
@@ -346,6 +348,19 @@ fn sweep_leaves_exactly_the_live_set(f: &Fixture) {
     assert!(f.pool.sweep(&more).unwrap().deleted.is_empty());
     f.pool.sweep(&HashSet::new()).unwrap();
     assert!(keys(&f.pool).is_empty());
+}
+
+fn a_sweep_limited_to_a_listing_leaves_what_came_after(f: &Fixture) {
+    let before = put_many(&f.pool, 3);
+    let listed: HashSet<Vec<u8>> = f.pool.list().unwrap().into_iter().collect();
+    let after = f
+        .pool
+        .put(&Oid::of(b"stored later"), b"stored later")
+        .unwrap();
+    let report = f.pool.sweep_listed(&listed, &HashSet::new(), true).unwrap();
+    assert_eq!((report.deleted.len(), report.newer), (before.len(), 1));
+    let left: HashSet<Vec<u8>> = [after.oid.as_bytes().to_vec()].into();
+    assert_eq!(keys(&f.pool), left);
 }
 
 fn pinned_keys_survive_a_sweep(f: &Fixture) {

@@ -5,7 +5,8 @@
 //! unreachable blobs: more than is reachable, never less), a provisional
 //! oid counting for its content oid, plus the content oids the registry
 //! records for the repos' foreign paths (a pointer written but not yet
-//! staged). Entries pinned by a put in flight stay. A registered repo that
+//! staged). Entries pinned by a put in flight stay, and so do those stored
+//! after the gc listed the pool (see [`handle`]). A registered repo that
 //! cannot be read stops the gc, since its objects would look unreferenced.
 //! Only the pool is swept: a repo's own `.git/lfs/objects` is never touched,
 //! so a removed entry still linked into a repo frees nothing there.
@@ -36,12 +37,13 @@ pub(crate) async fn handle(
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let count = repos.len();
     let swept = tokio::task::spawn_blocking(move || {
+        // Listed first: an entry stored while the repos are read may be for
+        // a pointer that arrived after its repo was read; it waits for the
+        // next gc.
+        let listed = pool.list().map_err(internal)?.into_iter().collect();
         let live = live_set(&registry, &repos)?;
-        let swept = match dry_run {
-            true => pool.unreferenced(&live),
-            false => pool.sweep(&live),
-        };
-        swept.map_err(internal)
+        pool.sweep_listed(&listed, &live, !dry_run)
+            .map_err(internal)
     })
     .await
     .map_err(internal)??;
@@ -104,7 +106,7 @@ fn report(dry_run: bool, repos: usize, swept: SweepReport) -> GcReport {
         dry_run,
         repos,
         kept: swept.kept,
-        pinned: swept.pinned,
+        recent: swept.pinned + swept.newer,
         bytes: removed.iter().map(|e| e.bytes).sum(),
         removed,
     }
