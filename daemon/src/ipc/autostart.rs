@@ -50,8 +50,8 @@ impl Autostart {
     /// it reads itself, else 15 minutes).
     pub fn from_env() -> Autostart {
         let idle = match std::env::var_os(IDLE_TIMEOUT_ENV) {
-            Some(_) => vec![],
-            None => vec!["--idle-timeout".into(), DEFAULT_IDLE_SECS.into()],
+            Some(set) if !set.is_empty() => vec![],
+            _ => vec!["--idle-timeout".into(), DEFAULT_IDLE_SECS.into()],
         };
         Autostart {
             drsd: find_drsd(),
