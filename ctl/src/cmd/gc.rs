@@ -51,6 +51,12 @@ pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failu
                 n => format!(", and {n} stored while it ran"),
             }
         );
+        if report.compacted > 0 {
+            println!(
+                "the kv database gave {} back to the file system",
+                bytes(report.compacted)
+            );
+        }
     });
     Ok(())
 }

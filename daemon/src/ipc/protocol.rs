@@ -478,6 +478,9 @@ pub struct GcReport {
     pub removed: Vec<GcEntry>,
     /// The bytes of `removed`.
     pub bytes: u64,
+    /// Bytes the kv tier's database gave back to the file system afterwards.
+    #[serde(default)]
+    pub compacted: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

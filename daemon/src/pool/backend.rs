@@ -34,6 +34,12 @@ pub trait Backend: Send + Sync + 'static {
         std::fs::remove_file(path).at("remove", path)?;
         Ok(stored)
     }
+    /// Gives the space of deleted entries back to the file system where the
+    /// engine keeps it for reuse (a database's free pages); returns the
+    /// bytes given back. Engines that free space at delete do nothing.
+    fn compact(&self) -> Result<u64> {
+        Ok(0)
+    }
     /// Entries and bytes held.
     fn stats(&self) -> Result<TierStats> {
         let keys = self.list()?;

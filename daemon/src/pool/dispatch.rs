@@ -430,6 +430,16 @@ impl Pool {
         Ok(report)
     }
 
+    /// Gives deleted entries' space back to the file system (after a
+    /// sweep); returns the bytes given back.
+    pub fn compact(&self) -> Result<u64> {
+        let mut freed = 0;
+        for (_, engine) in self.tiers() {
+            freed += engine.compact()?;
+        }
+        Ok(freed)
+    }
+
     /// Entries and bytes per tier.
     pub fn stats(&self) -> Result<PoolStats> {
         let mut tiers = Vec::new();

@@ -26,6 +26,8 @@ pub struct SqliteEngine {
     commits: AtomicU64,
 }
 
+/// Free space below which [`SqliteEngine::compact`] leaves the file alone.
+const COMPACT_MIN_BYTES: i64 = 1 << 20;
 /// Commits between nudges to the background checkpointer.
 const CHECKPOINT_EVERY: u64 = 256;
 /// WAL pages at which a writer checkpoints by itself: only reached when the
@@ -195,6 +197,31 @@ impl Backend for SqliteEngine {
             engine: self,
             buf: Vec::new(),
         }))
+    }
+
+    /// VACUUM, when free pages are a quarter of the file and 1 MiB or more
+    /// (gc is the caller: puts wait meanwhile), then a WAL checkpoint that
+    /// truncates, so the file on disk shrinks.
+    fn compact(&self) -> Result<u64> {
+        let conn = self.writer.lock().unwrap();
+        let pages = |what: &str| -> rusqlite::Result<i64> {
+            conn.query_row(&format!("PRAGMA {what}"), [], |r| r.get(0))
+        };
+        let measure = || -> rusqlite::Result<(i64, i64, i64)> {
+            Ok((
+                pages("page_count")?,
+                pages("freelist_count")?,
+                pages("page_size")?,
+            ))
+        };
+        let (before, free, size) = measure().map_err(self.error("compact"))?;
+        if free * 4 < before || free * size < COMPACT_MIN_BYTES {
+            return Ok(0);
+        }
+        conn.execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
+            .map_err(self.error("compact"))?;
+        let (after, _, _) = measure().map_err(self.error("compact"))?;
+        Ok(((before - after).max(0) * size) as u64)
     }
 
     fn stats(&self) -> Result<TierStats> {

@@ -525,6 +525,32 @@ fn sqlite_without_tables_reads_as_empty_and_reads_create_nothing() {
 }
 
 #[test]
+fn sqlite_compacts_after_a_sweep_and_its_file_shrinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, _) = sqlite(dir.path());
+    let on_disk = || -> u64 {
+        ["kv.sqlite", "kv.sqlite-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(dir.path().join(f)).ok())
+            .map(|m| m.len())
+            .sum()
+    };
+    let keep = pool.put(&Oid::of(b"kept"), b"kept").unwrap().oid;
+    for i in 0..1000u64 {
+        let value = bytes(i, 4096);
+        pool.put(&Oid::of(&value), &value).unwrap();
+    }
+    assert_eq!(pool.compact().unwrap(), 0, "nothing free yet");
+    let full = on_disk();
+    pool.sweep(&[keep].into()).unwrap();
+    let freed = pool.compact().unwrap();
+    assert!(freed > 3 << 20, "{freed}");
+    assert!(on_disk() < full / 4, "{} of {full} bytes", on_disk());
+    assert_eq!(read_all(&pool, &keep), b"kept");
+    assert_eq!(pool.compact().unwrap(), 0, "once is enough");
+}
+
+#[test]
 fn sqlite_runs_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kv.sqlite");

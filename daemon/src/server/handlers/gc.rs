@@ -36,18 +36,24 @@ pub(crate) async fn handle(
         .await;
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let count = repos.len();
-    let swept = tokio::task::spawn_blocking(move || {
+    let (swept, compacted) = tokio::task::spawn_blocking(move || {
         // Listed first: an entry stored while the repos are read may be for
         // a pointer that arrived after its repo was read; it waits for the
         // next gc.
         let listed = pool.list().map_err(internal)?.into_iter().collect();
         let live = live_set(&registry, &repos)?;
-        pool.sweep_listed(&listed, &live, !dry_run)
-            .map_err(internal)
+        let swept = pool
+            .sweep_listed(&listed, &live, !dry_run)
+            .map_err(internal)?;
+        let compacted = match dry_run {
+            true => 0,
+            false => pool.compact().map_err(internal)?,
+        };
+        Ok::<_, WireError>((swept, compacted))
     })
     .await
     .map_err(internal)??;
-    let report = report(dry_run, count, swept);
+    let report = report(dry_run, count, swept, compacted);
     if !dry_run {
         shared.pool_stats.refresh(&shared.pool).await;
         log::info!(
@@ -92,7 +98,7 @@ fn unreadable(repo: &Path, why: impl std::fmt::Display) -> WireError {
     )
 }
 
-fn report(dry_run: bool, repos: usize, swept: SweepReport) -> GcReport {
+fn report(dry_run: bool, repos: usize, swept: SweepReport, compacted: u64) -> GcReport {
     let removed: Vec<GcEntry> = swept
         .deleted
         .into_iter()
@@ -109,5 +115,6 @@ fn report(dry_run: bool, repos: usize, swept: SweepReport) -> GcReport {
         recent: swept.pinned + swept.newer,
         bytes: removed.iter().map(|e| e.bytes).sum(),
         removed,
+        compacted,
     }
 }
