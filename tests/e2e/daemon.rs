@@ -170,7 +170,10 @@ fn racing_clients_start_exactly_one_daemon() {
     for racer in racers {
         let out = racer.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
-        pids.push(json(&out)["pid"].as_u64().unwrap());
+        let status = json(&out);
+        // Started on demand: it stops after 15 idle minutes.
+        assert_eq!(status["idle_timeout_secs"], 900, "{status}");
+        pids.push(status["pid"].as_u64().unwrap());
     }
     pids.dedup();
     assert_eq!(
@@ -269,8 +272,9 @@ fn a_second_daemon_refuses_and_a_killed_ones_socket_is_replaced() {
         "a killed daemon leaves its socket file"
     );
     let mut second = home.serve(&[]);
-    let out = home.drsctl(&["--json", "status"]);
-    assert_eq!(json(&out)["pid"].as_u64(), Some(second.id() as u64));
+    let status = json(&home.drsctl(&["--json", "status"]));
+    assert_eq!(status["pid"].as_u64(), Some(second.id() as u64));
+    assert!(status.get("idle_timeout_secs").is_none(), "{status}");
     signal(&second, libc::SIGTERM);
     assert!(wait_within(&mut second, Duration::from_secs(5)).success());
 }

@@ -625,7 +625,9 @@ fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then
         serde_json::from_slice(&out.stdout).unwrap()
     };
     on_demand(&["add-url", &url]);
-    let first = on_demand(&["status"])["pid"].as_u64().unwrap();
+    let status = on_demand(&["status"]);
+    assert_eq!(status["idle_timeout_secs"], 1, "{status}");
+    let first = status["pid"].as_u64().unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     assert!(running(first), "stopped while its prefetch ran");
     let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);

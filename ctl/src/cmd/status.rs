@@ -57,8 +57,12 @@ fn print_provisional(p: &ProvisionalReport) {
 }
 
 fn print_status(s: &StatusReport) {
+    let idle = match s.idle_timeout_secs {
+        Some(secs) => format!("  (stops after {} idle)", duration(secs)),
+        None => String::new(),
+    };
     println!(
-        "drsd {}  pid {}  up {}",
+        "drsd {}  pid {}  up {}{idle}",
         s.version,
         s.pid,
         duration(s.uptime_secs)

@@ -332,6 +332,10 @@ pub struct StatusReport {
     pub version: String,
     pub pid: u32,
     pub uptime_secs: u64,
+    /// Seconds with nothing to do after which the daemon stops (one started
+    /// on demand); `None`: it runs until stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
     pub socket: PathBuf,
     pub pool_dir: PathBuf,
     pub pool: PoolStatsReport,

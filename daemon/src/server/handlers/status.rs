@@ -7,6 +7,7 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
         uptime_secs: shared.started.elapsed().as_secs(),
+        idle_timeout_secs: shared.config.idle_timeout.map(|t| t.as_secs()),
         socket: shared.config.socket.clone(),
         pool_dir: shared.config.pool_dir.clone(),
         pool: shared.pool_stats.get(&shared.pool).await,
