@@ -3,22 +3,12 @@ use std::path::Path;
 use drsd::ipc::{Reply, Request};
 
 use crate::exit::Failure;
-use crate::output::{bytes, progress_bar, Output};
+use crate::output::{bytes, Output};
 
 /// `drsctl gc [--dry-run]`: the daemon sweeps the pool; a dry run lists
 /// each entry that would go.
 pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failure> {
-    let mut client = super::connect(socket).await?;
-    let bar = progress_bar(out, "{spinner} {msg} [{elapsed}]");
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    let reply = client
-        .call_with_progress(Request::Gc { dry_run }, |p| {
-            if let Some(message) = &p.message {
-                bar.set_message(message.clone());
-            }
-        })
-        .await;
-    bar.finish_and_clear();
+    let reply = super::call_with_spinner(socket, Request::Gc { dry_run }, out).await;
     let Reply::Gc(report) = reply? else {
         return Err(anyhow::anyhow!("the daemon answered gc with something else").into());
     };

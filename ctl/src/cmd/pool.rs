@@ -6,17 +6,7 @@ use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
 pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
-    let mut client = super::connect(socket).await?;
-    let bar = crate::output::progress_bar(out, "{spinner} {msg} [{elapsed}]");
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    let reply = client
-        .call_with_progress(Request::PoolVerify, |p| {
-            if let Some(message) = &p.message {
-                bar.set_message(message.clone());
-            }
-        })
-        .await;
-    bar.finish_and_clear();
+    let reply = super::call_with_spinner(socket, Request::PoolVerify, out).await;
     let Reply::Verify(report) = reply? else {
         return Err(anyhow::anyhow!("the daemon answered verify with something else").into());
     };
