@@ -55,3 +55,14 @@ pub fn fresh_home(dir: &std::path::Path) -> PathBuf {
     std::env::set_var("HOME", &home);
     home
 }
+
+/// Whether `pid` runs; an exited, not yet reaped daemon (a zombie) does not.
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .map(str::trim_start)
+        .and_then(|s| s.chars().next());
+    state.is_some_and(|s| s != 'Z' && s != 'X')
+}

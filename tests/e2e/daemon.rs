@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use drsd::ipc::{Client, IpcError, Reply, Request};
-use drsd_e2e::{bin, spawn_ready};
+use drsd_e2e::{alive, bin, spawn_ready};
 
 /// A private folder with a socket, pool and state for one daemon.
 struct Home {
@@ -120,17 +120,6 @@ fn json(out: &Output) -> serde_json::Value {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Whether `pid` runs; an exited, not yet reaped daemon (a zombie) does not.
-fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .map(str::trim_start)
-        .and_then(|s| s.chars().next());
-    state.is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 fn signal(child: &Child, sig: i32) {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use drsd::pool::Oid;
 use drsd::remote::ObjectLayout;
 
-use drsd_e2e::rt;
+use drsd_e2e::{alive, rt};
 
 use super::add_url::{git, pointer_text, s3, serve, sha256_hex, text, www_dir, World};
 
@@ -589,18 +589,6 @@ fn an_object_added_with_no_fetch_stays_provisional_and_promote_does_not_wait_for
     assert_eq!(report["waiting"][0]["state"], "skipped", "{report}");
 }
 
-/// Whether process `pid` still runs (a zombie nobody reaped does not).
-fn running(pid: u64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
-}
-
 #[test]
 fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then_stops() {
     // 3 MiB at 1 MiB/s: the prefetch outlasts a 1 s idle timeout.
@@ -627,15 +615,15 @@ fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then
     on_demand(&["add-url", &url]);
     let status = on_demand(&["status"]);
     assert_eq!(status["idle_timeout_secs"], 1, "{status}");
-    let first = status["pid"].as_u64().unwrap();
+    let first = status["pid"].as_u64().unwrap() as u32;
     std::thread::sleep(Duration::from_millis(2500));
-    assert!(running(first), "stopped while its prefetch ran");
+    assert!(alive(first), "stopped while its prefetch ran");
     let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);
     wait_for("the prefetch and promotion", || {
         staged(&repo, "slow.cram") == promoted
     });
     wait_up_to(Duration::from_secs(15), "the idle daemon to stop", || {
-        !running(first)
+        !alive(first)
     });
     let socket = world.dir().join("run/drsd.sock");
     assert!(!socket.exists(), "its socket is removed");
@@ -643,6 +631,6 @@ fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then
     assert!(log.contains("idle for 1s: stopping"), "{log}");
     // The next client starts another, which knows what the first did.
     let status = on_demand(&["status"]);
-    assert_ne!(status["pid"].as_u64().unwrap(), first);
+    assert_ne!(status["pid"].as_u64(), Some(first as u64));
     assert_eq!(status["queue"]["done"], 1, "{status}");
 }
