@@ -14,6 +14,8 @@ use super::*;
 use crate::ipc::*;
 use crate::pool::Tier;
 
+mod holds;
+
 struct TestDaemon {
     dir: tempfile::TempDir,
     socket: PathBuf,
