@@ -26,5 +26,8 @@ pub mod remote;
 pub mod server;
 pub mod watch;
 
+#[cfg(test)]
+mod props;
+
 pub use config::Config;
 pub use server::{run, Daemon, DaemonError};

@@ -4,6 +4,8 @@
 mod autostart;
 mod client;
 pub mod codec;
+#[cfg(test)]
+mod codec_props;
 mod error;
 pub mod paths;
 pub mod protocol;

@@ -3,6 +3,8 @@
 
 pub mod hydrate;
 pub mod pointer;
+#[cfg(test)]
+mod pointer_props;
 pub mod promote;
 pub mod scan;
 pub mod setup;

@@ -148,3 +148,7 @@ fn hello(id: u64, version: u32, client: &str) -> ResponseFrame {
     };
     ResponseFrame::result(id, reply)
 }
+
+#[cfg(test)]
+#[path = "connection_props.rs"]
+mod props;
