@@ -196,7 +196,11 @@ fn meta(resp: &Response, object: &str) -> Result<ObjectMeta, RemoteError> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
     use super::*;
+    use crate::remote::Permanence;
 
     #[test]
     fn shown_urls_lose_their_query_and_user() {
@@ -221,6 +225,101 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// A server on loopback that answers every connection with `reply`
+    /// (after reading the request's head) and counts the connections.
+    async fn canned(reply: &'static [u8]) -> (u16, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                    // A TLS ClientHello has no blank line: answer it as is.
+                    if head.first() == Some(&0x16) {
+                        break;
+                    }
+                }
+                let _ = conn.write_all(reply).await;
+                let _ = conn.shutdown().await;
+            }
+        });
+        (port, count)
+    }
+
+    fn patient() -> HttpClient {
+        HttpClient::new(HttpConfig {
+            retry: Retry {
+                attempts: 4,
+                first_delay: Duration::from_millis(1),
+            },
+            ..HttpConfig::from_env()
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_404_is_asked_once_and_is_permanent() {
+        let (port, count) =
+            canned(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await;
+        let url = url::Url::parse(&format!("http://127.0.0.1:{port}/x.bam")).unwrap();
+        let err = patient().get_if(&url, Some(0..10), None).await.unwrap_err();
+        assert_eq!(err.permanence(), Permanence::Permanent, "{err}");
+        assert_eq!(count.load(Ordering::SeqCst), 1, "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_503_is_asked_again_up_to_the_limit() {
+        let (port, count) = canned(
+            b"HTTP/1.1 503 Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        let url = url::Url::parse(&format!("http://127.0.0.1:{port}/x.bam")).unwrap();
+        let err = patient().get_if(&url, Some(0..10), None).await.unwrap_err();
+        assert_eq!(err.permanence(), Permanence::Transient, "{err}");
+        assert_eq!(count.load(Ordering::SeqCst), 4, "{err}");
+    }
+
+    #[tokio::test]
+    async fn tls_spoken_to_a_plain_http_port_is_tried_once() {
+        let (port, count) =
+            canned(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+        let url = url::Url::parse(&format!("https://127.0.0.1:{port}/x.bam")).unwrap();
+        let err = patient().head(&url).await.unwrap_err();
+        assert_eq!(err.permanence(), Permanence::Permanent, "{err}");
+        assert_eq!(count.load(Ordering::SeqCst), 1, "{err}");
+        assert!(err.to_string().contains("after 1 attempts"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_host_name_that_does_not_exist_is_tried_once() {
+        // `.invalid` never resolves (RFC 2606).
+        let url = url::Url::parse("http://no-such-host.invalid/x.bam?sig=secret").unwrap();
+        let err = patient().head(&url).await.unwrap_err();
+        assert_eq!(err.permanence(), Permanence::Permanent, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("after 1 attempts"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_transient() {
+        // Port 9 (discard) on loopback: nothing listens there in the test machines.
+        let url = url::Url::parse("http://127.0.0.1:9/x.bam").unwrap();
+        let err = patient().head(&url).await.unwrap_err();
+        assert_eq!(err.permanence(), Permanence::Transient, "{err}");
+        assert!(err.to_string().contains("after 4 attempts"), "{err}");
     }
 
     #[tokio::test]

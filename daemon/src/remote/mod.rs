@@ -18,7 +18,7 @@ pub use checksum::content_sha256;
 pub use clients::{shared_http, shared_s3};
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
-pub use error::RemoteError;
+pub use error::{Permanence, RemoteError};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, Retry, S3Client, S3Config, SHA256_META};
 pub use upload::{upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded};

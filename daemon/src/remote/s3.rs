@@ -8,7 +8,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use rusty_s3::{Bucket, S3Action, UrlStyle};
 use tokio::io::AsyncReadExt;
 
-use super::{RemoteError, S3Credentials};
+use super::{Permanence, RemoteError, S3Credentials};
 
 /// How long a presigned request stays valid: long enough for one slow part.
 const SIGN_FOR: Duration = Duration::from_secs(3600);
@@ -42,8 +42,10 @@ impl CopySource<'_> {
     }
 }
 
-/// Bounded retries with doubling delays, for 5xx, 429, timeouts and refused
-/// connections; a 4xx other than 429 is final at once.
+/// Bounded retries with doubling delays, for what [`Permanence`] calls
+/// transient (5xx, 429, 408, timeouts, refused connections); anything
+/// permanent (another 4xx, an unknown host, TLS to a plain port) is final at
+/// once.
 #[derive(Debug, Clone, Copy)]
 pub struct Retry {
     pub attempts: u32,
@@ -742,7 +744,8 @@ pub(super) enum Sent {
 }
 
 /// Sends `make()` until it is answered, with bounded retries and doubling
-/// delays for 5xx, 429, 408, timeouts and refused connections.
+/// delays for what [`Permanence`] calls transient; a permanent failure
+/// returns at once.
 pub(super) async fn send_retrying(
     retry: Retry,
     accept: &[StatusCode],
@@ -757,7 +760,7 @@ pub(super) async fn send_retrying(
             }
             Ok(resp) if retryable(resp.status()) && !last => {}
             Ok(resp) => return Sent::Refused { resp, attempt },
-            Err(e) if (e.is_timeout() || e.is_connect() || e.is_request()) && !last => {}
+            Err(e) if Permanence::of_transport(&e) == Permanence::Transient && !last => {}
             Err(error) => return Sent::Failed { error, attempt },
         }
         tokio::time::sleep(delay).await;
@@ -790,9 +793,7 @@ fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBui
 }
 
 fn retryable(status: StatusCode) -> bool {
-    status.is_server_error()
-        || status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::REQUEST_TIMEOUT
+    Permanence::of_status(status.as_u16()) == Permanence::Transient
 }
 
 /// The error and its causes, without the request URL (it carries the signature).
@@ -831,6 +832,7 @@ pub(super) fn transport(
         object: object.into(),
         attempts,
         why: chain(e),
+        permanence: Permanence::of_transport(e),
     }
 }
 
