@@ -71,9 +71,9 @@ enum Command {
         #[arg(long)]
         sha256: Option<Oid>,
     },
-    /// Write an entry to standard output
+    /// Write an entry to standard output, after checking it against its oid
     Get { oid: Oid },
-    /// Re-hash every entry and name the bad ones (exit 1 if any)
+    /// Re-hash every entry, name the bad ones and move them aside (exit 1 if any)
     Verify,
 }
 
@@ -230,8 +230,10 @@ fn put(pool: &Pool, file: &std::path::Path, sha256: Option<Oid>) -> Result<()> {
     Ok(())
 }
 
+/// Checked against `oid` before the first byte goes out: a corrupt entry is
+/// moved aside and nothing is written.
 fn get(pool: &Pool, oid: &Oid) -> Result<()> {
-    let Some(blob) = pool.get(oid)? else {
+    let Some(blob) = pool.get_verified(oid)? else {
         bail!("the pool has no entry {oid}");
     };
     let mut out = std::io::stdout().lock();
@@ -244,14 +246,18 @@ fn verify(pool: &Pool) -> Result<()> {
     let bad = pool.verify()?;
     for entry in &bad {
         println!(
-            "bad {} ({:?}): {}",
+            "bad {} ({:?}): {}; {}",
             hex::encode(&entry.key),
             entry.tier,
-            entry.problem
+            entry.problem,
+            match &entry.quarantined {
+                Some(place) => format!("moved aside to {place}"),
+                None => "gone before it could be moved aside".into(),
+            }
         );
     }
     if !bad.is_empty() {
-        bail!("{} bad entries", bad.len());
+        bail!("{} bad entries, moved out of the pool", bad.len());
     }
     println!("every entry matches its sha256");
     Ok(())

@@ -19,6 +19,10 @@ pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
                 .unwrap_or("?")
                 .to_string();
             println!("bad {} ({tier}): {}", bad.key, bad.problem);
+            match &bad.quarantined {
+                Some(place) => println!("  quarantined: moved to {place}"),
+                None => println!("  gone from the pool before it could be moved aside"),
+            }
         }
         if report.bad.is_empty() {
             println!("all {} entries match their sha256", report.entries);
@@ -30,7 +34,7 @@ pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
     Err(Failure {
         code: FAILED,
         error: anyhow::anyhow!(
-            "{} of {} pool entries are bad",
+            "{} of {} pool entries are bad (moved aside: git gets them from the object remote)",
             report.bad.len(),
             report.entries
         ),

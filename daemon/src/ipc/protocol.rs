@@ -466,6 +466,10 @@ pub struct BadEntryReport {
     pub key: String,
     pub tier: Tier,
     pub problem: String,
+    /// Where the entry's bytes were moved, out of every lookup (`None`:
+    /// it was gone before it could be moved).
+    #[serde(default)]
+    pub quarantined: Option<String>,
 }
 
 /// What a gc removed from the pool, or would remove in a dry run.

@@ -2,7 +2,9 @@
 //! where git-lfs's smudge and checkout find them without any transfer.
 //!
 //! git-lfs trusts what is there (it checks the size only), so only pool
-//! entries go in: every one was verified against its oid when it was stored.
+//! entries go in, each checked against its oid on the way out
+//! ([`Pool::export`]): a corrupt one is moved aside and is an error, for the
+//! caller to fetch the object elsewhere.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -19,6 +19,22 @@ pub trait Backend: Send + Sync + 'static {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<bool>;
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Moves `key`'s entry aside, out of every lookup (`has`, `get`,
+    /// `list`, `stats`), keeping its bytes for a person to look at: they no
+    /// longer match the key. Returns where they went; `None` when the key
+    /// was not there.
+    fn quarantine(&self, key: &[u8]) -> Result<Option<String>>;
+    /// Calls `each` with every entry, read afresh from storage: what
+    /// `verify` must judge is what is stored now, not what a cache of the
+    /// engine's remembers.
+    fn scan(&self, each: &mut dyn FnMut(Vec<u8>, Blob) -> Result<()>) -> Result<()> {
+        for key in self.list()? {
+            if let Some(blob) = self.get(&key)? {
+                each(key, blob)?;
+            }
+        }
+        Ok(())
+    }
     /// Every key, each once. GC deletes whatever this omits from the live
     /// set, so it must be complete and hold keys, never values.
     fn list(&self) -> Result<Vec<Vec<u8>>>;

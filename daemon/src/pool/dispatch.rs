@@ -10,6 +10,7 @@ use super::error::{IoContext, PoolError, Result};
 use super::local::LocalEngine;
 use super::pins::{Pin, Pins};
 use super::sqlite::SqliteEngine;
+use super::verified::{hash_blob, Stamp, Verified};
 use super::Oid;
 
 /// Blobs shorter than this go to the kv tier, the rest to the large tier.
@@ -73,6 +74,9 @@ pub struct BadEntry {
     pub key: Vec<u8>,
     pub tier: Tier,
     pub problem: String,
+    /// Where its bytes were moved, out of every lookup; `None` when it was
+    /// gone before it could be moved.
+    pub quarantined: Option<String>,
 }
 
 /// The two-tier content-addressed pool. Routing is a pure function of length:
@@ -84,6 +88,7 @@ pub struct Pool {
     threshold: u64,
     pins: Pins,
     partial: Option<PathBuf>,
+    verified: Verified,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -153,6 +158,7 @@ impl Pool {
             threshold,
             pins: Pins::default(),
             partial: None,
+            verified: Verified::default(),
         }
     }
 
@@ -170,6 +176,9 @@ impl Pool {
         let _pin = self.pin(oid);
         let tier = self.tier_for(len);
         let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
+        if stored && tier == Tier::Large {
+            self.remember(oid);
+        }
         Ok(Put {
             oid: *oid,
             len,
@@ -251,6 +260,7 @@ impl Pool {
     }
 
     pub fn delete(&self, oid: &Oid) -> Result<bool> {
+        self.verified.forget(oid);
         let mut found = false;
         for (_, engine) in self.tiers() {
             found |= engine.delete(oid.as_bytes())?;
@@ -306,6 +316,9 @@ impl Pool {
     /// Writes verified bytes into their tier's engine.
     fn store(&self, oid: &Oid, bytes: &[u8], tier: Tier) -> Result<Put> {
         let stored = self.engine(tier).put(oid.as_bytes(), bytes)?;
+        if stored && tier == Tier::Large {
+            self.remember(oid);
+        }
         Ok(Put {
             oid: *oid,
             len: bytes.len() as u64,
@@ -358,6 +371,7 @@ impl Pool {
         let stored = !self.large.has(oid.as_bytes())?;
         if stored {
             staged.commit(oid.as_bytes())?;
+            self.remember(&oid);
         }
         let put = Put {
             oid,
@@ -456,21 +470,115 @@ impl Pool {
         })
     }
 
-    /// Re-hashes every entry; returns the ones whose bytes do not match their key.
+    /// Re-hashes every entry, read afresh from storage; moves the ones whose
+    /// bytes do not match their key aside (see [`Backend::quarantine`]) and
+    /// returns them.
     pub fn verify(&self) -> Result<Vec<BadEntry>> {
         let mut bad = Vec::new();
         for (tier, engine) in self.tiers() {
-            for key in engine.list()? {
-                let problem = match engine.get(&key)? {
-                    None => continue, // deleted meanwhile
-                    Some(blob) => verify_blob(&key, blob)?,
-                };
-                if let Some(problem) = problem {
-                    bad.push(BadEntry { key, tier, problem });
+            let mut found = Vec::new();
+            engine.scan(&mut |key, blob| {
+                if let Some(problem) = self.judge(&key, &blob)? {
+                    found.push((key, problem));
                 }
+                Ok(())
+            })?;
+            for (key, problem) in found {
+                if let Some(oid) = Oid::from_key(&key) {
+                    self.verified.forget(&oid);
+                }
+                let quarantined = engine.quarantine(&key)?;
+                bad.push(BadEntry {
+                    key,
+                    tier,
+                    problem,
+                    quarantined,
+                });
             }
         }
         Ok(bad)
+    }
+
+    /// What is wrong with entry `key` holding `blob`, if anything. A good
+    /// large file is remembered as verified.
+    fn judge(&self, key: &[u8], blob: &Blob) -> Result<Option<String>> {
+        let Some(want) = Oid::from_key(key) else {
+            return Ok(Some(format!("key of {} bytes is not a sha256", key.len())));
+        };
+        let got = self.hash_checked(&want, blob)?;
+        Ok((got != want).then(|| format!("content hashes to {got}")))
+    }
+
+    /// Hashes `blob`, the value of `oid`; when it matches and is a file that
+    /// did not change while it was read, records it as verified.
+    fn hash_checked(&self, oid: &Oid, blob: &Blob) -> Result<Oid> {
+        let at = || {
+            blob.path()
+                .map_or_else(|| oid.to_hex().into(), Path::to_path_buf)
+        };
+        let before = Stamp::of_blob(blob).at("stat", at())?;
+        let got = hash_blob(blob).at("read", at())?;
+        if got == *oid {
+            if let Some(stamp) = before {
+                if Stamp::of_blob(blob).at("stat", at())? == Some(stamp) {
+                    self.verified.record(*oid, stamp);
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// Entry `oid`, its bytes checked against the oid first, for reads that
+    /// hand it on (to a repo, standard output, a remote). A large file this
+    /// pool verified since it last changed is not read again. A mismatch
+    /// moves the entry aside and is an error naming it: the caller fetches
+    /// the object elsewhere.
+    pub fn get_verified(&self, oid: &Oid) -> Result<Option<Blob>> {
+        let Some(blob) = self.get(oid)? else {
+            return Ok(None);
+        };
+        let stamp = Stamp::of_blob(&blob).at("stat", oid.to_hex())?;
+        if stamp.is_some_and(|s| self.verified.holds(oid, &s)) {
+            return Ok(Some(blob));
+        }
+        let got = self.hash_checked(oid, &blob)?;
+        if got == *oid {
+            return Ok(Some(blob));
+        }
+        drop(blob);
+        let quarantined = match self.quarantine(oid)? {
+            Some(place) => format!("moved aside to {place}"),
+            None => "already moved aside".into(),
+        };
+        log::warn!("pool entry {oid} hashes to {got}: {quarantined}");
+        Err(PoolError::Corrupt {
+            oid: *oid,
+            got,
+            quarantined,
+        })
+    }
+
+    /// Moves entry `oid` aside, out of every lookup (see
+    /// [`Backend::quarantine`]); returns where it went.
+    pub fn quarantine(&self, oid: &Oid) -> Result<Option<String>> {
+        self.verified.forget(oid);
+        for (_, engine) in self.tiers() {
+            if let Some(place) = engine.quarantine(oid.as_bytes())? {
+                return Ok(Some(place));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Records a large entry this pool just wrote, its bytes hashed on the
+    /// way in, as verified. Best effort: without the record the next read
+    /// hashes it.
+    fn remember(&self, oid: &Oid) {
+        if let Ok(Some(blob)) = self.large.get(oid.as_bytes()) {
+            if let Ok(Some(stamp)) = Stamp::of_blob(&blob) {
+                self.verified.record(*oid, stamp);
+            }
+        }
     }
 }
 
@@ -483,18 +591,6 @@ pub(crate) fn check(expect: Option<&Oid>, got: Oid, len: u64) -> Result<()> {
         }),
         _ => Ok(()),
     }
-}
-
-fn verify_blob(key: &[u8], blob: Blob) -> Result<Option<String>> {
-    let Some(want) = Oid::from_key(key) else {
-        return Ok(Some(format!("key of {} bytes is not a sha256", key.len())));
-    };
-    let path = blob.path().map(Path::to_path_buf);
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut blob.into_reader(), &mut hasher)
-        .at("read", path.unwrap_or_else(|| want.to_hex().into()))?;
-    let got = Oid::from_digest(hasher.finalize().into());
-    Ok((got != want).then(|| format!("content hashes to {got}")))
 }
 
 /// Writes `prefix` and then the rest of `src` into `staged`, hashing on a

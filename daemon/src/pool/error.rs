@@ -27,6 +27,15 @@ pub enum PoolError {
     },
     #[error("content does not match its key: expected sha256 {expected}, got {got} ({len} bytes); nothing stored")]
     HashMismatch { expected: Oid, got: Oid, len: u64 },
+    /// Found on the way out: the entry was moved aside and nothing of it
+    /// was handed on.
+    #[error("pool entry {oid} is corrupt: its content hashes to {got}; {quarantined}, nothing of it was handed on")]
+    Corrupt {
+        oid: Oid,
+        got: Oid,
+        /// Where the bytes went, as a phrase.
+        quarantined: String,
+    },
     #[error("range {offset}+{len} is outside blob {key} of {size} bytes")]
     Range {
         key: Oid,

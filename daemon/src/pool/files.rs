@@ -26,10 +26,12 @@ pub enum Placed {
 
 impl Pool {
     /// Puts entry `oid` at `dest`, which must not exist. The result is
-    /// read-only when it shares the pool's file. `None` when the pool lacks it.
+    /// read-only when it shares the pool's file. `None` when the pool lacks
+    /// it. The entry is checked against its oid first ([`Pool::get_verified`]):
+    /// a corrupt one is moved aside and nothing reaches `dest`.
     pub fn export(&self, oid: &Oid, dest: &Path) -> Result<Option<Placed>> {
         let _pin = self.pin(oid);
-        match self.get(oid)? {
+        match self.get_verified(oid)? {
             None => Ok(None),
             Some(Blob::Bytes(bytes)) => {
                 let mut file = File::options()

@@ -20,6 +20,9 @@ pub struct LocalEngine {
 }
 
 const STAGE: &str = "stage";
+/// Where entries whose bytes do not match their key are moved: not a shard
+/// name, so no lookup ever sees them.
+pub const QUARANTINE: &str = "quarantine";
 
 impl LocalEngine {
     /// Opens or creates the engine at `root`, removing whatever a crash left
@@ -201,6 +204,32 @@ impl Backend for LocalEngine {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e).at("remove", path),
         }
+    }
+
+    /// Renames the file into `quarantine/` as `{hex}.{random}` (one oid may
+    /// go bad more than once; the earlier bytes stay). One rename: a kill at
+    /// any point leaves the file in exactly one of the two places.
+    fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
+        let path = self.path_for(key)?;
+        let dir = self.root.join(QUARANTINE);
+        create_durable_dirs(&self.root, &dir)?;
+        let moved = tempfile::Builder::new()
+            .prefix(&format!("{}.", hex::encode(key)))
+            .rand_bytes(12)
+            .make_in(&dir, |name| fs::rename(&path, name));
+        let moved = match moved {
+            Ok(moved) => moved.into_temp_path(),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).at("move aside", path),
+        };
+        let moved = moved.keep().map_err(|e| PoolError::Io {
+            op: "move aside",
+            path: path.clone(),
+            source: e.error,
+        })?;
+        fsync_dir(&dir)?;
+        fsync_dir(path.parent().expect("blob paths have a shard folder"))?;
+        Ok(Some(moved.display().to_string()))
     }
 
     fn list(&self) -> Result<Vec<Vec<u8>>> {

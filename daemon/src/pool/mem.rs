@@ -9,11 +9,21 @@ use super::error::Result;
 #[derive(Default)]
 pub struct MemEngine {
     map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+    quarantined: RwLock<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
 impl MemEngine {
     pub fn new() -> MemEngine {
         MemEngine::default()
+    }
+
+    /// Replaces a value in place, as corruption would.
+    #[cfg(test)]
+    pub(crate) fn overwrite(&self, key: &[u8], value: &[u8]) {
+        self.map
+            .write()
+            .unwrap()
+            .insert(key.to_vec(), value.to_vec());
     }
 }
 
@@ -45,6 +55,17 @@ impl Backend for MemEngine {
 
     fn delete(&self, key: &[u8]) -> Result<bool> {
         Ok(self.map.write().unwrap().remove(key).is_some())
+    }
+
+    fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
+        let Some(value) = self.map.write().unwrap().remove(key) else {
+            return Ok(None);
+        };
+        self.quarantined
+            .write()
+            .unwrap()
+            .push((key.to_vec(), value));
+        Ok(Some("the mem engine's quarantine list".into()))
     }
 
     fn list(&self) -> Result<Vec<Vec<u8>>> {

@@ -13,6 +13,7 @@ mod mem;
 mod oid;
 mod pins;
 mod sqlite;
+mod verified;
 
 #[cfg(test)]
 mod tests;

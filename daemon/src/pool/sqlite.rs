@@ -10,6 +10,10 @@ use super::error::{PoolError, Result};
 
 const CREATE: &str =
     "CREATE TABLE IF NOT EXISTS blobs (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL)";
+/// Entries whose bytes did not match their key, moved out of `blobs`. No
+/// primary key: one oid may go bad more than once. `at`: Unix seconds.
+const CREATE_QUARANTINE: &str = "CREATE TABLE IF NOT EXISTS quarantine \
+     (key BLOB NOT NULL, value BLOB NOT NULL, at INTEGER NOT NULL)";
 
 /// The default kv engine: one SQLite database in WAL mode with
 /// `synchronous=NORMAL` (a commit is durable once the WAL is checkpointed or
@@ -182,6 +186,48 @@ impl Backend for SqliteEngine {
             Err(e) if is_missing_table(&e) => Ok(false),
             other => Ok(other.map_err(self.error("delete"))? > 0),
         }
+    }
+
+    /// Copies the row into the `quarantine` table and deletes it from
+    /// `blobs`, in one transaction.
+    fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
+        let mut conn = self.writer.lock().unwrap();
+        self.ensure_table(&conn)?;
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let moved = (|| {
+            let tx = conn.transaction()?;
+            tx.execute(CREATE_QUARANTINE, [])?;
+            let moved = tx.execute(
+                "INSERT INTO quarantine (key, value, at) \
+                 SELECT key, value, ?2 FROM blobs WHERE key = ?1",
+                params![key, at],
+            )?;
+            tx.execute("DELETE FROM blobs WHERE key = ?1", [key])?;
+            tx.commit()?;
+            Ok(moved)
+        })()
+        .map_err(self.error("quarantine"))?;
+        Ok((moved > 0).then(|| format!("the quarantine table of {}", self.path.display())))
+    }
+
+    /// Through a connection opened for the scan: a pooled one keeps the
+    /// pages it read before and trusts them while the WAL shows no commit,
+    /// so it would not see bytes that changed in the file underneath.
+    fn scan(&self, each: &mut dyn FnMut(Vec<u8>, Blob) -> Result<()>) -> Result<()> {
+        let conn = Self::connect(&self.path)?;
+        let mut stmt = match conn.prepare("SELECT key, value FROM blobs") {
+            Err(e) if is_missing_table(&e) => return Ok(()),
+            other => other.map_err(self.error("verify"))?,
+        };
+        let mut rows = stmt.query([]).map_err(self.error("verify"))?;
+        while let Some(row) = rows.next().map_err(self.error("verify"))? {
+            let key: Vec<u8> = row.get(0).map_err(self.error("verify"))?;
+            let value: Vec<u8> = row.get(1).map_err(self.error("verify"))?;
+            each(key, Blob::Bytes(value))?;
+        }
+        Ok(())
     }
 
     fn list(&self) -> Result<Vec<Vec<u8>>> {

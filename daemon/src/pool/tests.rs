@@ -30,12 +30,53 @@ fn fixture(make: impl FnOnce(&Path) -> (Pool, Option<PathBuf>)) -> Fixture {
     }
 }
 
+thread_local! {
+    /// The engine of the `mem` fixture built on this thread, for [`corrupt`].
+    static MEM: std::cell::RefCell<Option<Arc<MemEngine>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Changes the stored value of `oid` under the engine, as rot or a write
+/// through a repo's hard link would: a sqlite row through another
+/// connection, a large file in place (its modification time moved on, as a
+/// write a moment after the put would move it).
+fn corrupt(f: &Fixture, oid: &Oid) {
+    let mut bad = read_all(&f.pool, oid);
+    match bad.first_mut() {
+        Some(b) => *b ^= 0xff,
+        None => bad.push(1),
+    }
+    if let Some(mem) = MEM.with(|m| m.borrow().clone()) {
+        return mem.overwrite(oid.as_bytes(), &bad);
+    }
+    match f.pool.get(oid).unwrap().unwrap() {
+        Blob::File { path, .. } => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            std::io::Write::write_all(&mut &file, &bad).unwrap();
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+            file.set_modified(later).unwrap();
+        }
+        Blob::Bytes(_) => {
+            rusqlite::Connection::open(f._dir.path().join("kv.sqlite"))
+                .unwrap()
+                .execute(
+                    "UPDATE blobs SET value = ?2 WHERE key = ?1",
+                    rusqlite::params![oid.as_bytes(), bad],
+                )
+                .unwrap();
+        }
+    }
+}
+
 fn one_engine(engine: Arc<dyn Backend>) -> Pool {
     Pool::with_engines(engine.clone(), engine, T)
 }
 
 fn mem(_: &Path) -> (Pool, Option<PathBuf>) {
-    (one_engine(Arc::new(MemEngine::new())), None)
+    let engine = Arc::new(MemEngine::new());
+    MEM.with(|m| *m.borrow_mut() = Some(engine.clone()));
+    (one_engine(engine), None)
 }
 
 fn sqlite(dir: &Path) -> (Pool, Option<PathBuf>) {
@@ -111,6 +152,9 @@ contract!(
     delete_removes_once,
     stats_count_entries_and_bytes,
     verify_passes_on_good_entries,
+    quarantine_takes_an_entry_out_of_every_lookup,
+    a_corrupted_entry_is_refused_on_read_out_and_moved_aside,
+    verify_names_corrupt_entries_and_moves_them_aside,
 );
 
 fn bytes(seed: u64, len: u64) -> Vec<u8> {
@@ -493,7 +537,149 @@ fn verify_passes_on_good_entries(f: &Fixture) {
     assert_eq!(f.pool.verify().unwrap(), vec![]);
 }
 
+fn totals(pool: &Pool) -> (u64, u64) {
+    let stats = pool.stats().unwrap();
+    let entries = stats.tiers.iter().map(|t| t.stats.entries).sum();
+    let bytes = stats.tiers.iter().map(|t| t.stats.bytes).sum();
+    (entries, bytes)
+}
+
+fn quarantine_takes_an_entry_out_of_every_lookup(f: &Fixture) {
+    let kept = f.pool.put(&Oid::of(b"kept"), b"kept").unwrap().oid;
+    for (i, len) in sizes(f).into_iter().enumerate() {
+        let data = bytes(10 + i as u64, len);
+        let oid = f.pool.put(&Oid::of(&data), &data).unwrap().oid;
+        let (entries, total) = totals(&f.pool);
+        let place = f.pool.quarantine(&oid).unwrap();
+        assert!(place.is_some_and(|p| !p.is_empty()));
+        assert!(!f.pool.has(&oid).unwrap());
+        assert_eq!(f.pool.size(&oid).unwrap(), None);
+        assert!(f.pool.get(&oid).unwrap().is_none());
+        assert!(f.pool.get_verified(&oid).unwrap().is_none());
+        assert!(!keys(&f.pool).contains(oid.as_bytes().as_slice()));
+        assert_eq!(totals(&f.pool), (entries - 1, total - len));
+        assert_eq!(f.pool.verify().unwrap(), vec![], "nothing left to find");
+        assert_eq!(f.pool.quarantine(&oid).unwrap(), None, "moved once");
+        // The good bytes can come back (from the object remote, say).
+        assert!(f.pool.put(&oid, &data).unwrap().stored);
+        assert_eq!(read_all(&f.pool, &oid), data);
+    }
+    assert_eq!(read_all(&f.pool, &kept), b"kept");
+}
+
+fn a_corrupted_entry_is_refused_on_read_out_and_moved_aside(f: &Fixture) {
+    let out = tempfile::tempdir().unwrap();
+    for (i, len) in sizes(f).into_iter().enumerate() {
+        let data = bytes(20 + i as u64, len);
+        let oid = f.pool.put(&Oid::of(&data), &data).unwrap().oid;
+        // Good bytes pass, and pass again.
+        for _ in 0..2 {
+            let blob = f.pool.get_verified(&oid).unwrap().unwrap();
+            assert_eq!(blob.to_vec().unwrap(), data);
+        }
+        corrupt(f, &oid);
+        let err = f.pool.get_verified(&oid).unwrap_err();
+        assert!(
+            matches!(err, PoolError::Corrupt { oid: o, .. } if o == oid),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&oid.to_hex()), "{err}");
+        assert!(!f.pool.has(&oid).unwrap(), "moved out of the pool");
+
+        // export (what hydrate and the transfer agent use) refuses too, and
+        // writes nothing where it was asked to.
+        f.pool.put(&oid, &data).unwrap();
+        let good = out.path().join(format!("good-{i}"));
+        assert!(f.pool.export(&oid, &good).unwrap().is_some());
+        assert_eq!(std::fs::read(&good).unwrap(), data);
+        std::fs::remove_file(&good).unwrap();
+        corrupt(f, &oid);
+        let dest = out.path().join(format!("bad-{i}"));
+        let err = f.pool.export(&oid, &dest).unwrap_err();
+        assert!(matches!(err, PoolError::Corrupt { .. }), "{err}");
+        assert!(!dest.exists(), "nothing placed");
+        assert!(!f.pool.has(&oid).unwrap());
+    }
+}
+
+fn verify_names_corrupt_entries_and_moves_them_aside(f: &Fixture) {
+    let oids = put_many(&f.pool, 6);
+    corrupt(f, &oids[2]);
+    corrupt(f, &oids[3]);
+    let bad = f.pool.verify().unwrap();
+    let named: HashSet<Vec<u8>> = bad.iter().map(|b| b.key.clone()).collect();
+    assert_eq!(
+        named,
+        HashSet::from([oids[2].as_bytes().to_vec(), oids[3].as_bytes().to_vec()])
+    );
+    for entry in &bad {
+        assert!(entry.problem.contains("hashes to"), "{entry:?}");
+        assert!(entry.quarantined.is_some(), "{entry:?}");
+    }
+    for (i, oid) in oids.iter().enumerate() {
+        assert_eq!(f.pool.has(oid).unwrap(), i != 2 && i != 3, "entry {i}");
+    }
+    assert_eq!(f.pool.verify().unwrap(), vec![], "moved aside once");
+}
+
 // Engine-specific parts of the contract.
+
+#[test]
+fn sqlite_verify_sees_a_byte_flipped_in_the_file_under_an_open_engine() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::open(dir.path(), Some(T)).unwrap();
+    let value = bytes(7, 2000);
+    let oid = pool.put(&Oid::of(&value), &value).unwrap().oid;
+    let other = pool.put(&Oid::of(b"other"), b"other").unwrap().oid;
+    let db = dir.path().join("kv.sqlite");
+    // Everything into the database file, then the engine reads (and caches) it.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    assert_eq!(read_all(&pool, &oid), value);
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&db)
+        .unwrap();
+    let on_disk = std::fs::read(&db).unwrap();
+    let at = on_disk
+        .windows(64)
+        .position(|w| w == &value[1000..1064])
+        .expect("the value is in the file") as u64;
+    file.write_all_at(&[!value[1000]], at).unwrap();
+
+    let bad = pool.verify().unwrap();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0].key, oid.as_bytes().to_vec());
+    assert_eq!(bad[0].tier, Tier::Kv);
+    assert!(
+        bad[0].quarantined.as_deref().unwrap().contains("kv.sqlite"),
+        "{bad:?}"
+    );
+    assert!(!pool.has(&oid).unwrap());
+    assert_eq!(read_all(&pool, &other), b"other");
+}
+
+#[test]
+fn local_quarantine_moves_the_file_into_its_folder_and_keeps_each_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = LocalEngine::open(dir.path()).unwrap();
+    let oid = Oid::of(b"twice");
+    for round in 1..=2 {
+        engine.put(oid.as_bytes(), b"twice").unwrap();
+        let place = engine.quarantine(oid.as_bytes()).unwrap().unwrap();
+        assert!(place.starts_with(&dir.path().join("quarantine").display().to_string()));
+        assert!(place.contains(&oid.to_hex()), "{place}");
+        assert_eq!(std::fs::read(&place).unwrap(), b"twice");
+        let held = std::fs::read_dir(dir.path().join("quarantine")).unwrap();
+        assert_eq!(held.count(), round);
+    }
+    assert!(engine.list().unwrap().is_empty());
+    assert_eq!(engine.quarantine(oid.as_bytes()).unwrap(), None);
+}
 
 #[test]
 fn sqlite_without_tables_reads_as_empty_and_reads_create_nothing() {

@@ -108,7 +108,9 @@ pub async fn upload_from_pool(
     let (bucket, hex) = (layout.bucket.as_str(), oid.to_hex());
     let blob = {
         let (pool, oid) = (pool.clone(), *oid);
-        tokio::task::spawn_blocking(move || pool.get(&oid))
+        // Checked against the oid: the bucket must not get corrupt bytes
+        // under the name of good ones.
+        tokio::task::spawn_blocking(move || pool.get_verified(&oid))
             .await
             .expect("pool reads do not panic")?
             .ok_or(UploadError::Missing(oid))?

@@ -774,3 +774,73 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
         assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
     }
 }
+
+// ---- corrupt pool entries --------------------------------------------------
+
+/// Overwrites the large pool file of `oid` in place with other bytes of its
+/// length, as a write through a repo's hard link would (its modification
+/// time moves on, as a write's would a moment after the put).
+fn corrupt_large(daemon: &TestDaemon, oid: &crate::pool::Oid) {
+    let blob = daemon.shared.pool.get(oid).unwrap().unwrap();
+    let path = blob.path().expect("a large entry").to_path_buf();
+    let len = blob.len() as usize;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut &file, &vec![0xa5; len]).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(2))
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it() {
+    let daemon = start().await;
+    let parent = tempfile::tempdir().unwrap();
+    let repo = lfs_repo(parent.path(), "r");
+    let big = vec![3u8; 200 << 10];
+    commit_bam(&repo, "big.bam", &big);
+    let oid = pooled(&daemon, &big);
+    // Only the pool has it: hydrate must take it from there, or not at all.
+    std::fs::remove_dir_all(repo.join(".git/lfs/objects")).unwrap();
+    corrupt_large(&daemon, &oid);
+    let placed = crate::lfs::hydrate::object_path(&repo.join(".git/lfs/objects"), &oid);
+
+    let request = Request::Hydrate { repo: repo.clone() };
+    let Reply::Hydrated(report) = daemon.client().await.call(request).await.unwrap() else {
+        panic!("hydrate answered something else");
+    };
+    let failed = report
+        .failed
+        .iter()
+        .find(|p| p.oid == oid.to_hex())
+        .unwrap_or_else(|| panic!("{report:?}"));
+    assert!(failed.why.contains("is corrupt"), "{}", failed.why);
+    assert!(failed.why.contains("object remote"), "{}", failed.why);
+    assert_eq!(report.from_pool, 0, "{report:?}");
+    assert!(
+        !placed.exists(),
+        "the corrupt file was linked into the repo"
+    );
+    assert!(!daemon.shared.pool.has(&oid).unwrap(), "moved aside");
+    let quarantine = daemon.dir.path().join("pool/large/quarantine");
+    assert_eq!(std::fs::read_dir(&quarantine).unwrap().count(), 1);
+
+    // The transfer agent's download: an error naming the object, nothing
+    // handed to git-lfs.
+    pooled(&daemon, &big);
+    corrupt_large(&daemon, &oid);
+    let request = Request::LfsDownload {
+        repo: repo.clone(),
+        oid: oid.to_hex(),
+        size: big.len() as u64,
+    };
+    let Err(IpcError::Daemon(e)) = daemon.client().await.call(request).await else {
+        panic!("a corrupt entry was handed to git-lfs");
+    };
+    assert!(e.message.contains(&oid.to_hex()), "{}", e.message);
+    assert!(e.message.contains("is corrupt"), "{}", e.message);
+    let handed = std::fs::read_dir(repo.join(".git/lfs/tmp"))
+        .unwrap()
+        .count();
+    assert_eq!(handed, 0, "nothing left in .git/lfs/tmp");
+    assert!(!daemon.shared.pool.has(&oid).unwrap());
+}

@@ -13,6 +13,7 @@ use super::push::PARALLEL;
 use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, HydrateReport, ObjectProblem, Progress, Reply, WireError};
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
+use crate::pool::PoolError;
 
 /// Where an object came from.
 enum Source {
@@ -78,6 +79,9 @@ pub(super) async fn handle(
     Ok(Reply::Hydrated(report))
 }
 
+/// From the pool, else from the object remote. A pool entry found corrupt
+/// on its way out has been moved aside: the object is fetched as if the
+/// pool never had it, and if that fails too, the error says both.
 async fn one(
     shared: &Arc<Shared>,
     repo: &std::path::Path,
@@ -89,17 +93,25 @@ async fn one(
         async move {
             tokio::task::spawn_blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size))
                 .await
-                .map_err(internal)?
                 .map_err(internal)
         }
     };
-    match place().await? {
-        Hydrated::Present => return Ok(Source::Present),
-        Hydrated::Placed => return Ok(Source::Pool),
-        Hydrated::NotInPool => {}
+    let corrupt = match place().await? {
+        Ok(Hydrated::Present) => return Ok(Source::Present),
+        Ok(Hydrated::Placed) => return Ok(Source::Pool),
+        Ok(Hydrated::NotInPool) => None,
+        Err(e @ PoolError::Corrupt { .. }) => Some(e),
+        Err(e) => return Err(internal(e)),
+    };
+    let fetched = fetch_object(shared, repo, facts, pointer.oid, pointer.size, &|_| {}).await;
+    if let (Err(e), Some(corrupt)) = (&fetched, &corrupt) {
+        return Err(WireError::new(
+            e.code,
+            format!("{corrupt}; and from the object remote: {}", e.message),
+        ));
     }
-    fetch_object(shared, repo, facts, pointer.oid, pointer.size, &|_| {}).await?;
-    match place().await? {
+    fetched?;
+    match place().await?.map_err(internal)? {
         Hydrated::NotInPool => Err(WireError::new(
             ErrorCode::Internal,
             format!(

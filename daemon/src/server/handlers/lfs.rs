@@ -10,7 +10,7 @@ use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, Progress, Reply, WireError};
 use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
-use crate::pool::Oid;
+use crate::pool::{Oid, PoolError};
 use crate::remote::{
     fetch_into_pool, shared_s3, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin,
     S3Client, Uploaded,
@@ -120,8 +120,23 @@ pub(super) async fn download(
             message: None,
         })
     };
-    let from = fetch_object(shared, &repo, &facts, oid, size, &report).await?;
-    let path = export(shared, oid, &facts.tmp).await?.ok_or_else(|| {
+    let mut from = fetch_object(shared, &repo, &facts, oid, size, &report).await?;
+    let mut exported = export(shared, oid, &facts.tmp).await?;
+    if let Err(corrupt @ PoolError::Corrupt { .. }) = &exported {
+        // Moved aside on the way out: fetched from the object remote as
+        // if the pool never had it, and git gets those bytes instead.
+        from = fetch_object(shared, &repo, &facts, oid, size, &report)
+            .await
+            .map_err(|e| {
+                WireError::new(
+                    e.code,
+                    format!("{corrupt}; and from the object remote: {}", e.message),
+                )
+            })?;
+        exported = export(shared, oid, &facts.tmp).await?;
+    }
+    let exported = exported.map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    let path = exported.ok_or_else(|| {
         WireError::new(
             ErrorCode::Internal,
             format!("object {oid} left the pool right after its download"),
@@ -313,21 +328,22 @@ fn confirm(place: String, oid: Oid) {
     map.insert((place, oid), Instant::now());
 }
 
-/// Links (else copies) the pool's entry to a fresh name in `tmp`.
-async fn export(shared: &Arc<Shared>, oid: Oid, tmp: &Path) -> Result<Option<PathBuf>, WireError> {
+/// Links (else copies) the pool's entry to a fresh name in `tmp`, checked
+/// against its oid first (a corrupt entry is moved aside: the error says so).
+async fn export(
+    shared: &Arc<Shared>,
+    oid: Oid,
+    tmp: &Path,
+) -> Result<Result<Option<PathBuf>, PoolError>, WireError> {
     let pool = shared.pool.clone();
     let dest = tmp.join(format!(
         "drs-{oid}-{}-{}",
         std::process::id(),
         next_suffix()
     ));
-    tokio::task::spawn_blocking(move || match pool.export(&oid, &dest) {
-        Ok(Some(_)) => Ok(Some(dest)),
-        Ok(None) => Ok(None),
-        Err(e) => Err(WireError::new(ErrorCode::Internal, e.to_string())),
-    })
-    .await
-    .map_err(internal)?
+    tokio::task::spawn_blocking(move || pool.export(&oid, &dest).map(|placed| placed.map(|_| dest)))
+        .await
+        .map_err(internal)
 }
 
 type Gate = Arc<tokio::sync::Mutex<()>>;

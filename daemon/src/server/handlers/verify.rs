@@ -1,7 +1,7 @@
 use super::{internal, Progressor, Shared};
 use crate::ipc::{BadEntryReport, Progress, Reply, VerifyReport, WireError};
 
-/// Re-hashes every pool entry. Progress: one event with the entry count
+/// Re-hashes every pool entry and moves the bad ones aside. Progress: one event with the entry count
 /// before the work, one after it.
 pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Reply, WireError> {
     let pool = shared.pool.clone();
@@ -39,6 +39,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
             key: hex::encode(&b.key),
             tier: b.tier,
             problem: b.problem,
+            quarantined: b.quarantined,
         })
         .collect();
     Ok(Reply::Verify(VerifyReport { entries, bad }))

@@ -1,0 +1,98 @@
+//! Checking an entry against its oid on its way out of the pool, and
+//! remembering which large files were checked since they last changed.
+//!
+//! A pool entry was verified when it was stored, but bytes rot and a large
+//! file is shared by hard link with every repo that holds it, where any tool
+//! can write through it. So what leaves the pool for git is hashed again,
+//! unless this process verified the very file since it was last written:
+//! same device, inode, length and modification time. Large files are
+//! read-only after their commit, so a write that changes them (after a
+//! chmod) changes their modification time. Bit rot does not, which is what
+//! `pool verify` is for. kv entries are small and always hashed.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use super::backend::Blob;
+use super::Oid;
+
+/// What identifies one state of a file: a write changes the modification
+/// time, a replacement the inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl Stamp {
+    pub(crate) fn of(file: &File) -> std::io::Result<Stamp> {
+        let m = file.metadata()?;
+        Ok(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        })
+    }
+
+    /// The stamp of a large blob's open file; `None` for bytes.
+    pub(crate) fn of_blob(blob: &Blob) -> std::io::Result<Option<Stamp>> {
+        match blob {
+            Blob::Bytes(_) => Ok(None),
+            Blob::File { file, .. } => Stamp::of(file).map(Some),
+        }
+    }
+}
+
+/// Large files verified by this process, each with the stamp it had then.
+/// In memory: a restarted daemon hashes each file once more.
+#[derive(Default)]
+pub(crate) struct Verified(Mutex<HashMap<Oid, Stamp>>);
+
+impl Verified {
+    pub(crate) fn record(&self, oid: Oid, stamp: Stamp) {
+        self.0.lock().unwrap().insert(oid, stamp);
+    }
+
+    /// True when `oid`'s file was verified and has not changed since.
+    pub(crate) fn holds(&self, oid: &Oid, stamp: &Stamp) -> bool {
+        self.0.lock().unwrap().get(oid) == Some(stamp)
+    }
+
+    pub(crate) fn forget(&self, oid: &Oid) {
+        self.0.lock().unwrap().remove(oid);
+    }
+}
+
+/// Read size of [`hash_blob`].
+const CHUNK: usize = 1 << 20;
+
+/// The sha256 of a blob's whole value. A file is read with positioned reads,
+/// so the blob can still be read from its start afterwards.
+pub(crate) fn hash_blob(blob: &Blob) -> std::io::Result<Oid> {
+    let mut hasher = Sha256::new();
+    match blob {
+        Blob::Bytes(bytes) => hasher.update(bytes),
+        Blob::File { file, .. } => {
+            let mut buf = vec![0u8; CHUNK];
+            let mut at = 0u64;
+            loop {
+                let n = file.read_at(&mut buf, at)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                at += n as u64;
+            }
+        }
+    }
+    Ok(Oid::from_digest(hasher.finalize().into()))
+}
