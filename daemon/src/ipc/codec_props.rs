@@ -307,11 +307,14 @@ fn reply() -> impl Strategy<Value = Reply> {
         (
             any::<u64>(),
             proptest::collection::vec(
-                (text(), tier(), text()).prop_map(|(key, tier, problem)| BadEntryReport {
-                    key,
-                    tier,
-                    problem
-                }),
+                (text(), tier(), text(), proptest::option::of(text())).prop_map(
+                    |(key, tier, problem, quarantined)| BadEntryReport {
+                        key,
+                        tier,
+                        problem,
+                        quarantined,
+                    }
+                ),
                 0..3
             )
         )
