@@ -44,6 +44,9 @@ const MIGRATIONS: &[&str] = &[
     // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
     // records carry beside the sha256.
     "ALTER TABLE objects ADD COLUMN md5 TEXT;",
+    // `failed` was a job waiting for its next try; that is `retrying` now,
+    // and `failed` is a job given up on.
+    "UPDATE jobs SET state = 'retrying' WHERE state = 'failed';",
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short

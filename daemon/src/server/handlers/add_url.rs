@@ -434,7 +434,7 @@ fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved,
         ObjectUrl::Https(_) => (None, None),
     };
     let object = ForeignObject {
-        url: t.raw.clone(),
+        url: t.raw.as_str().into(),
         bucket,
         key,
         version_id: meta.version_id,
