@@ -86,9 +86,15 @@ enum Command {
         /// Every provisional pointer of the repo
         #[arg(long)]
         all: bool,
-        /// Wait for the objects' hashes (prefetch), then promote
+        /// Wait for the objects' hashes (prefetch), then promote; ends when
+        /// nothing waited for can still change, with exit 1 naming each
+        /// object whose prefetch failed for good
         #[arg(long)]
         wait: bool,
+        /// First queue again the prefetch jobs of these pointers that failed
+        /// for good (after fixing the cause: a URL, a server, credentials)
+        #[arg(long)]
+        retry: bool,
     },
     /// Register, unregister and list the repos the daemon watches
     #[command(subcommand)]
@@ -179,8 +185,19 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 };
                 cmd::add_url::run(&socket, args, &out).await
             }
-            Command::Promote { paths, all, wait } => {
-                cmd::promote::run(&socket, paths, all, wait, &out).await
+            Command::Promote {
+                paths,
+                all,
+                wait,
+                retry,
+            } => {
+                let args = cmd::promote::Args {
+                    paths,
+                    all,
+                    wait,
+                    retry,
+                };
+                cmd::promote::run(&socket, args, &out).await
             }
             Command::Gc { dry_run } => cmd::gc::run(&socket, dry_run, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,

@@ -14,6 +14,7 @@
 //!   and promotion.
 //! - [`jobs`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
+//! - [`private`]: files and folders only their owner may read.
 
 pub mod config;
 pub mod ipc;
@@ -21,6 +22,7 @@ pub mod jobs;
 pub mod lfs;
 pub mod logging;
 pub mod pool;
+pub mod private;
 pub mod registry;
 pub mod remote;
 pub mod server;

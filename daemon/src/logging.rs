@@ -3,9 +3,43 @@
 //!
 //! Nothing the daemon logs carries request payloads wholesale: requests are
 //! logged by method, so credentials and signed URLs that later requests carry
-//! never reach the log.
+//! never reach the log. And whatever a line says, every URL in it passes
+//! through `remote::redact_text` on its way out ([`Redacting`]): user-info
+//! and signing parameters never reach the journal or `drsd.log`.
 
-use log::LevelFilter;
+use log::{LevelFilter, Log, Metadata, Record};
+
+use crate::remote::redact_text;
+
+/// A logger that hands `inner` each record with the URLs in its message
+/// redacted.
+pub struct Redacting<L>(pub L);
+
+impl<L: Log> Log for Redacting<L> {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.0.enabled(record.metadata()) {
+            return;
+        }
+        let text = redact_text(&record.args().to_string());
+        self.0.log(
+            &Record::builder()
+                .args(format_args!("{text}"))
+                .metadata(record.metadata().clone())
+                .module_path(record.module_path())
+                .file(record.file())
+                .line(record.line())
+                .build(),
+        );
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
 
 /// Where the logs went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +63,56 @@ pub fn init(verbosity: u8) -> LogTarget {
     if systemd_journal_logger::connected_to_journal() {
         if let Ok(journal) = systemd_journal_logger::JournalLog::new() {
             let journal = journal.with_syslog_identifier("drsd".to_string());
-            if journal.install().is_ok() {
+            if log::set_boxed_logger(Box::new(Redacting(journal))).is_ok() {
                 log::set_max_level(level);
                 return LogTarget::Journal;
             }
         }
     }
-    env_logger::Builder::new()
+    let stderr = env_logger::Builder::new()
         .filter_level(level)
         .format_target(false)
-        .try_init()
-        .ok();
+        .build();
+    if log::set_boxed_logger(Box::new(Redacting(stderr))).is_ok() {
+        log::set_max_level(level);
+    }
     LogTarget::Stderr
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<String>>);
+
+    impl Log for &Kept {
+        fn enabled(&self, _: &Metadata) -> bool {
+            true
+        }
+        fn log(&self, record: &Record) {
+            self.0.lock().unwrap().push(record.args().to_string());
+        }
+        fn flush(&self) {}
+    }
+
+    #[test]
+    fn a_logged_url_loses_its_user_info_and_signature() {
+        let kept = Kept::default();
+        let logger = Redacting(&kept);
+        let url = "http://u:s3cr3t@h/x.bam?X-Amz-Signature=abc123&part=1";
+        logger.log(
+            &Record::builder()
+                .args(format_args!("prefetched {url}: done"))
+                .level(log::Level::Info)
+                .build(),
+        );
+        let lines = kept.0.lock().unwrap();
+        assert_eq!(
+            lines.as_slice(),
+            ["prefetched http://REDACTED@h/x.bam?X-Amz-Signature=REDACTED&part=1: done"]
+        );
+    }
 }

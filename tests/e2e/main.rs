@@ -1,8 +1,10 @@
 mod add_url;
 mod daemon;
+mod failures;
 mod foreign;
 mod http;
 mod lfs_transfer;
 mod pool_crash;
 mod s3;
+mod secrets;
 mod setup;

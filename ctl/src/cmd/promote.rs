@@ -1,50 +1,63 @@
 //! `drsctl promote`: provisional pointers become content pointers once their
-//! objects are hashed; with `--wait`, waits for the hashes (progress bar).
+//! objects are hashed; with `--wait`, waits for the hashes (a spinner on a
+//! terminal, a line per change elsewhere) until nothing it waits for can
+//! still change; with `--retry`, the prefetch jobs that failed for good are
+//! queued again first.
 
+use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
-use drsd::ipc::{PromoteReport, Reply, Request};
+use drsd::ipc::{PathWaiting, PromoteReport, Reply, Request};
+use drsd::registry::SETTLED_STATES;
 use indicatif::ProgressBar;
 
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
-pub async fn run(
-    socket: &Path,
-    paths: Vec<PathBuf>,
-    all: bool,
-    wait: bool,
-    out: &Output,
-) -> Result<(), Failure> {
+/// What `drsctl promote` was asked.
+pub struct Args {
+    pub paths: Vec<PathBuf>,
+    pub all: bool,
+    pub wait: bool,
+    pub retry: bool,
+}
+
+pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure> {
     let cwd = std::env::current_dir().map_err(|e| anyhow!("the current folder: {e}"))?;
-    let bar = match wait {
+    let bar = match args.wait {
         true => {
             crate::output::progress_bar(out, "{spinner} waiting for {msg} hash(es) [{elapsed}]")
         }
         false => ProgressBar::hidden(),
     };
+    let mut changes = Changes::new(args.wait && !std::io::stderr().is_terminal());
     let mut rewritten = Vec::new();
+    let mut retry = args.retry;
     let report = loop {
         let mut client = super::connect(socket).await?;
         let reply = client
             .call(Request::Promote {
                 cwd: cwd.clone(),
-                paths: paths.clone(),
-                all,
+                paths: args.paths.clone(),
+                all: args.all,
+                retry: std::mem::take(&mut retry),
             })
             .await?;
         let Reply::Promoted(mut report) = reply else {
             return Err(anyhow!("the daemon answered promote with something else").into());
         };
+        changes.note(&report);
         rewritten.append(&mut report.rewritten);
-        // Objects held back (size limit, --no-fetch) will not come: no waiting.
+        // Failed, held (size limit) or skipped (--no-fetch) objects will
+        // not come by themselves: no waiting for them.
         let coming = report
             .waiting
             .iter()
-            .any(|w| !matches!(w.state.as_str(), "held" | "skipped"));
-        if !wait || !coming {
+            .any(|w| !SETTLED_STATES.contains(&w.state.as_str()));
+        if !args.wait || !coming {
             report.rewritten = std::mem::take(&mut rewritten);
             break report;
         }
@@ -59,13 +72,63 @@ pub async fn run(
     }
     Err(Failure {
         code: FAILED,
-        error: anyhow!(
-            "{} pointer(s) still provisional: their objects are not hashed yet (drsctl status)",
-            report.waiting.len()
-        ),
+        error: unfinished(&report.waiting),
         wire_code: None,
         answered: true,
     })
+}
+
+/// The error for pointers left provisional, naming each object whose job
+/// failed for good and why.
+fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
+    let failed: Vec<&PathWaiting> = waiting.iter().filter(|w| w.state == "failed").collect();
+    let mut message = format!("{} pointer(s) still provisional", waiting.len());
+    if failed.is_empty() {
+        message.push_str(": their objects are not hashed yet (drsctl status)");
+        return anyhow!(message);
+    }
+    message.push_str(&format!(
+        "; the prefetch of {} object(s) failed for good (once the cause is fixed, \
+         drsctl promote --retry tries again):",
+        failed.len()
+    ));
+    for w in failed {
+        let why = w.error.as_deref().unwrap_or("no reason recorded");
+        message.push_str(&format!("\n  {} ({}): {why}", w.path, w.url));
+    }
+    anyhow!(message)
+}
+
+/// Off a terminal, where no spinner shows, one line on standard error per
+/// pointer whose state changed since the last look.
+struct Changes {
+    on: bool,
+    seen: HashMap<String, String>,
+}
+
+impl Changes {
+    fn new(on: bool) -> Changes {
+        Changes {
+            on,
+            seen: HashMap::new(),
+        }
+    }
+
+    fn note(&mut self, report: &PromoteReport) {
+        if !self.on {
+            return;
+        }
+        for path in &report.rewritten {
+            eprintln!("drsctl: {path}: promoted");
+        }
+        for w in &report.waiting {
+            if self.seen.get(&w.path) != Some(&w.state) {
+                let why = w.error.as_deref().map(|e| format!(": {e}"));
+                eprintln!("drsctl: {}: {}{}", w.path, w.state, why.unwrap_or_default());
+                self.seen.insert(w.path.clone(), w.state.clone());
+            }
+        }
+    }
 }
 
 fn show(report: &PromoteReport, out: &Output) {
@@ -74,10 +137,20 @@ fn show(report: &PromoteReport, out: &Output) {
             println!("promoted {path} (commit it)");
         }
         for w in &report.waiting {
-            println!(
-                "waiting  {} ({} not hashed yet: {})",
-                w.path, w.url, w.state
-            );
+            match (w.state.as_str(), &w.error) {
+                ("failed", why) => println!(
+                    "failed   {} ({}): {}",
+                    w.path,
+                    w.url,
+                    why.as_deref().unwrap_or("no reason recorded")
+                ),
+                (state, why) => println!(
+                    "waiting  {} ({} not hashed yet: {state}{})",
+                    w.path,
+                    w.url,
+                    why.as_deref().map(|e| format!(", {e}")).unwrap_or_default()
+                ),
+            }
         }
         for path in &report.changed {
             println!("skipped  {path}: it no longer holds the provisional pointer");

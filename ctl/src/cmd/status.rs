@@ -48,9 +48,10 @@ fn print_provisional(p: &ProvisionalReport) {
         p.pointers.len()
     );
     for w in &p.pointers {
-        let next = match w.state.as_str() {
-            "hashed" => "  (drsctl promote, then commit)",
-            _ => "",
+        let next = match (w.state.as_str(), &w.error) {
+            ("hashed", _) => "  (drsctl promote, then commit)".to_string(),
+            (_, Some(why)) => format!(": {why}"),
+            _ => String::new(),
         };
         println!("  {:<8} {}  {}{next}", w.state, w.path, w.url);
     }
@@ -87,9 +88,10 @@ fn print_status(s: &StatusReport) {
             bytes(t.bytes)
         );
     }
+    let q = &s.queue;
     println!(
-        "queue   {} queued, {} running, {} failed, {} held, {} done",
-        s.queue.queued, s.queue.running, s.queue.failed, s.queue.held, s.queue.done
+        "queue   {} queued, {} running, {} retrying, {} failed, {} held, {} done",
+        q.queued, q.running, q.retrying, q.failed, q.held, q.done
     );
     for a in &s.queue.active {
         println!(
@@ -107,6 +109,9 @@ fn print_status(s: &StatusReport) {
             .map(|e| format!(": {e}"))
             .unwrap_or_default();
         println!("  {} {} (tries {}){why}", j.state, j.url, j.attempts);
+    }
+    if q.failed > 0 {
+        println!("  (failed jobs are not tried again: fix the cause, then drsctl promote --retry)");
     }
     println!("repos   {}", s.repos.len());
     repo_table(&s.repos);

@@ -7,6 +7,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -133,12 +134,16 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
     }
 }
 
-fn spawn(socket: &Path, start: &Autostart, log: &Path) -> std::io::Result<Child> {
-    rotate(log, LOG_ROTATE_BYTES);
+fn spawn(socket: &Path, start: &Autostart, log_path: &Path) -> std::io::Result<Child> {
+    rotate(log_path, LOG_ROTATE_BYTES);
+    // Private: what the daemon logs is redacted, but paths and names are
+    // still nobody else's business.
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(log)?;
+        .mode(0o600)
+        .open(log_path)?;
+    crate::private::tighten(log_path)?;
     Command::new(&start.drsd)
         .args(&start.args)
         .arg("--socket")

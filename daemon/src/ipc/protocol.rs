@@ -132,6 +132,9 @@ pub enum Request {
         paths: Vec<PathBuf>,
         #[serde(default)]
         all: bool,
+        /// First queue again the `failed` prefetch jobs of these pointers.
+        #[serde(default)]
+        retry: bool,
     },
     /// The pointers of the repo holding `cwd` that still carry a provisional
     /// oid, and where each object stands.
@@ -229,11 +232,16 @@ pub struct PromoteReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathWaiting {
     pub path: String,
+    /// The object's URL, redacted.
     pub url: String,
-    /// Its prefetch job's state: `queued`, `running`, `failed`, `held`
-    /// (over the size limit) or `skipped` (`--no-fetch`); or `hashed`, when
-    /// only `drsctl promote` is missing.
+    /// Its prefetch job's state: `queued`, `running`, `retrying` (after a
+    /// failure, tried again later), `failed` (for good, until `drsctl
+    /// promote --retry`), `held` (over the size limit) or `skipped`
+    /// (`--no-fetch`); or `hashed`, when only `drsctl promote` is missing.
     pub state: String,
+    /// Why its job last failed (`retrying`, `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One URL for `add_url`.
@@ -388,6 +396,11 @@ impl From<PoolStats> for PoolStatsReport {
 pub struct QueueReport {
     pub queued: u64,
     pub running: u64,
+    /// Failed, tried again after a backoff.
+    #[serde(default)]
+    pub retrying: u64,
+    /// Failed for good (the error cannot pass by itself, or the content
+    /// did not match three times): `drsctl promote --retry` tries again.
     #[serde(default)]
     pub failed: u64,
     /// Not fetched: over the size limit, or added with `--no-fetch`.

@@ -4,4 +4,4 @@
 
 mod prefetch;
 
-pub use prefetch::{backoff, prefetch, Hashed, PrefetchError};
+pub use prefetch::{backoff, prefetch, Hashed, PrefetchError, MISMATCH_TRIES};

@@ -10,7 +10,7 @@ use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
     fetch_into_pool, shared_http, shared_s3, Fetch, FetchError, FetchOptions, ObjectUrl, Origin,
-    RemoteError,
+    Permanence, RemoteError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +23,37 @@ pub enum PrefetchError {
     Pool(#[from] PoolError),
     #[error("{object} changed on the server during the prefetch: {why}; nothing was kept")]
     Changed { object: String, why: String },
+}
+
+/// Tries in all for a job whose bytes did not match what was recorded (an
+/// md5 or multipart ETag, the size, the ETag pinned at add-url): bytes
+/// garbled on the way, or a store caught mid-update, may pass; an object
+/// that changed for good will not, and its job must end.
+pub const MISMATCH_TRIES: u32 = 3;
+
+impl PrefetchError {
+    /// How many tries in all a job failing this way gets before it is
+    /// `failed` for good; `None` when it is retried (with backoff) until it
+    /// succeeds: a store down, a disk full, a connection that broke. An
+    /// error no retry can mend ([`Permanence::Permanent`]: a 404, 403, an
+    /// unknown host, TLS to a plain port) gets one.
+    pub fn max_tries(&self) -> Option<u32> {
+        let remote = |e: &RemoteError| (e.permanence() == Permanence::Permanent).then_some(1);
+        match self {
+            PrefetchError::Remote(e) => remote(e),
+            PrefetchError::Changed { .. } => Some(MISMATCH_TRIES),
+            PrefetchError::Pool(_) => None,
+            // Every kind named, so a new one has to be placed here.
+            PrefetchError::Fetch(f) => match f {
+                FetchError::Remote(e) => remote(e),
+                FetchError::Changed { .. } | FetchError::Mismatch { .. } => Some(MISMATCH_TRIES),
+                FetchError::Short { .. }
+                | FetchError::Pool(_)
+                | FetchError::Io { .. }
+                | FetchError::NoPartialDir => None,
+            },
+        }
+    }
 }
 
 /// What a prefetch learned of the content.
@@ -40,7 +71,7 @@ pub async fn prefetch(
     part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Hashed, PrefetchError> {
-    let url = ObjectUrl::parse(&object.url)?;
+    let url = ObjectUrl::parse(object.url.expose())?;
     let (s3, http);
     let origin = match &url {
         ObjectUrl::S3 { bucket, key } => {
@@ -114,6 +145,44 @@ pub fn backoff(first: Duration, attempts: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_no_retry_can_mend_end_the_job_and_mismatches_get_three_tries() {
+        let http = |status| {
+            PrefetchError::Fetch(FetchError::Remote(RemoteError::Http {
+                op: "GET",
+                object: "https://h/x".into(),
+                status,
+                code: String::new(),
+                tries: String::new(),
+            }))
+        };
+        assert_eq!(http(404).max_tries(), Some(1));
+        assert_eq!(http(403).max_tries(), Some(1));
+        assert_eq!(http(503).max_tries(), None);
+        let mismatch = PrefetchError::Fetch(FetchError::Mismatch {
+            object: "s3://b/k".into(),
+            what: "md5 (the ETag)",
+            expected: "a".into(),
+            got: "b".into(),
+        });
+        assert_eq!(mismatch.max_tries(), Some(MISMATCH_TRIES));
+        let changed = PrefetchError::Changed {
+            object: "s3://b/k".into(),
+            why: "it is gone".into(),
+        };
+        assert_eq!(changed.max_tries(), Some(MISMATCH_TRIES));
+        let broke = PrefetchError::Fetch(FetchError::Short {
+            object: "s3://b/k".into(),
+            why: "the body broke off".into(),
+        });
+        assert_eq!(broke.max_tries(), None);
+        let bad_url = PrefetchError::Remote(RemoteError::BadUrl {
+            url: "x".into(),
+            why: "no".into(),
+        });
+        assert_eq!(bad_url.max_tries(), Some(1));
+    }
 
     #[test]
     fn backoff_doubles_up_to_an_hour() {

@@ -101,12 +101,16 @@ impl Pool {
     /// local files under `large/`. The threshold is fixed when the pool is
     /// created (`pool.json`); `threshold` must then match it or be `None`.
     pub fn open(dir: &Path, threshold: Option<u64>) -> Result<Pool> {
-        std::fs::create_dir_all(dir).at("create pool folder", dir)?;
+        // Private (0700, the kv database 0600): what the user fetched is
+        // nobody else's to read.
+        crate::private::dir(dir).at("create pool folder", dir)?;
         let threshold = Self::settle_threshold(dir, threshold)?;
-        let kv = SqliteEngine::open(&dir.join("kv.sqlite"))?;
+        let kv_path = dir.join("kv.sqlite");
+        crate::private::sqlite(&kv_path).at("make private", &kv_path)?;
+        let kv = SqliteEngine::open(&kv_path)?;
         let large = LocalEngine::open(&dir.join("large"))?;
         let partial = dir.join("partial");
-        std::fs::create_dir_all(&partial).at("create folder", &partial)?;
+        crate::private::dir(&partial).at("create folder", &partial)?;
         let mut pool = Pool::with_engines(Arc::new(kv), Arc::new(large), threshold);
         pool.partial = Some(partial);
         Ok(pool)

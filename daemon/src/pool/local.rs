@@ -122,7 +122,9 @@ fn remove_quietly(path: &Path) -> std::io::Result<()> {
 fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Result<()> {
     let dest = engine.path_for(key)?;
     file.sync_all().at("fsync", path)?;
-    file.set_permissions(Permissions::from_mode(0o444))
+    // Read-only, and for the user alone (a hard link into a repo's
+    // `.git/lfs/objects` shares the mode; git-lfs only reads it).
+    file.set_permissions(Permissions::from_mode(0o400))
         .at("make read-only", path)?;
     let dir = dest.parent().expect("blob paths have a shard folder");
     create_durable_dirs(&engine.root, dir)?;

@@ -758,7 +758,7 @@ fn local_layout_is_sharded_read_only_and_ignores_strangers() {
     let hex = oid.to_hex();
     let path = dir.path().join(&hex[..2]).join(&hex[2..4]).join(&hex);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o444);
+    assert_eq!(mode & 0o777, 0o400, "read-only, not world-readable");
     std::fs::write(dir.path().join("README"), "not a blob").unwrap();
     std::fs::write(path.with_file_name("zz-not-hex"), "").unwrap();
     std::fs::write(dir.path().join(&hex[..2]).join(&hex[2..4]).join("abcd"), "").unwrap();

@@ -5,7 +5,7 @@
 //! the old file or the new one, never a torn line.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Entry, RegistryError};
@@ -26,7 +26,14 @@ pub fn write(path: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
             source,
         }
     };
-    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    // Private: the mirror holds signed URLs. A folder that is not ours (a
+    // shared repo) keeps its mode; the file is 0600 anyway.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io("create", dir))?;
+    let _ = crate::private::tighten(dir);
     let mut text = Vec::with_capacity(entries.len() * 400);
     for entry in entries {
         serde_json::to_writer(&mut text, entry).expect("entries serialize");

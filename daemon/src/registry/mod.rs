@@ -21,7 +21,9 @@ mod store;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use queue::{Job, JobCounts, JobLine};
+use crate::remote::SecretUrl;
+
+pub use queue::{Job, JobCounts, JobLine, SETTLED_STATES};
 pub use store::Registry;
 
 /// Where a foreign object lives and what it was when recorded.
@@ -29,8 +31,9 @@ pub use store::Registry;
 pub struct ForeignObject {
     /// The URL as given (`s3://bucket/key` or `https://...`). A signed URL is
     /// kept whole (it is needed to fetch the object): the registry and its
-    /// mirrors are private files (mode 0600).
-    pub url: String,
+    /// mirrors are private files (mode 0600) in private folders (0700), and
+    /// it formats only redacted.
+    pub url: SecretUrl,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,8 +3,11 @@
 //! kill -9 (a job found `running` at start was interrupted: it is queued
 //! again, and its download resumes from its partial file).
 //!
-//! States: `queued` (due at `next_at`), `running`, `failed` (retried at
-//! `next_at`, after a backoff), `done`, `held` (over the size limit: not
+//! States: `queued` (due at `next_at`), `running`, `retrying` (failed,
+//! tried again at `next_at`, after a backoff), `failed` (for good: the error
+//! cannot pass by itself, or the content did not match after a bounded
+//! number of tries; [`Registry::retry_failed`] queues it again, as
+//! `drsctl promote --retry` asks), `done`, `held` (over the size limit: not
 //! fetched, until a daemon with a larger limit starts), `skipped`
 //! (`add-url --no-fetch`).
 
@@ -35,17 +38,21 @@ pub struct Job {
     pub attempts: u32,
 }
 
+/// The job states a worker will not take up by itself: only a user's
+/// action (a larger size limit, `drsctl promote --retry`) changes them.
+pub const SETTLED_STATES: [&str; 3] = ["failed", "held", "skipped"];
+
 /// A job as `drsctl status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobLine {
-    /// The URL without its query.
+    /// The URL, redacted (see `remote::redacted`).
     pub url: String,
     pub size: u64,
     pub state: String,
     pub attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// When a failed job is tried again (seconds since the epoch).
+    /// When a `retrying` job is tried again (seconds since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<u64>,
 }
@@ -54,6 +61,7 @@ pub struct JobLine {
 pub struct JobCounts {
     pub queued: u64,
     pub running: u64,
+    pub retrying: u64,
     pub failed: u64,
     pub held: u64,
     pub done: u64,
@@ -93,19 +101,19 @@ impl Registry {
     }
 
     /// The state of the prefetch job of the object at `url` with this ETag
-    /// and size, if it has one.
+    /// and size, and the reason of its last failure, if it has a job.
     pub fn job_state(
         &self,
         url: &str,
         etag: &str,
         size: u64,
-    ) -> Result<Option<String>, RegistryError> {
+    ) -> Result<Option<(String, Option<String>)>, RegistryError> {
         self.lock()
             .query_row(
-                "SELECT j.state FROM jobs j JOIN objects o ON o.id = j.object_id
+                "SELECT j.state, j.error FROM jobs j JOIN objects o ON o.id = j.object_id
                  WHERE o.url = ?1 AND o.etag = ?2 AND o.size = ?3",
                 params![url, etag, size],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(sql(self.path(), "look up a job"))
@@ -123,6 +131,24 @@ impl Registry {
         })
     }
 
+    /// Queues again the `failed` jobs of the unhashed objects with these
+    /// provisional oids, as new (no earlier tries); returns how many.
+    pub fn retry_failed(&self, provisional_oids: &[String]) -> Result<usize, RegistryError> {
+        self.write("retry failed jobs", |tx| {
+            let mut n = 0;
+            for oid in provisional_oids {
+                n += tx.execute(
+                    "UPDATE jobs SET state = 'queued', attempts = 0, error = NULL, next_at = 0,
+                        updated_at = ?2
+                     WHERE state = 'failed' AND object_id IN (
+                        SELECT id FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL)",
+                    params![oid, now() as i64],
+                )?;
+            }
+            Ok(n)
+        })
+    }
+
     /// Puts jobs left `running` by a daemon that stopped back in the queue.
     pub fn requeue_running(&self) -> Result<usize, RegistryError> {
         self.write("requeue jobs", |tx| {
@@ -136,7 +162,7 @@ impl Registry {
     /// Takes the job due first, if any is due by `at`, and marks it running.
     pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
         let query = "UPDATE jobs SET state = 'running', updated_at = ?1 WHERE object_id = (
-                SELECT object_id FROM jobs WHERE state IN ('queued', 'failed') AND next_at <= ?1
+                SELECT object_id FROM jobs WHERE state IN ('queued', 'retrying') AND next_at <= ?1
                 ORDER BY next_at, object_id LIMIT 1)
              RETURNING object_id, attempts";
         self.write("claim a job", |tx| {
@@ -184,13 +210,29 @@ impl Registry {
         })
     }
 
-    /// The job failed with `why`; it is tried again at `retry_at`.
-    pub fn job_failed(&self, job: &Job, why: &str, retry_at: u64) -> Result<(), RegistryError> {
+    /// The job failed with `why`: it is `retrying` at `retry_at`, or, with
+    /// none, `failed` for good (until [`Registry::retry_failed`]).
+    pub fn job_failed(
+        &self,
+        job: &Job,
+        why: &str,
+        retry_at: Option<u64>,
+    ) -> Result<(), RegistryError> {
+        let state = match retry_at {
+            Some(_) => "retrying",
+            None => "failed",
+        };
         self.write("fail a job", |tx| {
             tx.execute(
-                "UPDATE jobs SET state = 'failed', attempts = attempts + 1, error = ?2,
+                "UPDATE jobs SET state = ?5, attempts = attempts + 1, error = ?2,
                     next_at = ?3, updated_at = ?4 WHERE object_id = ?1",
-                params![job.id, why, retry_at as i64, now() as i64],
+                params![
+                    job.id,
+                    why,
+                    retry_at.unwrap_or(0) as i64,
+                    now() as i64,
+                    state
+                ],
             )
         })?;
         Ok(())
@@ -200,7 +242,7 @@ impl Registry {
     pub fn next_due(&self) -> Result<Option<u64>, RegistryError> {
         self.lock()
             .query_row(
-                "SELECT MIN(next_at) FROM jobs WHERE state IN ('queued', 'failed')",
+                "SELECT MIN(next_at) FROM jobs WHERE state IN ('queued', 'retrying')",
                 [],
                 |r| r.get::<_, Option<i64>>(0),
             )
@@ -222,6 +264,7 @@ impl Registry {
             match state.as_str() {
                 "queued" => counts.queued = n,
                 "running" => counts.running = n,
+                "retrying" => counts.retrying = n,
                 "failed" => counts.failed = n,
                 "held" | "skipped" => counts.held += n,
                 _ => counts.done += n,
@@ -245,9 +288,9 @@ impl Registry {
                 let state: String = r.get(2)?;
                 let url: String = r.get(0)?;
                 Ok(JobLine {
-                    url: url.split(['?', '#']).next().unwrap_or_default().to_string(),
+                    url: crate::remote::redacted(&url),
                     size: r.get(1)?,
-                    retry_at: (state == "failed")
+                    retry_at: (state == "retrying")
                         .then(|| r.get::<_, i64>(5))
                         .transpose()?
                         .map(|t| t as u64),

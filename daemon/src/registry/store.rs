@@ -44,6 +44,9 @@ const MIGRATIONS: &[&str] = &[
     // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
     // records carry beside the sha256.
     "ALTER TABLE objects ADD COLUMN md5 TEXT;",
+    // `failed` was a job waiting for its next try; that is `retrying` now,
+    // and `failed` is a job given up on.
+    "UPDATE jobs SET state = 'retrying' WHERE state = 'failed';",
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
@@ -57,15 +60,21 @@ pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o
     o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at, o.md5";
 
 impl Registry {
-    /// Opens (or creates) the registry database at `path`.
+    /// Opens (or creates) the registry database at `path`, private to the
+    /// user (it holds signed URLs): 0600 files in a 0700 folder.
     pub fn open(path: &Path) -> Result<Registry, RegistryError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| RegistryError::Io {
-                op: "create the folder of",
+            crate::private::dir(dir).map_err(|source| RegistryError::Io {
+                op: "create the private folder of",
                 path: path.to_path_buf(),
                 source,
             })?;
         }
+        crate::private::sqlite(path).map_err(|source| RegistryError::Io {
+            op: "make private",
+            path: path.to_path_buf(),
+            source,
+        })?;
         let registry = Registry {
             path: path.to_path_buf(),
             conn: Mutex::new(Connection::open(path).map_err(sql(path, "open"))?),

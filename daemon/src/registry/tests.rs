@@ -191,7 +191,7 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     let job = reg.claim(50).unwrap().expect("the small one is due");
     assert_eq!(job.object.url, "s3://b/small");
     assert!(reg.claim(50).unwrap().is_none(), "nothing else is due");
-    reg.job_failed(&job, "store down", 100).unwrap();
+    reg.job_failed(&job, "store down", Some(100)).unwrap();
     assert!(reg.claim(99).unwrap().is_none(), "backing off");
     assert_eq!(reg.next_due().unwrap(), Some(100));
     let again = reg.claim(100).unwrap().expect("due again");
@@ -222,4 +222,48 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     let open = reg.open_jobs(10).unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].url, "s3://b/big");
+}
+
+#[test]
+fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+    let obj = object("s3://b/x", "0123456789abcdef0123456789abcdef", 10);
+    reg.record(Path::new("/r"), &[entry("x", &obj)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    let job = reg.claim(50).unwrap().unwrap();
+    reg.job_failed(&job, "GET s3://b/x: HTTP 404", None).unwrap();
+    assert!(reg.claim(u64::MAX / 2).unwrap().is_none(), "never due");
+    assert_eq!(reg.next_due().unwrap(), None);
+    let c = reg.job_counts().unwrap();
+    assert_eq!((c.failed, c.retrying, c.queued), (1, 0, 0));
+    let (state, why) = reg.job_state("s3://b/x", &obj.etag, 10).unwrap().unwrap();
+    assert_eq!(state, "failed");
+    assert_eq!(why.as_deref(), Some("GET s3://b/x: HTTP 404"));
+    let open = reg.open_jobs(10).unwrap();
+    assert_eq!((open[0].state.as_str(), open[0].retry_at), ("failed", None));
+
+    assert_eq!(reg.retry_failed(&[obj.provisional_oid.clone()]).unwrap(), 1);
+    let again = reg.claim(50).unwrap().expect("queued again");
+    assert_eq!(again.attempts, 0, "a retried job starts afresh");
+    assert_eq!(reg.retry_failed(&[obj.provisional_oid.clone()]).unwrap(), 0);
+}
+
+#[test]
+fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.sqlite");
+    let reg = Registry::open(&path).unwrap();
+    let obj = object("s3://b/x", "0123456789abcdef0123456789abcdef", 10);
+    reg.record(Path::new("/r"), &[entry("x", &obj)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    drop(reg);
+    // As the schema before `retrying` left it: `failed` meant "tried again later".
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("UPDATE jobs SET state = 'failed', next_at = 5; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(conn);
+    let reg = Registry::open(&path).unwrap();
+    assert_eq!(reg.job_counts().unwrap().retrying, 1);
+    assert!(reg.claim(5).unwrap().is_some());
 }

@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -348,6 +349,7 @@ fn open_partial(path: &Path, req: &Fetch<'_>) -> Result<(File, u64), FetchError>
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(path)
         .map_err(io("open", path))?;
     let have = file.metadata().map_err(io("stat", path))?.len();

@@ -22,4 +22,4 @@ pub use error::{Permanence, RemoteError};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, Retry, S3Client, S3Config, SHA256_META};
 pub use upload::{upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded};
-pub use url::ObjectUrl;
+pub use url::{redact_text, redacted, ObjectUrl, SecretUrl, REDACTED};

@@ -1,6 +1,195 @@
+//! Object URLs: parsing (`s3://bucket/key`, `https://...`), and keeping the
+//! secrets some carry out of every log line, error message and report.
+//!
+//! A URL may carry credentials: user-info (`https://user:pass@host/`) or a
+//! signature in its query (presigned S3, CloudFront, GCS, Azure SAS, OAuth
+//! tokens). [`redacted`] keeps what tells an object apart (scheme, host,
+//! port, path, ordinary parameters) and replaces the secrets with
+//! `REDACTED`; [`redact_text`] does it to every URL inside a message.
+//! [`SecretUrl`] holds a URL whole (a later request needs it) and formats
+//! only redacted, so it cannot be printed raw by accident.
+
 use std::fmt;
 
 use super::RemoteError;
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "REDACTED";
+
+/// Query and fragment parameters that are secrets, by exact name (compared
+/// without case): S3 SigV2 (`AWSAccessKeyId`, `Signature`, `Expires`),
+/// CloudFront (`Policy`, `Signature`, `Key-Pair-Id`, `Expires`), GCS V2
+/// (`GoogleAccessId`), Azure SAS (`sig`), API keys.
+const SECRET_NAMES: [&str; 12] = [
+    "sig",
+    "signature",
+    "expires",
+    "policy",
+    "key-pair-id",
+    "googleaccessid",
+    "awsaccesskeyid",
+    "key",
+    "apikey",
+    "api_key",
+    "api-key",
+    "auth",
+];
+
+/// Parts of parameter names that make them secrets wherever they appear:
+/// `X-Amz-Signature`, `X-Amz-Credential`, `X-Amz-Security-Token`,
+/// `X-Goog-Signature`, `X-Goog-Credential`, `token`, `access_token`,
+/// `client_secret`, `password`.
+const SECRET_WORDS: [&str; 6] = [
+    "signature",
+    "credential",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+];
+
+fn is_secret(name: &str) -> bool {
+    let name = name.trim().to_ascii_lowercase();
+    SECRET_NAMES.contains(&name.as_str()) || SECRET_WORDS.iter().any(|w| name.contains(w))
+}
+
+/// `url` as logs, errors and reports may show it: user-info and secret
+/// parameters (in the query or the fragment) replaced by `REDACTED`; the
+/// rest as given. Works on any text (a URL that does not parse included),
+/// so it never fails and never shows more than it was given.
+pub fn redacted(url: &str) -> String {
+    let (before_fragment, fragment) = match url.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (url, None),
+    };
+    let (before_query, query) = match before_fragment.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (before_fragment, None),
+    };
+    let mut out = without_user_info(before_query);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(&redact_params(q));
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(&redact_params(f));
+    }
+    out
+}
+
+/// `scheme://user:pass@host/path` -> `scheme://REDACTED@host/path`.
+fn without_user_info(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_string();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://{REDACTED}@{}{path}", &authority[at + 1..]),
+        None => text.to_string(),
+    }
+}
+
+/// `a=1&X-Amz-Signature=abc` -> `a=1&X-Amz-Signature=REDACTED`.
+fn redact_params(params: &str) -> String {
+    let redact = |param: &str| -> String {
+        let name = param.split('=').next().unwrap_or_default();
+        let name = url::form_urlencoded::parse(name.as_bytes())
+            .next()
+            .map(|(k, _)| k.into_owned())
+            .unwrap_or_default();
+        if is_secret(&name) {
+            let raw_name = param.split('=').next().unwrap_or_default();
+            format!("{raw_name}={REDACTED}")
+        } else {
+            param.to_string()
+        }
+    };
+    params.split('&').map(redact).collect::<Vec<_>>().join("&")
+}
+
+/// `text` with every URL in it (anything from `scheme://` to the next
+/// blank, quote, bracket or parenthesis) [`redacted`]: for messages of other
+/// origins (reqwest, git) that may quote a URL whole.
+pub fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+.-".contains(c)))
+            .map_or(0, |i| i + 1);
+        let len = rest[at..]
+            .find(|c: char| c.is_whitespace() || "\"'<>`()".contains(c))
+            .unwrap_or(rest.len() - at);
+        out.push_str(&rest[..start]);
+        out.push_str(&redacted(&rest[start..at + len]));
+        rest = &rest[at + len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A URL kept whole, for the requests that need it, that formats
+/// (`Display` and `Debug`) only [`redacted`]. The raw text comes out only
+/// through [`SecretUrl::expose`], to send a request or to store it in the
+/// private registry.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    pub fn new(url: impl Into<String>) -> SecretUrl {
+        SecretUrl(url.into())
+    }
+
+    /// The URL whole, secrets included: only for a request or private storage.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SecretUrl {
+    fn from(url: &str) -> SecretUrl {
+        SecretUrl::new(url)
+    }
+}
+
+impl From<String> for SecretUrl {
+    fn from(url: String) -> SecretUrl {
+        SecretUrl(url)
+    }
+}
+
+impl PartialEq<&str> for SecretUrl {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redacted(&self.0))
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretUrl({:?})", redacted(&self.0))
+    }
+}
+
+impl rusqlite::ToSql for SecretUrl {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        self.0.to_sql()
+    }
+}
+
+impl rusqlite::types::FromSql for SecretUrl {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        String::column_result(value).map(SecretUrl)
+    }
+}
 
 /// Where a remote object lives.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -12,7 +201,7 @@ pub enum ObjectUrl {
 impl ObjectUrl {
     pub fn parse(text: &str) -> Result<ObjectUrl, RemoteError> {
         let bad = |why: &str| RemoteError::BadUrl {
-            url: text.chars().take(200).collect(),
+            url: redacted(text).chars().take(200).collect(),
             why: why.into(),
         };
         if let Some(rest) = text.strip_prefix("s3://") {
@@ -76,5 +265,103 @@ mod tests {
             let err = ObjectUrl::parse(bad).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
+    }
+
+    #[test]
+    fn every_signing_parameter_is_redacted_whatever_its_case() {
+        let names = [
+            "X-Amz-Signature",
+            "X-Amz-Credential",
+            "X-Amz-Security-Token",
+            "Signature",
+            "sig",
+            "token",
+            "access_token",
+            "Expires",
+            "Key-Pair-Id",
+            "Policy",
+            "GoogleAccessId",
+            "X-Goog-Signature",
+            "X-Goog-Credential",
+            "AWSAccessKeyId",
+            "client_secret",
+            "password",
+            "key",
+        ];
+        for name in names {
+            for case in [name.to_string(), name.to_lowercase(), name.to_uppercase()] {
+                let url = format!("https://h/a/b.bam?part=2&{case}=s3cr3t&format=bam");
+                assert_eq!(
+                    redacted(&url),
+                    format!("https://h/a/b.bam?part=2&{case}=REDACTED&format=bam"),
+                    "{url}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn user_info_is_redacted_and_host_port_and_path_stay() {
+        assert_eq!(
+            redacted("http://user:s3cr3t@127.0.0.1:8080/d/x.bam"),
+            "http://REDACTED@127.0.0.1:8080/d/x.bam"
+        );
+        assert_eq!(
+            redacted("https://alice@h/x?X-Amz-Signature=abc"),
+            "https://REDACTED@h/x?X-Amz-Signature=REDACTED"
+        );
+        // An `@` in the path is not user-info.
+        assert_eq!(redacted("https://h/a@b/x"), "https://h/a@b/x");
+    }
+
+    #[test]
+    fn fragments_and_percent_encoded_names_are_redacted_too() {
+        assert_eq!(
+            redacted("https://h/x#access_token=abc&state=1"),
+            "https://h/x#access_token=REDACTED&state=1"
+        );
+        assert_eq!(
+            redacted("https://h/x?X%2DAmz%2DSignature=abc"),
+            "https://h/x?X%2DAmz%2DSignature=REDACTED"
+        );
+        assert_eq!(
+            redacted("https://h/x?sig=a?b=c#f"),
+            "https://h/x?sig=REDACTED#f"
+        );
+    }
+
+    #[test]
+    fn ordinary_urls_and_parameters_are_left_alone() {
+        for url in [
+            "s3://bkt/dir/reads.bam",
+            "https://h:8443/a/b.cram",
+            "https://h/x?versionId=3&partNumber=2&response-content-type=text",
+            "https://h/x?format=bam&range=1-2#section",
+            "not a url at all",
+        ] {
+            assert_eq!(redacted(url), url);
+        }
+    }
+
+    #[test]
+    fn urls_inside_a_message_are_redacted_and_the_rest_kept() {
+        let text = "error sending request for url (http://u:pw@h/x?sig=abc): refused; \
+                    see https://h/y?token=t and 'https://h/z?a=1'";
+        assert_eq!(
+            redact_text(text),
+            "error sending request for url (http://REDACTED@h/x?sig=REDACTED): refused; \
+                    see https://h/y?token=REDACTED and 'https://h/z?a=1'"
+        );
+    }
+
+    #[test]
+    fn a_secret_url_formats_redacted_and_exposes_whole() {
+        let url = SecretUrl::new("https://u:pw@h/x?X-Amz-Signature=abc");
+        for shown in [url.to_string(), format!("{url:?}")] {
+            assert!(!shown.contains("pw") && !shown.contains("abc"), "{shown}");
+        }
+        assert_eq!(url.expose(), "https://u:pw@h/x?X-Amz-Signature=abc");
+        let json = serde_json::to_string(&url).unwrap();
+        assert_eq!(json, "\"https://u:pw@h/x?X-Amz-Signature=abc\"", "stored whole");
     }
 }

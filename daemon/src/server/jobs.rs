@@ -1,8 +1,10 @@
 //! The prefetch workers: take due jobs from the registry's queue, fetch and
 //! hash each object, record its content oid, then hydrate and promote in
-//! every repo that refers to it. Failures are recorded with their reason and
-//! retried after a backoff; a job interrupted by a stop or a kill is queued
-//! again at the next start and its download resumes.
+//! every repo that refers to it. Failures are recorded with their reason
+//! (redacted) and retried after a backoff, unless no retry can mend them
+//! (`PrefetchError::max_tries`): those jobs are `failed` for good until the
+//! user asks again (`drsctl promote --retry`). A job interrupted by a stop
+//! or a kill is queued again at the next start and its download resumes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,12 +20,12 @@ use crate::lfs::scan::git_dirs;
 use crate::lfs::{hydrate, Hydrated, Pointer};
 use crate::pool::{Oid, Pool};
 use crate::registry::{mirror, now, ForeignObject, Job, Registry};
-use crate::remote::FetchOptions;
+use crate::remote::{redact_text, FetchOptions};
 
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
 
-/// Downloads in progress, by URL (without its query): for `drsctl status`.
+/// Downloads in progress, by URL (redacted): for `drsctl status`.
 #[derive(Default)]
 pub(crate) struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
 
@@ -121,13 +123,7 @@ async fn idle_wait(registry: &Arc<Registry>) -> Duration {
 
 async fn work(shared: &Arc<Shared>, job: Job) {
     let cfg = &shared.config.prefetch;
-    let shown = job
-        .object
-        .url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let shown = job.object.url.to_string();
     let opts = FetchOptions {
         bandwidth: cfg.bandwidth.map(|b| (b / cfg.jobs as u64).max(1)),
         ..FetchOptions::default()
@@ -163,13 +159,22 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             }
         }
         Some(Err(e)) => {
-            let why = e.to_string();
-            let wait = backoff(cfg.retry, job.attempts);
-            log::warn!(
-                "prefetch of {shown} failed (try {}), again in {wait:?}: {why}",
-                job.attempts + 1
-            );
-            let retry_at = now() + wait.as_secs();
+            // Stored, shown by `drsctl status` and `promote`: no secret in it.
+            let why = redact_text(&e.to_string());
+            let tries = job.attempts + 1;
+            let retry_at = match e.max_tries() {
+                Some(max) if tries >= max => {
+                    log::warn!(
+                        "prefetch of {shown} failed (try {tries}), not tried again (drsctl promote --retry): {why}"
+                    );
+                    None
+                }
+                _ => {
+                    let wait = backoff(cfg.retry, job.attempts);
+                    log::warn!("prefetch of {shown} failed (try {tries}), again in {wait:?}: {why}");
+                    Some(now() + wait.as_secs())
+                }
+            };
             let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at))
                 .await;
         }

@@ -44,7 +44,7 @@ pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, DaemonError> {
 
 pub(crate) fn save(path: &Path, repos: &[PathBuf]) -> Result<(), DaemonError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| DaemonError::io("create state folder", dir, e))?;
+    crate::private::dir(dir).map_err(|e| DaemonError::io("create state folder", dir, e))?;
     let state = StateFile {
         version: VERSION,
         repos: repos.to_vec(),

@@ -668,7 +668,7 @@ fn foreign(daemon: &TestDaemon, repo: &Path, path: &str, content: &crate::pool::
     use crate::registry::{provisional_oid, Entry, ForeignObject};
     let url = format!("https://h/{path}");
     let object = ForeignObject {
-        url: url.clone(),
+        url: url.clone().into(),
         bucket: None,
         key: None,
         version_id: None,

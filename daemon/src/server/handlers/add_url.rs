@@ -240,8 +240,10 @@ fn target(
     force: bool,
     seen: &mut HashSet<String>,
 ) -> Result<Target, (String, String)> {
-    let url = ObjectUrl::parse(&line.text_url)
-        .map_err(|e| (line.text_url.chars().take(80).collect(), e.to_string()))?;
+    let url = ObjectUrl::parse(&line.text_url).map_err(|e| {
+        let shown = crate::remote::redacted(&line.text_url);
+        (shown.chars().take(80).collect(), e.to_string())
+    })?;
     let fail = |why: String| (url.to_string(), why);
     let given = match (&line.path, url.file_name()) {
         (Some(p), _) => p.clone(),
@@ -434,7 +436,7 @@ fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved,
         ObjectUrl::Https(_) => (None, None),
     };
     let object = ForeignObject {
-        url: t.raw.clone(),
+        url: t.raw.as_str().into(),
         bucket,
         key,
         version_id: meta.version_id,

@@ -78,7 +78,12 @@ pub(crate) async fn handle(
             remote,
             updates,
         } => push::handle(&shared, repo, remote, updates, &progress).await,
-        Request::Promote { cwd, paths, all } => promote::handle(&shared, cwd, paths, all).await,
+        Request::Promote {
+            cwd,
+            paths,
+            all,
+            retry,
+        } => promote::handle(&shared, cwd, paths, all, retry).await,
         Request::Provisional { cwd } => provisional::handle(&shared, cwd).await,
         Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
         Request::AddUrl {

@@ -1,5 +1,7 @@
 //! `promote`: provisional pointers whose object was hashed become content
-//! pointers, in the work tree and the index; the user commits.
+//! pointers, in the work tree and the index; the user commits. With
+//! `retry`, the prefetch jobs of those pointers that `failed` for good are
+//! queued again first.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +20,7 @@ pub(super) async fn handle(
     cwd: PathBuf,
     paths: Vec<PathBuf>,
     all: bool,
+    retry: bool,
 ) -> Result<Reply, WireError> {
     if !all && paths.is_empty() {
         return Err(WireError::new(
@@ -26,7 +29,7 @@ pub(super) async fn handle(
         ));
     }
     let (registry, pool) = (shared.registry.clone(), shared.pool.clone());
-    tokio::task::spawn_blocking(move || {
+    let promoted = tokio::task::spawn_blocking(move || {
         let top = toplevel(&cwd).map_err(|e| invalid(e.to_string()))?;
         let wanted: Vec<String> = paths.iter().map(|p| relative(&top, &cwd, p)).collect();
         let entries: Vec<Entry> = registry
@@ -35,6 +38,10 @@ pub(super) async fn handle(
             .into_iter()
             .filter(|e| all || wanted.contains(&e.path))
             .collect();
+        let retried = match retry {
+            true => retry_failed(&registry, &entries)?,
+            false => 0,
+        };
         let mut report = PromoteReport {
             repo: top.clone(),
             ..PromoteReport::default()
@@ -71,10 +78,26 @@ pub(super) async fn handle(
         record(&registry, &top, &lfs, entries, &done.rewritten)?;
         report.rewritten = done.rewritten;
         report.changed = done.changed;
-        Ok(Reply::Promoted(report))
+        Ok::<_, WireError>((report, retried))
     })
     .await
-    .map_err(internal)?
+    .map_err(internal)?;
+    let (report, retried) = promoted?;
+    if retried > 0 {
+        log::info!("{retried} failed prefetch job(s) queued again");
+        shared.jobs_wake.notify_waiters();
+    }
+    Ok(Reply::Promoted(report))
+}
+
+/// Queues again the failed jobs of the entries' unhashed objects.
+fn retry_failed(registry: &Registry, entries: &[Entry]) -> Result<usize, WireError> {
+    let oids: Vec<String> = entries
+        .iter()
+        .filter(|e| e.object.content_oid.is_none())
+        .map(|e| e.object.provisional_oid.clone())
+        .collect();
+    registry.retry_failed(&oids).map_err(internal)
 }
 
 /// The registry and the repo's mirror learn the rewritten paths' new oids.

@@ -37,16 +37,17 @@ fn is_provisional(e: &Entry) -> bool {
 /// Where a provisional pointer's object stands.
 pub(super) fn standing(registry: &Registry, e: &Entry) -> Result<PathWaiting, WireError> {
     let o = &e.object;
-    let state = match &o.content_oid {
-        Some(_) => "hashed".to_string(),
+    let (state, error) = match &o.content_oid {
+        Some(_) => ("hashed".to_string(), None),
         None => registry
-            .job_state(&o.url, &o.etag, o.size)
+            .job_state(o.url.expose(), &o.etag, o.size)
             .map_err(internal)?
-            .unwrap_or_else(|| "queued".into()),
+            .unwrap_or_else(|| ("queued".into(), None)),
     };
     Ok(PathWaiting {
         path: e.path.clone(),
-        url: o.url.split(['?', '#']).next().unwrap_or_default().into(),
+        url: o.url.to_string(),
         state,
+        error,
     })
 }

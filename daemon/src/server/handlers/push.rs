@@ -140,10 +140,10 @@ async fn one(
         if o.content_oid.as_deref() != Some(oid_hex.as_str()) {
             return Outcome::Refused(format!(
                 "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
-                o.url.split(['?', '#']).next().unwrap_or_default()
+                o.url
             ));
         }
-        if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(&o.url) {
+        if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(o.url.expose()) {
             let source = CopySource {
                 bucket: &bucket,
                 key: &key,

@@ -33,6 +33,7 @@ async fn queue(shared: &Shared) -> QueueReport {
     QueueReport {
         queued: counts.queued,
         running: counts.running,
+        retrying: counts.retrying,
         failed: counts.failed,
         held: counts.held,
         done: counts.done,
