@@ -33,15 +33,16 @@ impl Failure {
 
     /// Prints the error (as JSON on standard output too, with `--json`).
     pub fn report(self, json: bool) -> ExitCode {
+        let message = drsd::ipc::one_line(self.error.as_ref());
         if json && !self.answered {
             let code = self
                 .wire_code
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| kind(self.code).into());
-            let body = serde_json::json!({"error": {"code": code, "message": format!("{:#}", self.error)}});
+            let body = serde_json::json!({"error": {"code": code, "message": message}});
             println!("{body}");
         }
-        eprintln!("drsctl: {:#}", self.error);
+        eprintln!("drsctl: {message}");
         ExitCode::from(self.code)
     }
 }
@@ -59,7 +60,10 @@ impl From<IpcError> for Failure {
         let (code, wire_code) = match &e {
             IpcError::NotRunning { .. }
             | IpcError::StartFailed { .. }
-            | IpcError::SocketDir { .. } => (UNREACHABLE, None),
+            | IpcError::SocketDir { .. }
+            | IpcError::SocketFile { .. }
+            | IpcError::PeerNotUs { .. }
+            | IpcError::PeerUnknown { .. } => (UNREACHABLE, None),
             IpcError::Io { .. } | IpcError::Closed { .. } => (UNREACHABLE, None),
             IpcError::Protocol { .. } => (PROTOCOL, None),
             IpcError::Daemon(w) if w.code == ErrorCode::VersionMismatch => (PROTOCOL, Some(w.code)),

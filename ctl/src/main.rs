@@ -61,9 +61,10 @@ enum Command {
         /// Where the pointer goes [default: the URL's file name, in the current folder]
         #[arg(conflicts_with = "from")]
         path: Option<PathBuf>,
-        /// A file of `URL [PATH]` lines (blank lines and # comments skipped):
-        /// HEADs run concurrently; one staging step for all; failed lines are named
-        /// by number and the rest still added (exit 1 if any failed)
+        /// A file of `URL [PATH]` lines, `-` for standard input (blank lines and
+        /// # comments skipped; lines up to 64 KiB): read here and sent in batches
+        /// of up to 1,000, HEADs run concurrently, one staging step per batch;
+        /// failed lines are named by number and the rest still added (exit 1 if any failed)
         #[arg(long, value_name = "FILE")]
         from: Option<PathBuf>,
         /// The content's sha256, when you know it: the pointer then carries it

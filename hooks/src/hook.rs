@@ -16,7 +16,9 @@ pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode>
             .read_to_end(&mut input)
             .context("reading the refs git pushes")?;
     }
-    notify_daemon(socket).await;
+    if !notify_daemon(socket).await {
+        return Ok(ExitCode::from(1));
+    }
     if name == "pre-push" {
         let remote = args.first().cloned().unwrap_or_else(|| "origin".into());
         if !send_ahead(socket, remote, &input).await {
@@ -41,19 +43,29 @@ pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode>
 }
 
 /// Makes sure the daemon watches this repo (and so rescans it now). A hook
-/// must not stop git when the daemon cannot be reached: it says so and goes on.
-async fn notify_daemon(socket: &Path) {
+/// must not stop git when the daemon cannot be reached: it says so and goes
+/// on. But a socket that is not to be trusted (another user's folder or
+/// listener) stops the hook, failing: false.
+async fn notify_daemon(socket: &Path) -> bool {
     let who = concat!("drs-hook ", env!("CARGO_PKG_VERSION"));
     let repo = match std::env::current_dir() {
         Ok(dir) => dir,
-        Err(_) => return,
+        Err(_) => return true,
     };
     let outcome = async {
         let mut client = connect_or_start(socket, who, Some(&Autostart::from_env())).await?;
         client.call(Request::ReposAdd { path: repo }).await
     };
-    if let Err(e) = outcome.await {
-        eprintln!("drs-hook: the drsd daemon was not told about this repo: {e}");
+    match outcome.await {
+        Err(e) if e.is_untrusted() => {
+            eprintln!("drs-hook: stopping: {e}");
+            false
+        }
+        Err(e) => {
+            eprintln!("drs-hook: the drsd daemon was not told about this repo: {e}");
+            true
+        }
+        Ok(_) => true,
     }
 }
 

@@ -40,8 +40,19 @@ enum Command {
     },
 }
 
-fn main() -> Result<ExitCode> {
-    let cli = Cli::parse();
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            // Not anyhow's own report: its `Caused by:` list would repeat
+            // causes our errors already name.
+            eprintln!("drs-hook: {}", drsd::ipc::one_line(error.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
     let socket = cli.socket.path();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

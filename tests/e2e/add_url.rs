@@ -580,3 +580,112 @@ fn kill_9_during_a_batch_leaves_registry_mirror_and_repo_consistent() {
     let repo_key = repo.canonicalize().unwrap();
     assert_eq!(registry.for_repo(&repo_key).unwrap(), mirror);
 }
+
+/// Runs drsctl in `dir`, failing the test if it takes longer than `limit`.
+fn drsctl_within(world: &World, dir: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(bin("drsctl"))
+        .current_dir(dir)
+        .args(args)
+        .envs(world.env())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("drsctl {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_endless_from_file_stops_at_the_line_limit_and_the_daemon_serves_on() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let out = drsctl_within(
+        &world,
+        &repo,
+        &["add-url", "--from", "/dev/zero"],
+        Duration::from_secs(10),
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("/dev/zero") && said.contains("line 1") && said.contains("65536-byte"),
+        "{said}"
+    );
+    // Standard input (`-`) is read the same way.
+    let out = Command::new(bin("drsctl"))
+        .current_dir(&repo)
+        .args(["add-url", "--from", "-"])
+        .envs(world.env())
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("line 1 is longer than the 65536-byte"),
+        "{said}"
+    );
+    // The daemon answers at once: it read nothing of it.
+    let status = drsctl_within(&world, &repo, &["--json", "status"], Duration::from_secs(5));
+    assert!(status.status.success(), "{}", text(&status));
+}
+
+#[test]
+fn a_list_of_2500_lines_goes_in_batches_and_failures_keep_their_line_numbers() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let dir = www_dir("batches");
+    let file = batch_list(&world, &dir, 2_500);
+    let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
+    let mut lines: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    // Lines 1,234 and 2,222 (in the second and third batch) fail on the
+    // daemon's side; line 2,400 repeats line 3's path (another batch).
+    lines[1_233] = "not-a-url x.bin".into();
+    lines[2_221] = format!("{base}/{dir}/missing.bin");
+    lines[2_399] = format!("{base}/{dir}/f02399.bin data/f00002.bin");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = world.drsctl(
+        &repo,
+        &["--json", "add-url", "--from", file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failed: Vec<(u64, String)> = report["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["line"].as_u64().unwrap(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let lines_failed: Vec<u64> = failed.iter().map(|f| f.0).collect();
+    assert_eq!(lines_failed, [1_234, 2_222, 2_400], "{failed:?}");
+    assert!(failed[2].1.contains("earlier line (line 3)"), "{failed:?}");
+    let added = report["added"].as_array().unwrap();
+    assert_eq!(added.len(), 2_497);
+    // Each added line is numbered by its place in the file.
+    for a in added {
+        let line = a["line"].as_u64().unwrap();
+        assert_eq!(a["path"], format!("data/f{:05}.bin", line - 1), "{a}");
+    }
+    let staged = git(&repo, &["diff", "--cached", "--name-only"]);
+    assert_eq!(
+        staged.lines().count(),
+        2_498,
+        "2,497 pointers and .gitattributes"
+    );
+}

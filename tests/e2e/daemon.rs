@@ -362,6 +362,7 @@ fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
     ] {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
+    // drsctl run by that user stops first, on its side: the folder is not its own.
     let out = home
         .command("drsctl")
         .args(["--json", "status"])
@@ -370,10 +371,34 @@ fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
         .gid(65534)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!(json(&out)["error"]["code"], "permission_denied");
-    assert!(stderr(&out).contains("uid 65534"), "{}", stderr(&out));
-    // Our own user is still served.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("belongs to uid 0"),
+        "{}",
+        stderr(&out)
+    );
+    // A client without that check gets the daemon's refusal (on connecting,
+    // before it has said anything).
+    let raw = python_as_nobody(
+        "import socket, sys\n\
+         c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])\n\
+         print(c.makefile().readline(), end='')\n",
+    )
+    .arg(home.socket())
+    .output()
+    .unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_slice(&raw.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&raw)));
+    assert_eq!(answer["error"]["code"], "permission_denied", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("uid 65534"), "{message}");
+    // Our own drsctl will not talk through a folder open to others either...
+    let run = home.socket().parent().unwrap().to_path_buf();
+    let out = home.drsctl_alone(&["status"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mode 755"), "{}", stderr(&out));
+    // ...and once it is private again, our own user is served.
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     assert!(home.drsctl(&["status"]).status.success());
     signal(&daemon, libc::SIGTERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
@@ -851,4 +876,148 @@ fn a_real_daemon_serves_two_hundred_clients_at_once() {
     assert!(pids.iter().all(|pid| *pid == daemon.id()));
     signal(&daemon, libc::SIGTERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
+}
+
+#[test]
+fn every_error_is_printed_once_with_its_code() {
+    let home = Home::new();
+    // Before any daemon: the reason the socket is unreachable, once.
+    for (program, args) in [("drsctl", &["status"][..]), ("drs-hook", &["ping"][..])] {
+        let out = home
+            .command(program)
+            .args(args)
+            .env("DRSD_NO_AUTOSTART", "1")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{program}: {err}");
+        assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // A daemon's error: its message and code, once, on stderr and in the JSON.
+    let missing = home.dir.path().join("not-a-repo");
+    let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("is not a git work tree").count(), 1, "{err}");
+    assert_eq!(err.matches("(invalid_argument)").count(), 1, "{err}");
+    let message = json(&out)["error"]["message"].as_str().unwrap().to_string();
+    assert_eq!(
+        message.matches("is not a git work tree").count(),
+        1,
+        "{message}"
+    );
+}
+
+/// The system's python3 (one user 65534 can run; a per-user install may not
+/// be) running `script` as uid 65534, to act as another local user.
+fn python_as_nobody(script: &str) -> Command {
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.args(["-c", script]).uid(65534).gid(65534);
+    cmd
+}
+
+/// Listens on `socket` as uid 65534, answering a hello as a daemon would (to
+/// draw out the request after it), and appends every byte it is sent to
+/// `record`. Returned once it listens.
+fn planted_listener(socket: &Path, record: &Path) -> Served {
+    let hello = format!(
+        "{{\"id\":1,\"kind\":\"result\",\"result\":{{\"type\":\"hello\",\"version\":{},\"server\":\"drsd\",\"pid\":1}}}}\n",
+        drsd::ipc::PROTOCOL_VERSION
+    );
+    let script = format!(
+        r#"import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+open(sys.argv[2], "wb").close()
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    c.settimeout(3)
+    try:
+        while True:
+            got = c.recv(65536)
+            if not got:
+                break
+            with open(sys.argv[2], "ab") as f:
+                f.write(got)
+            if b'"hello"' in got:
+                c.sendall({hello:?}.encode())
+    except OSError:
+        pass
+    c.close()
+"#
+    );
+    let mut child = python_as_nobody(&script)
+        .arg(socket)
+        .arg(record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs as uid 65534");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim_end(),
+        "listening",
+        "the planted listener did not start"
+    );
+    Served(child)
+}
+
+#[test]
+fn a_socket_folder_planted_by_another_user_gets_nothing_and_drsctl_exits_3() {
+    assert_eq!(
+        drsd::ipc::paths::current_uid(),
+        0,
+        "this test runs as root (as CI does), to act as another user"
+    );
+    let home = Home::new();
+    // Without XDG_RUNTIME_DIR the socket is $TMPDIR/drsd-<uid>/drsd.sock:
+    // user 65534 made that folder first and listens in it.
+    std::fs::set_permissions(home.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = home.dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let planted = tmp.join(format!("drsd-{}", drsd::ipc::paths::current_uid()));
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let record = planted.join("received");
+    let _listener = planted_listener(&planted.join("drsd.sock"), &record);
+    let repo = home.dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let signed = "https://example.org/data.bin?X-Amz-Signature=0123456789abcdef";
+    let runs: [(&str, &[&str]); 3] = [
+        ("drsctl", &["status"]),
+        ("drsctl", &["add-url", signed, "data.bin"]),
+        ("drs-hook", &["hook", "post-commit"]),
+    ];
+    for mode in [0o700, 0o777] {
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(mode)).unwrap();
+        for (program, args) in runs {
+            let out = home
+                .command(program)
+                .args(args)
+                .env_remove("DRSD_SOCKET")
+                .env_remove("XDG_RUNTIME_DIR")
+                .env("TMPDIR", &tmp)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            let err = stderr(&out);
+            let code = if program == "drsctl" { 3 } else { 1 };
+            assert_eq!(out.status.code(), Some(code), "{program} {args:?}: {err}");
+            assert!(
+                err.contains(&planted.display().to_string()) && err.contains("uid 65534"),
+                "{program} {args:?}: {err}"
+            );
+        }
+    }
+    let received = std::fs::read(&record).unwrap();
+    assert!(
+        received.is_empty(),
+        "the other user's listener received {:?}",
+        String::from_utf8_lossy(&received)
+    );
 }

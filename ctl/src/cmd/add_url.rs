@@ -1,12 +1,17 @@
 //! `drsctl add-url URL [PATH]` and `drsctl add-url --from FILE`: the daemon
 //! HEADs the objects and writes, tracks and stages the pointers; this side
-//! shows progress and the outcome.
+//! reads a `--from` list (see [`super::url_list`]), sends it in batches, shows
+//! progress and the merged outcome.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, Context};
-use drsd::ipc::{AddUrlEntry, AddUrlReport, Reply, Request};
+use drsd::ipc::{AddUrlEntry, AddUrlReport, Client, FailedUrl, Reply, Request, MAX_REQUEST_LINE};
+use drsd::remote::ObjectUrl;
+use indicatif::ProgressBar;
 
+use super::url_list::{ListError, UrlList};
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
@@ -23,32 +28,53 @@ pub struct AddUrlArgs {
 /// More lines than this print a summary instead of one line per pointer.
 const LIST_UP_TO: usize = 20;
 
+/// Lines of a `--from` list per request: each request is one staging step
+/// in the repo, and far below the daemon's `MAX_REQUEST_ENTRIES`.
+pub const BATCH: usize = 1_000;
+
+/// The JSON bytes of a batch's entries: half the daemon's line limit, so the
+/// rest of the request always fits, and any one line of the list
+/// (`url_list::MAX_LINE`, up to 6 times that JSON-escaped) alone does too.
+const BATCH_BYTES: usize = MAX_REQUEST_LINE / 2;
+
 pub async fn run(socket: &Path, args: AddUrlArgs, out: &Output) -> Result<(), Failure> {
     let cwd = std::env::current_dir().context("finding the current folder")?;
-    let (entries, from) = match (args.url, args.from) {
+    let flags = Flags {
+        force: args.force,
+        no_fetch: args.no_fetch,
+    };
+    let report = match (args.url, args.from) {
         (Some(url), None) => {
             let entry = AddUrlEntry {
                 url,
                 path: args.path,
                 sha256: args.sha256,
+                line: None,
             };
-            (vec![entry], None)
+            let mut client = super::connect(socket).await?;
+            let mut bar = Bar::new(out);
+            let report = send(&mut client, &cwd, vec![entry], &flags, &mut bar).await;
+            bar.done();
+            report?
         }
         (None, Some(file)) => {
-            let file = std::path::absolute(&file).context("making the --from path absolute")?;
-            (Vec::new(), Some(file))
+            let list = UrlList::open(&file).map_err(anyhow::Error::from)?;
+            from_list(socket, &cwd, list, &flags, out).await?
         }
         _ => return Err(anyhow!("give a URL or --from FILE").into()),
     };
-    let request = Request::AddUrl {
-        cwd,
-        entries,
-        from,
-        force: args.force,
-        no_fetch: args.no_fetch,
-    };
-    let report = call(socket, request, out).await?;
-    show(&report, out);
+    outcome(&report, out)
+}
+
+/// `--force` and `--no-fetch`, as every batch sends them.
+struct Flags {
+    force: bool,
+    no_fetch: bool,
+}
+
+/// Shows the report; a failed line makes the command fail (exit 1).
+fn outcome(report: &AddUrlReport, out: &Output) -> Result<(), Failure> {
+    show(report, out);
     if report.failed.is_empty() {
         return Ok(());
     }
@@ -68,18 +94,199 @@ pub async fn run(socket: &Path, args: AddUrlArgs, out: &Output) -> Result<(), Fa
     })
 }
 
-async fn call(socket: &Path, request: Request, out: &Output) -> Result<AddUrlReport, Failure> {
+/// Sends the list in batches over one connection and merges the reports.
+/// A line the list cannot go past (too long, unreadable) ends the command
+/// with its error, after showing what the batches before it added.
+async fn from_list(
+    socket: &Path,
+    cwd: &Path,
+    list: UrlList,
+    flags: &Flags,
+    out: &Output,
+) -> Result<AddUrlReport, Failure> {
     let mut client = super::connect(socket).await?;
-    let bar = crate::output::progress_bar(out, "{bar:30} {pos}/{len} HEADs [{elapsed}] {msg}");
+    let mut merged = AddUrlReport {
+        repo: PathBuf::new(),
+        added: Vec::new(),
+        failed: Vec::new(),
+    };
+    let mut batches = Batches::new(list, cwd);
+    let mut bar = Bar::new(out);
+    let end = loop {
+        let batch = batches.next(&mut merged.failed);
+        if !batch.is_empty() {
+            let mut report = match send(&mut client, cwd, batch, flags, &mut bar).await {
+                Ok(report) => report,
+                Err(e) => break Err(e),
+            };
+            merged.repo = report.repo;
+            merged.added.append(&mut report.added);
+            merged.failed.append(&mut report.failed);
+        }
+        match batches.end.take() {
+            Some(Ok(())) => break Ok(()),
+            Some(Err(e)) => {
+                // What the earlier batches added stays added: say so first.
+                merged.failed.sort_by_key(|f| f.line);
+                bar.done();
+                let _ = outcome(&merged, out);
+                break Err(anyhow::Error::from(e).into());
+            }
+            None => {}
+        }
+    };
+    bar.done();
+    end?;
+    merged.failed.sort_by_key(|f| f.line);
+    Ok(merged)
+}
+
+/// The list cut into requests of up to [`BATCH`] entries and [`BATCH_BYTES`]
+/// of JSON.
+struct Batches {
+    list: UrlList,
+    cwd: PathBuf,
+    /// The entry that did not fit in the batch before.
+    held: Option<(AddUrlEntry, usize)>,
+    /// Each pointer path given so far, with its line.
+    paths: HashMap<PathBuf, usize>,
+    /// Set when the list has ended (`Ok`) or cannot be read on (`Err`).
+    end: Option<Result<(), ListError>>,
+}
+
+impl Batches {
+    fn new(list: UrlList, cwd: &Path) -> Batches {
+        Batches {
+            list,
+            cwd: cwd.to_path_buf(),
+            held: None,
+            paths: HashMap::new(),
+            end: None,
+        }
+    }
+
+    /// The next batch (empty at the end). A line whose path an earlier line
+    /// gave, in this batch or an earlier one, goes to `failed` here: the
+    /// daemon sees one batch at a time.
+    fn next(&mut self, failed: &mut Vec<FailedUrl>) -> Vec<AddUrlEntry> {
+        let (mut batch, mut bytes) = (Vec::new(), 0);
+        while batch.len() < BATCH && self.end.is_none() {
+            let (entry, size) = match self.held.take() {
+                Some(held) => held,
+                None => match self.list.next_entry() {
+                    Ok(Some(entry)) => {
+                        let size = serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
+                        (entry, size)
+                    }
+                    Ok(None) => {
+                        self.end = Some(Ok(()));
+                        break;
+                    }
+                    Err(e) => {
+                        self.end = Some(Err(e));
+                        break;
+                    }
+                },
+            };
+            if let Some(dup) = earlier_line(&entry, &self.cwd, &mut self.paths) {
+                failed.push(dup);
+                continue;
+            }
+            if !batch.is_empty() && bytes + size > BATCH_BYTES {
+                self.held = Some((entry, size));
+                break;
+            }
+            batch.push(entry);
+            bytes += size;
+        }
+        batch
+    }
+}
+
+/// The failure of a line whose pointer path an earlier line already has
+/// (as the daemon says it within one request), else records its path.
+fn earlier_line(
+    entry: &AddUrlEntry,
+    cwd: &Path,
+    paths: &mut HashMap<PathBuf, usize>,
+) -> Option<FailedUrl> {
+    let url = ObjectUrl::parse(&entry.url).ok()?;
+    let given = match &entry.path {
+        Some(path) => path.clone(),
+        None => PathBuf::from(url.file_name()?),
+    };
+    let line = entry.line.unwrap_or_default();
+    let first = *paths.entry(lexical(&cwd.join(&given))).or_insert(line);
+    (first != line).then(|| FailedUrl {
+        line,
+        url: url.to_string(),
+        message: format!(
+            "{} is already the path of an earlier line (line {first})",
+            given.display()
+        ),
+    })
+}
+
+/// `path` with `.` and `..` resolved without the file system, as the daemon
+/// resolves a pointer's path.
+fn lexical(path: &Path) -> PathBuf {
+    let mut clean = PathBuf::from("/");
+    for part in path.components() {
+        match part {
+            Component::Normal(p) => clean.push(p),
+            Component::ParentDir => {
+                clean.pop();
+            }
+            _ => {}
+        }
+    }
+    clean
+}
+
+/// The progress bar across batches: each batch's HEADs counted after the
+/// batches before it.
+struct Bar {
+    bar: ProgressBar,
+    before: u64,
+}
+
+impl Bar {
+    fn new(out: &Output) -> Bar {
+        let bar = crate::output::progress_bar(out, "{bar:30} {pos}/{len} HEADs [{elapsed}] {msg}");
+        Bar { bar, before: 0 }
+    }
+
+    fn done(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// One request of `entries`; its report.
+async fn send(
+    client: &mut Client,
+    cwd: &Path,
+    entries: Vec<AddUrlEntry>,
+    flags: &Flags,
+    bar: &mut Bar,
+) -> Result<AddUrlReport, Failure> {
+    let count = entries.len() as u64;
+    let request = Request::AddUrl {
+        cwd: cwd.to_path_buf(),
+        entries,
+        from: None,
+        force: flags.force,
+        no_fetch: flags.no_fetch,
+    };
+    let before = bar.before;
     let reply = client
         .call_with_progress(request, |p| {
             if let Some(total) = p.total {
-                bar.set_length(total);
+                bar.bar.set_length(before + total);
             }
-            bar.set_position(p.done);
+            bar.bar.set_position(before + p.done);
         })
         .await;
-    bar.finish_and_clear();
+    bar.before += count;
     match reply? {
         Reply::AddUrl(report) => Ok(report),
         _ => Err(anyhow!("the daemon answered add-url with something else").into()),

@@ -9,6 +9,7 @@ pub mod promote;
 pub mod repos;
 pub mod shutdown;
 pub mod status;
+pub mod url_list;
 
 use std::path::Path;
 

@@ -8,6 +8,7 @@ use interprocess::local_socket::{GenericFilePath, ToFsName};
 use tokio_util::codec::Framed;
 
 use super::codec::{JsonLines, Line};
+use super::paths::{check_socket, current_uid};
 use super::protocol::*;
 use super::IpcError;
 
@@ -137,14 +138,289 @@ impl Client {
 }
 
 /// Opens the socket; a missing or refusing socket is [`IpcError::NotRunning`].
+/// Nothing is sent before the socket's folder, the socket and the process
+/// listening on it are known to be ours ([`check_socket`], [`check_peer`]).
 pub(crate) async fn connect_stream(socket: &Path) -> Result<Stream, IpcError> {
+    check_socket(socket)?;
     let name = socket
         .to_fs_name::<GenericFilePath>()
         .map_err(|e| IpcError::io("use as a socket name", socket, e))?;
-    Stream::connect(name)
+    let stream = Stream::connect(name)
         .await
         .map_err(|source| IpcError::NotRunning {
             socket: socket.to_path_buf(),
             source,
+        })?;
+    check_peer(socket, &stream)?;
+    Ok(stream)
+}
+
+/// The listener must run as our user: the socket could have been replaced
+/// between [`check_socket`] and the connect, and only the kernel's record of
+/// the peer (SO_PEERCRED on Linux, LOCAL_PEERCRED, which getpeereid reads,
+/// on macOS and the BSDs) cannot be planted.
+fn check_peer(socket: &Path, stream: &Stream) -> Result<(), IpcError> {
+    let unknown = |why: String| IpcError::PeerUnknown {
+        socket: socket.to_path_buf(),
+        why,
+    };
+    let creds = stream.peer_creds().map_err(|e| unknown(e.to_string()))?;
+    match creds.euid() {
+        Some(uid) if uid == current_uid() => Ok(()),
+        Some(uid) => Err(IpcError::PeerNotUs {
+            socket: socket.to_path_buf(),
+            uid,
+            me: current_uid(),
+        }),
+        None => Err(unknown("the OS does not tell its uid".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A client facing sockets that are not ours. Each case has a listener
+    //! that records what it is sent: the client must refuse before sending.
+    //! Other users are played by uid 65534 (nobody), so these run as root.
+
+    use std::io::Read;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::os::unix::net::UnixListener;
+    use std::time::Duration;
+
+    use super::*;
+
+    const NOBODY: u32 = 65534;
+
+    fn as_root() {
+        assert_eq!(
+            current_uid(),
+            0,
+            "these tests run as root, to act as another user"
+        );
+    }
+
+    /// A listener of ours on `socket`: its first connection's bytes (what
+    /// arrives before the client hangs up or 2 s pass).
+    fn recording(socket: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+        let listener = UnixListener::bind(socket).unwrap();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            let mut got = vec![0; 4096];
+            let n = stream.read(&mut got).unwrap_or(0);
+            got.truncate(n);
+            got
         })
+    }
+
+    /// Connects to `socket`; its error, and what the listener received.
+    fn refused(socket: &Path, listener: std::thread::JoinHandle<Vec<u8>>) -> (String, Vec<u8>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), Client::connect(socket, "test")).await
+        });
+        // Wake the listener should the client not have connected at all.
+        let _ = std::os::unix::net::UnixStream::connect(socket);
+        let got = listener.join().unwrap();
+        match outcome {
+            Ok(Err(e)) => (one_line_of(&e), got),
+            Ok(Ok(_)) => panic!("connected to a socket not ours"),
+            Err(_) => panic!("the client waited for an answer instead of refusing"),
+        }
+    }
+
+    fn one_line_of(e: &IpcError) -> String {
+        crate::ipc::one_line(e)
+    }
+
+    fn private_dir(parent: &Path, name: &str) -> PathBuf {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    fn chown(path: &Path, uid: u32) {
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    }
+
+    #[test]
+    fn a_socket_folder_open_to_others_is_refused_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = private_dir(tmp.path(), "run");
+        let socket = dir.join("drsd.sock");
+        let listener = recording(&socket);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (err, got) = refused(&socket, listener);
+        assert!(
+            err.contains(&dir.display().to_string()) && err.contains("755"),
+            "{err}"
+        );
+        assert!(got.is_empty(), "sent {:?}", String::from_utf8_lossy(&got));
+        assert!(IpcError::SocketDir { dir, why: err }.is_untrusted());
+    }
+
+    #[test]
+    fn a_symlinked_socket_folder_is_refused_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = private_dir(tmp.path(), "real");
+        let listener = recording(&real.join("drsd.sock"));
+        let link = tmp.path().join("link");
+        symlink(&real, &link).unwrap();
+        let (err, got) = refused(&link.join("drsd.sock"), listener);
+        assert!(
+            err.contains(&link.display().to_string()) && err.contains("symbolic link"),
+            "{err}"
+        );
+        assert!(got.is_empty(), "sent {:?}", String::from_utf8_lossy(&got));
+    }
+
+    #[test]
+    fn a_socket_folder_of_another_user_is_refused_naming_its_owner() {
+        as_root();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = private_dir(tmp.path(), "drsd-0");
+        let socket = dir.join("drsd.sock");
+        let listener = recording(&socket);
+        chown(&dir, NOBODY);
+        let (err, got) = refused(&socket, listener);
+        assert!(
+            err.contains(&dir.display().to_string()) && err.contains("uid 65534"),
+            "{err}"
+        );
+        assert!(got.is_empty(), "sent {:?}", String::from_utf8_lossy(&got));
+    }
+
+    #[test]
+    fn a_socket_file_of_another_user_is_refused_naming_it() {
+        as_root();
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = private_dir(tmp.path(), "run").join("drsd.sock");
+        let listener = recording(&socket);
+        chown(&socket, NOBODY);
+        let (err, got) = refused(&socket, listener);
+        assert!(
+            err.contains(&socket.display().to_string()) && err.contains("uid 65534"),
+            "{err}"
+        );
+        assert!(got.is_empty(), "sent {:?}", String::from_utf8_lossy(&got));
+    }
+
+    #[test]
+    fn a_listener_of_another_user_is_refused_before_anything_is_sent() {
+        as_root();
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = private_dir(tmp.path(), "run").join("drsd.sock");
+        // Folder and socket file are ours: only the peer's uid gives it away.
+        let nobody = ListenerAsNobody::start(&socket);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), Client::connect(&socket, "test")).await
+        });
+        let err = match outcome {
+            Ok(Err(e)) => one_line_of(&e),
+            Ok(Ok(_)) => panic!("connected to another user's listener"),
+            Err(_) => panic!("the client waited for an answer instead of refusing"),
+        };
+        assert!(
+            err.contains(&socket.display().to_string()) && err.contains("uid 65534"),
+            "{err}"
+        );
+        assert_eq!(nobody.received(), 0, "the client sent bytes to it");
+    }
+
+    /// A child process that binds `socket` as root (so the file is ours),
+    /// then becomes uid 65534 and listens: the kernel records the
+    /// listener's credentials at listen(). It accepts one connection and
+    /// reports how many bytes the first read got (0: the client hung up).
+    struct ListenerAsNobody {
+        pid: libc::pid_t,
+        report: std::fs::File,
+    }
+
+    impl ListenerAsNobody {
+        fn start(socket: &Path) -> ListenerAsNobody {
+            use std::os::fd::FromRawFd;
+            use std::os::unix::ffi::OsStrExt;
+            // Everything the child needs is made before fork: after it,
+            // the child makes only system calls.
+            let bytes = socket.as_os_str().as_bytes();
+            // SAFETY: plain system calls on descriptors and memory we own;
+            // the child allocates nothing and ends with _exit.
+            unsafe {
+                let mut addr: libc::sockaddr_un = std::mem::zeroed();
+                addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+                assert!(bytes.len() < addr.sun_path.len());
+                for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+                    *d = *s as libc::c_char;
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                assert!(fd >= 0);
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                assert_eq!(
+                    libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len),
+                    0
+                );
+                let (mut ready, mut report) = ([0; 2], [0; 2]);
+                assert_eq!(libc::pipe(ready.as_mut_ptr()), 0);
+                assert_eq!(libc::pipe(report.as_mut_ptr()), 0);
+                let pid = libc::fork();
+                assert!(pid >= 0);
+                if pid == 0 {
+                    let ok = libc::setgroups(0, std::ptr::null()) == 0
+                        && libc::setresgid(NOBODY, NOBODY, NOBODY) == 0
+                        && libc::setresuid(NOBODY, NOBODY, NOBODY) == 0
+                        && libc::listen(fd, 4) == 0;
+                    if !ok {
+                        libc::_exit(1);
+                    }
+                    libc::write(ready[1], b"r".as_ptr().cast(), 1);
+                    let conn = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+                    let mut buf = [0u8; 4096];
+                    let n = libc::read(conn, buf.as_mut_ptr().cast(), buf.len()) as i64;
+                    libc::write(report[1], (&n as *const i64).cast(), 8);
+                    libc::_exit(0);
+                }
+                libc::close(fd);
+                libc::close(ready[1]);
+                libc::close(report[1]);
+                let mut byte = 0u8;
+                assert_eq!(
+                    libc::read(ready[0], (&mut byte as *mut u8).cast(), 1),
+                    1,
+                    "the child could not become uid 65534 and listen"
+                );
+                libc::close(ready[0]);
+                ListenerAsNobody {
+                    pid,
+                    report: std::fs::File::from_raw_fd(report[0]),
+                }
+            }
+        }
+
+        /// The bytes its connection's first read got.
+        fn received(mut self) -> i64 {
+            let mut n = [0u8; 8];
+            self.report.read_exact(&mut n).expect("the child reports");
+            i64::from_ne_bytes(n)
+        }
+    }
+
+    impl Drop for ListenerAsNobody {
+        fn drop(&mut self) {
+            // SAFETY: our own child, killed and reaped once.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
+        }
+    }
 }

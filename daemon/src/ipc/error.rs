@@ -7,6 +7,18 @@ use super::protocol::WireError;
 pub enum IpcError {
     #[error("the socket folder {dir} {why}")]
     SocketDir { dir: PathBuf, why: String },
+    #[error("the socket {socket} {why}")]
+    SocketFile { socket: PathBuf, why: String },
+    /// What listens on the socket runs as another user: nothing was sent to it.
+    #[error(
+        "the process listening on {socket} runs as uid {uid}, not as us (uid {me}): \
+         nothing was sent to it; another user may have taken the socket's place"
+    )]
+    PeerNotUs { socket: PathBuf, uid: u32, me: u32 },
+    #[error(
+        "the process listening on {socket} cannot be identified ({why}): nothing was sent to it"
+    )]
+    PeerUnknown { socket: PathBuf, why: String },
     #[error("no drsd daemon answers on {socket}: {source}")]
     NotRunning {
         socket: PathBuf,
@@ -34,12 +46,74 @@ pub enum IpcError {
     Daemon(#[from] WireError),
 }
 
+/// `error` and its causes on one line (`a: b: c`), each said once. Most
+/// errors here name their cause in their own message and also expose it as
+/// `source()` for callers that inspect it, so printing every link of the
+/// chain (anyhow's `{:#}`, or its `Caused by:` list) would say each cause
+/// twice; a cause already in the text is not repeated.
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text
+}
+
 impl IpcError {
+    /// Whether the socket or what listens on it is not to be trusted (not
+    /// merely absent): a client must stop there rather than carry on without
+    /// the daemon.
+    pub fn is_untrusted(&self) -> bool {
+        matches!(
+            self,
+            IpcError::SocketDir { .. }
+                | IpcError::SocketFile { .. }
+                | IpcError::PeerNotUs { .. }
+                | IpcError::PeerUnknown { .. }
+        )
+    }
+
     pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> IpcError {
         IpcError::Io {
             op,
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipc::ErrorCode;
+
+    #[test]
+    fn a_daemon_error_is_said_once_with_its_code() {
+        let wire = WireError::new(ErrorCode::InvalidArgument, "/x is not a git work tree");
+        let error = anyhow::Error::from(IpcError::Daemon(wire));
+        assert_eq!(
+            one_line(error.as_ref()),
+            "drsd: /x is not a git work tree (invalid_argument)"
+        );
+    }
+
+    #[test]
+    fn causes_not_in_the_message_are_still_named_each_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let ipc = IpcError::NotRunning {
+            socket: "/run/d.sock".into(),
+            source: io,
+        };
+        let error = anyhow::Error::from(ipc).context("asking for the status");
+        assert_eq!(
+            one_line(error.as_ref()),
+            "asking for the status: no drsd daemon answers on /run/d.sock: gone"
+        );
     }
 }

@@ -15,5 +15,5 @@ pub use autostart::{
     READY_LINE,
 };
 pub use client::Client;
-pub use error::IpcError;
+pub use error::{one_line, IpcError};
 pub use protocol::*;

@@ -6,7 +6,7 @@
 //! `$TMPDIR/drsd-<uid>/drsd.sock`, the folder created 0700 and refused if
 //! another user owns it or can enter it.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::IpcError;
@@ -62,10 +62,6 @@ pub fn current_uid() -> u32 {
 /// real folder, ours, and closed to everyone else, or nobody could trust
 /// what listens in it.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), IpcError> {
-    let refuse = |why: String| IpcError::SocketDir {
-        dir: dir.to_path_buf(),
-        why,
-    };
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|e| IpcError::io("create folder", parent, e))?;
     }
@@ -75,15 +71,65 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), IpcError> {
         Err(e) => return Err(IpcError::io("create socket folder", dir, e)),
     }
     let meta = std::fs::symlink_metadata(dir).map_err(|e| IpcError::io("inspect", dir, e))?;
+    check_private_dir(dir, &meta)
+}
+
+/// What a client checks before it sends anything on `socket`: its folder is
+/// a real folder (not a symlink), ours and closed to everyone else, and the
+/// socket in it, when there, is a socket of ours. Another local user who got
+/// to a shared `$TMPDIR` first could otherwise listen there and read our
+/// requests, signed URLs included. A missing folder or socket passes: the
+/// connection then fails as "not running", and a daemon is started in a
+/// folder made private. (The peer's uid is checked once connected.)
+pub fn check_socket(socket: &Path) -> Result<(), IpcError> {
+    let dir = socket_dir(socket);
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) => check_private_dir(dir, &meta)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(IpcError::io("inspect", dir, e)),
+    }
+    let meta = match std::fs::symlink_metadata(socket) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(IpcError::io("inspect", socket, e)),
+    };
+    let refuse = |why: String| IpcError::SocketFile {
+        socket: socket.to_path_buf(),
+        why,
+    };
+    if !meta.file_type().is_socket() {
+        return Err(refuse("is not a socket".into()));
+    }
+    if meta.uid() != current_uid() {
+        return Err(refuse(not_ours(meta.uid())));
+    }
+    Ok(())
+}
+
+/// The folder holding `socket` (`.` for a bare file name).
+pub fn socket_dir(socket: &Path) -> &Path {
+    socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// `meta` (from lstat) must be a real folder, ours, with no access for group or others.
+fn check_private_dir(dir: &Path, meta: &std::fs::Metadata) -> Result<(), IpcError> {
+    let refuse = |why: String| IpcError::SocketDir {
+        dir: dir.to_path_buf(),
+        why,
+    };
+    if meta.file_type().is_symlink() {
+        return Err(refuse(
+            "is a symbolic link; the socket folder must be a real folder".into(),
+        ));
+    }
     if !meta.is_dir() {
         return Err(refuse("is not a folder".into()));
     }
     if meta.uid() != current_uid() {
-        return Err(refuse(format!(
-            "belongs to uid {}, not to us (uid {})",
-            meta.uid(),
-            current_uid()
-        )));
+        return Err(refuse(not_ours(meta.uid())));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -92,6 +138,15 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), IpcError> {
         )));
     }
     Ok(())
+}
+
+/// Why a path owned by `owner` is refused; nothing is sent to what listens there.
+fn not_ours(owner: u32) -> String {
+    format!(
+        "belongs to uid {owner}, not to us (uid {}): another user may have planted it; \
+         nothing was sent; remove it or choose another socket (--socket, XDG_RUNTIME_DIR)",
+        current_uid()
+    )
 }
 
 #[cfg(test)]

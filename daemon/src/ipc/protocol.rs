@@ -27,8 +27,16 @@ use crate::pool::{PoolStats, Tier};
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The longest request line the daemon reads; a longer one gets a `too_long`
-/// error and is skipped up to its newline.
-pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+/// error and is skipped up to its newline (what a connection costs the
+/// daemon is bounded by it). Room for a batch of `add_url` entries, even one
+/// line of the client's longest (64 KiB, up to 6 times that JSON-escaped).
+pub const MAX_REQUEST_LINE: usize = 1024 * 1024;
+
+/// The most items any list in one request may hold (`add_url` entries,
+/// `promote` paths): the line limit bounds a request's bytes, this the work
+/// it starts. A request over it is refused (`invalid_argument`); drsctl
+/// sends a longer `--from` list in batches.
+pub const MAX_REQUEST_ENTRIES: usize = 10_000;
 
 /// The longest response line a client reads (a status with thousands of repos
 /// or a verify naming many bad entries is still far below it).
@@ -92,11 +100,14 @@ pub enum Request {
         /// The client's current folder (absolute): the repo is the one
         /// containing it, and relative paths start there.
         cwd: PathBuf,
-        /// The URLs given on the command line.
+        /// The URLs: one from the command line, or a batch of a `--from`
+        /// list's lines (at most [`MAX_REQUEST_ENTRIES`]).
         #[serde(default)]
         entries: Vec<AddUrlEntry>,
-        /// A file of `URL [PATH]` lines (the daemon reads it: it runs as the
-        /// same user, and a batch would not fit in one request line).
+        /// Refused: the daemon never opens a file a client names for this
+        /// (an endless one would have it read without bound). The client
+        /// reads the list and sends its lines as `entries`. Still parsed, so
+        /// that an older client is told rather than served nothing.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<PathBuf>,
         /// Replace a file at PATH that is not an LFS pointer.
@@ -254,6 +265,9 @@ pub struct AddUrlEntry {
     /// The content's sha256 as the user knows it (64 hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Its line in the `--from` list, for the report [default: its place in `entries`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
 }
 
 /// What `add_url` did: the pointers written and staged, the lines refused.
@@ -552,6 +566,34 @@ impl WireError {
             code,
             message: message.into(),
         }
+    }
+}
+
+impl Request {
+    /// Refuses a request over the protocol's bounds, naming the limit,
+    /// before any of its work starts.
+    pub fn check_bounds(&self) -> Result<(), WireError> {
+        let refuse = |why: String| Err(WireError::new(ErrorCode::InvalidArgument, why));
+        let (items, what) = match self {
+            Request::AddUrl {
+                from: Some(file), ..
+            } => {
+                return refuse(format!(
+                    "add_url with a file to read ({}): this drsd reads no client-named \
+                     file; the client sends the list's lines as entries (upgrade drsctl)",
+                    file.display()
+                ))
+            }
+            Request::AddUrl { entries, .. } => (entries.len(), "add_url entries"),
+            Request::Promote { paths, .. } => (paths.len(), "promote paths"),
+            _ => return Ok(()),
+        };
+        if items > MAX_REQUEST_ENTRIES {
+            return refuse(format!(
+                "{items} {what} in one request: the limit is {MAX_REQUEST_ENTRIES}; send them in batches"
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -121,7 +121,7 @@ fn parse(line: Line) -> Result<RequestFrame, Box<ResponseFrame>> {
             ))
         }
     };
-    serde_json::from_str::<RequestFrame>(&text).map_err(|e| {
+    let frame = serde_json::from_str::<RequestFrame>(&text).map_err(|e| {
         // Answer with the id when the line has a readable one.
         let id = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
@@ -130,7 +130,11 @@ fn parse(line: Line) -> Result<RequestFrame, Box<ResponseFrame>> {
             id,
             WireError::new(ErrorCode::BadRequest, format!("not a request: {e}")),
         ))
-    })
+    })?;
+    match frame.request.check_bounds() {
+        Ok(()) => Ok(frame),
+        Err(refused) => Err(Box::new(ResponseFrame::error(Some(frame.id), refused))),
+    }
 }
 
 fn hello(id: u64, version: u32, client: &str) -> ResponseFrame {

@@ -843,4 +843,72 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
         .count();
     assert_eq!(handed, 0, "nothing left in .git/lfs/tmp");
     assert!(!daemon.shared.pool.has(&oid).unwrap());
+/// What one `add_url` with `entries` and `from` gets back.
+async fn add_url_error(
+    daemon: &TestDaemon,
+    entries: Vec<AddUrlEntry>,
+    from: Option<PathBuf>,
+) -> WireError {
+    let request = Request::AddUrl {
+        cwd: daemon.dir.path().to_path_buf(),
+        entries,
+        from,
+        force: false,
+        no_fetch: false,
+    };
+    match daemon.client().await.call(request).await {
+        Err(IpcError::Daemon(error)) => error,
+        other => panic!("expected the daemon to refuse, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
+    let daemon = start().await;
+    let entry = |i: usize| AddUrlEntry {
+        url: format!("s3://b/k{i}"),
+        path: None,
+        sha256: None,
+        line: Some(i),
+    };
+    let over = (0..=MAX_REQUEST_ENTRIES).map(entry).collect();
+    let error = add_url_error(&daemon, over, None).await;
+    assert_eq!(error.code, ErrorCode::InvalidArgument);
+    assert!(
+        error
+            .message
+            .contains(&format!("{} add_url entries", MAX_REQUEST_ENTRIES + 1))
+            && error
+                .message
+                .contains(&format!("limit is {MAX_REQUEST_ENTRIES}")),
+        "{}",
+        error.message
+    );
+    let paths = vec![PathBuf::from("x"); MAX_REQUEST_ENTRIES + 1];
+    let promote = Request::Promote {
+        cwd: daemon.dir.path().to_path_buf(),
+        paths,
+        all: false,
+    };
+    match daemon.client().await.call(promote).await {
+        Err(IpcError::Daemon(error)) => assert!(
+            error.code == ErrorCode::InvalidArgument && error.message.contains("promote paths"),
+            "{error}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The daemon reads no file a client names: not even a short one.
+    let list = daemon.dir.path().join("list.txt");
+    std::fs::write(&list, "s3://b/k\n").unwrap();
+    let error = add_url_error(&daemon, Vec::new(), Some(list.clone())).await;
+    assert_eq!(error.code, ErrorCode::InvalidArgument);
+    assert!(
+        error.message.contains("reads no client-named file")
+            && error.message.contains(list.to_str().unwrap()),
+        "{}",
+        error.message
+    );
+    // The connection and the daemon serve on.
+    assert_eq!(daemon.status().await.pid, std::process::id());
+    daemon.stop().await;
 }

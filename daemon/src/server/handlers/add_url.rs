@@ -54,7 +54,6 @@ pub(crate) async fn handle(
     shared: &Arc<Shared>,
     cwd: PathBuf,
     entries: Vec<AddUrlEntry>,
-    from: Option<PathBuf>,
     force: bool,
     no_fetch: bool,
     progress: &Progressor,
@@ -75,10 +74,7 @@ pub(crate) async fn handle(
         let report = shared.repos.add(top.clone()).await?;
         restore(shared, &report.path).await?;
     }
-    let lines = match from {
-        Some(file) => read_lines(&file).await?,
-        None => from_entries(entries),
-    };
+    let lines = from_entries(entries);
     let mut failed = Vec::new();
     let targets = plan(&top, &cwd, lines, force, &mut failed).await;
     let resolved = head_all(shared, targets, progress, &mut failed).await;
@@ -166,41 +162,18 @@ fn locate(cwd: &Path) -> Result<RepoAt, String> {
     })
 }
 
+/// Each entry numbered by its line in the client's `--from` list, else by
+/// its place in the request.
 fn from_entries(entries: Vec<AddUrlEntry>) -> Vec<Line> {
     let lines = entries.into_iter().enumerate();
     lines
         .map(|(i, e)| Line {
-            no: i + 1,
+            no: e.line.unwrap_or(i + 1),
             text_url: e.url,
             path: e.path,
             sha256: e.sha256,
         })
         .collect()
-}
-
-/// `URL [PATH]` per line; blank lines and `#` comments are skipped.
-async fn read_lines(file: &Path) -> Result<Vec<Line>, WireError> {
-    let text = tokio::fs::read_to_string(file)
-        .await
-        .map_err(|e| invalid(format!("reading the URL list {}: {e}", file.display())))?;
-    let mut lines = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let raw = raw.trim();
-        if raw.is_empty() || raw.starts_with('#') {
-            continue;
-        }
-        let mut words = raw.split_whitespace();
-        let url = words.next().unwrap_or_default().to_string();
-        // A path may contain spaces: the rest of the line is the path.
-        let rest = raw[url.len()..].trim();
-        lines.push(Line {
-            no: i + 1,
-            text_url: url,
-            path: (!rest.is_empty()).then(|| PathBuf::from(rest)),
-            sha256: None,
-        });
-    }
-    Ok(lines)
 }
 
 /// Checks each line's URL and path; refused lines go to `failed`.

@@ -86,13 +86,14 @@ pub(crate) async fn handle(
         } => promote::handle(&shared, cwd, paths, all, retry).await,
         Request::Provisional { cwd } => provisional::handle(&shared, cwd).await,
         Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
+        // `from` is refused before this (`Request::check_bounds`).
         Request::AddUrl {
             cwd,
             entries,
-            from,
             force,
             no_fetch,
-        } => add_url::handle(&shared, cwd, entries, from, force, no_fetch, &progress).await,
+            ..
+        } => add_url::handle(&shared, cwd, entries, force, no_fetch, &progress).await,
         Request::Hello { .. } => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
