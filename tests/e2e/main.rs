@@ -3,6 +3,7 @@ mod daemon;
 mod foreign;
 mod http;
 mod lfs_transfer;
+mod lying_server;
 mod pool_crash;
 mod s3;
 mod setup;
