@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub mod liar;
+
 /// The workspace's target folder holding the binaries the tests drive.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary knows its path");

@@ -32,4 +32,10 @@ pub mod watch;
 mod props;
 
 pub use config::Config;
+
+/// The largest object size drsd handles: SQLite stores sizes as signed
+/// 64-bit integers, and git-lfs reads a pointer's size as one. A size past
+/// it (a lying `Content-Length`, a planted mirror line) is refused where it
+/// is read, by name.
+pub const MAX_OBJECT_SIZE: u64 = i64::MAX as u64;
 pub use server::{run, Daemon, DaemonError};

@@ -4,6 +4,7 @@ mod failures;
 mod foreign;
 mod http;
 mod lfs_transfer;
+mod lying_server;
 mod pool_crash;
 mod s3;
 mod secrets;

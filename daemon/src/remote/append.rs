@@ -97,6 +97,27 @@ impl Appender {
         Ok(())
     }
 
+    /// Bytes appended so far, counted from the start of the file.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Writes the whole blocks waiting and syncs the data to disk; returns
+    /// how many bytes from the start of the file are on disk (a tail short
+    /// of a block may still wait, on the direct path).
+    pub fn sync(&mut self) -> io::Result<u64> {
+        if let Some(d) = &mut self.direct {
+            if let Err(e) = d.write_blocks() {
+                self.fall_back(e)?;
+            }
+        }
+        self.file.sync_data()?;
+        Ok(match &self.direct {
+            Some(d) => d.at,
+            None => self.len,
+        })
+    }
+
     /// Writes what is left (the last partial block the usual way) and
     /// syncs the data to disk.
     pub fn finish(mut self) -> io::Result<u64> {

@@ -1,10 +1,16 @@
 //! Downloads into the pool: parallel range requests delivered in order to
 //! one writer that hashes (sha256, and md5 when asked) in the same pass,
 //! resumable from a partial file that survives errors and restarts.
+//!
+//! No byte is used before its answer is checked against the request
+//! (`answer.rs`): a server that ignores `Range` (200 to a ranged GET) gets
+//! one GET of the whole object from byte 0 instead; one that answers with
+//! another version, range or size fails the download and nothing of it is
+//! kept. A resume trusts only the bytes its partial file's record says came
+//! from checked answers of the same version (`partial.rs`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -20,7 +26,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::{self as tokio_mpsc, Receiver, Sender};
 use tokio::sync::Semaphore;
 
+use super::answer::{self, Asked, Fits, Unfit};
 use super::append::Appender;
+use super::partial::{Partial, Record};
 use super::{HttpClient, ObjectMeta, RemoteError, S3Client};
 use crate::pool::{Oid, Pool, PoolError, Put, Tier};
 
@@ -61,14 +69,19 @@ impl Origin<'_> {
         }
     }
 
-    async fn get(&self, range: Range<u64>, etag: Option<&str>) -> Result<Response, RemoteError> {
+    /// A GET of `range`, or of the whole object.
+    async fn get(
+        &self,
+        range: Option<Range<u64>>,
+        etag: Option<&str>,
+    ) -> Result<Response, RemoteError> {
         match self {
             Origin::S3 {
                 client,
                 bucket,
                 key,
-            } => client.get_if(bucket, key, Some(range), etag).await,
-            Origin::Http { client, url } => client.get_if(url, Some(range), etag).await,
+            } => client.get_if(bucket, key, range, etag).await,
+            Origin::Http { client, url } => client.get_if(url, range, etag).await,
         }
     }
 }
@@ -82,6 +95,11 @@ pub struct Fetch<'a> {
     /// server mid-download is refused, and partial files resume only when
     /// they belong to it.
     pub etag: Option<&'a str>,
+    /// The `Last-Modified` recorded with the ETag, for an ETag that the
+    /// bytes cannot be checked against (not an MD5 of them): every answer
+    /// that states one must state this one. A resumed download's partial
+    /// file belongs to it too.
+    pub last_modified: Option<&'a str>,
     /// The content oid, when known: the download must hash to it.
     pub expect: Option<Oid>,
     /// Compute md5 too (and check a single-part ETag with it).
@@ -140,6 +158,15 @@ pub enum FetchError {
     },
     #[error("{object}: {why}")]
     Short { object: String, why: String },
+    /// The server answered something else than what was asked (another
+    /// range, status or length): nothing of the download is kept.
+    #[error("{object}: the server's answer does not fit the request: {why}; nothing of the download was kept")]
+    Answer { object: String, why: String },
+    /// A 200 to a ranged GET of part of the object: the server ignores
+    /// `Range`. Internal: the download then falls back to one GET of the
+    /// whole object, so [`fetch_into_pool`] never returns it.
+    #[error("{object}: the server ignores Range requests")]
+    NoRanges { object: String },
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -170,10 +197,15 @@ const PIECES_AHEAD: usize = 8;
 /// A resume starts at a multiple of this.
 const RESUME_ALIGN: u64 = 1 << 20;
 
+/// The writer syncs the partial file and records its checked length this
+/// often: what a kill -9 loses at most.
+const CHECKPOINT_EVERY: u64 = 128 << 20;
+
 /// Fetches the object into the pool and returns what landed. On a network
 /// error the bytes received so far stay in the partial file for the next
-/// try; on a hash or ETag mismatch nothing stays. `progress` gets the bytes
-/// held so far as they arrive.
+/// try; on a hash or ETag mismatch, or an answer that does not fit the
+/// request, nothing stays. `progress` gets the bytes held so far as they
+/// arrive.
 pub async fn fetch_into_pool(
     pool: Arc<Pool>,
     req: Fetch<'_>,
@@ -185,36 +217,85 @@ pub async fn fetch_into_pool(
         return fetch_small(pool, &req, &object, progress).await;
     }
     let path = partial_path(&pool, &req)?;
-    let (file, start) = open_partial(&path, &req)?;
-    let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
-    let parts = req
-        .part_size
-        .filter(|_| req.etag.is_some_and(|e| e.contains('-')));
-    let sink = Sink::spawn(file, path.clone(), start, (req.md5, parts), rx);
-    let fetched = stream_in_order(&req, &object, start, opts, tx, progress).await;
-    let done = tokio::task::spawn_blocking(move || sink.finish())
-        .await
-        .expect("the download writer does not panic")?;
+    // Only a version pinned by an ETag may resume: without one, bytes of
+    // an earlier try may be of another version.
+    let (mut partial, file, start) = open_partial(&path, &req, &object, req.etag.is_some())?;
+    let mut run = attempt(
+        &req,
+        &object,
+        &partial,
+        file,
+        start,
+        Cut::Ranges,
+        opts,
+        progress,
+    )
+    .await?;
+    if matches!(run.0, Err(FetchError::NoRanges { .. })) {
+        log::info!("{object}: the server ignores Range; fetching it whole from byte 0");
+        let (fresh, file, _) = open_partial(&path, &req, &object, false)?;
+        partial = fresh;
+        run = attempt(&req, &object, &partial, file, 0, Cut::Whole, opts, progress).await?;
+    }
+    let (fetched, done) = run;
     progress(done.len);
-    // A network error keeps the bytes for a resume; a changed object or a
-    // mismatch makes them worthless.
     let checked = fetched.and_then(|()| verify(&req, &object, &done));
-    if matches!(
-        checked,
-        Err(FetchError::Changed { .. } | FetchError::Mismatch { .. })
-    ) {
-        let _ = std::fs::remove_file(&path);
+    match &checked {
+        Ok(()) => {}
+        // A network error keeps the bytes, all from checked answers, for a
+        // resume; anything else makes them worthless.
+        Err(FetchError::Remote(_) | FetchError::Short { .. }) => partial
+            .checkpoint(done.len)
+            .map_err(io("record the checked bytes of", &path))?,
+        Err(_) => partial.discard(),
     }
     checked?;
     let oid = done.sha256;
-    let put = tokio::task::spawn_blocking(move || pool.adopt_verified(&path, &oid, done.len))
+    let adopt = path.clone();
+    let put = tokio::task::spawn_blocking(move || pool.adopt_verified(&adopt, &oid, done.len))
         .await
         .expect("adopt does not panic")?;
+    partial.adopted();
     Ok(Fetched {
         put,
         md5: done.md5,
         resumed_from: start,
     })
+}
+
+/// How a download is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// In ranges, several in flight.
+    Ranges,
+    /// In one GET without `Range`, for a server that does not do ranges.
+    Whole,
+}
+
+/// One try into the partial file from `start`: how the stream ended, and
+/// what the writer holds (synced) and hashed. Only the writer's own
+/// failure (the disk) is an error here.
+#[allow(clippy::too_many_arguments)]
+async fn attempt(
+    req: &Fetch<'_>,
+    object: &str,
+    partial: &Partial,
+    file: File,
+    start: u64,
+    cut: Cut,
+    opts: FetchOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(Result<(), FetchError>, Done), FetchError> {
+    let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
+    let parts = req
+        .part_size
+        .filter(|_| req.etag.is_some_and(|e| e.contains('-')));
+    let sink = Sink::spawn(file, partial.for_writer(), start, (req.md5, parts), rx);
+    let fetched = stream_in_order(req, object, start, cut, opts, tx, progress).await;
+    let done = tokio::task::spawn_blocking(move || sink.finish())
+        .await
+        .expect("the download writer does not panic")?;
+    Ok((fetched, done))
 }
 
 /// An object for the kv tier: one GET into memory, checked, one put. No
@@ -238,7 +319,8 @@ async fn fetch_small(
     let body = if req.size == 0 {
         Vec::new()
     } else {
-        let ((), body) = tokio::try_join!(stream_range(req, object, range, tx), collect)?;
+        let ((), body) =
+            tokio::try_join!(stream_range(req, object, range, Cut::Ranges, tx), collect)?;
         body
     };
     progress(body.len() as u64);
@@ -266,11 +348,15 @@ async fn stream_in_order(
     req: &Fetch<'_>,
     object: &str,
     start: u64,
+    cut: Cut,
     opts: FetchOptions,
     writer: Sender<Bytes>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), FetchError> {
-    let chunk = opts.chunk.max(RESUME_ALIGN);
+    let chunk = match cut {
+        Cut::Ranges => opts.chunk.max(RESUME_ALIGN),
+        Cut::Whole => req.size.max(1),
+    };
     let ranges = (start..req.size)
         .step_by(chunk as usize)
         .map(|from| from..(from + chunk).min(req.size));
@@ -292,7 +378,7 @@ async fn stream_in_order(
             if order_tx.send((range.clone(), rx, permit)).is_err() {
                 break; // the consumer stopped; it reports why
             }
-            running.push(stream_range(req, object, range, tx));
+            running.push(stream_range(req, object, range, cut, tx));
         }
         drop(order_tx);
         while let Some(done) = running.next().await {
@@ -340,39 +426,41 @@ fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
     Ok(dir.join(format!("{}.part", Oid::of(id.as_bytes()))))
 }
 
-/// Opens the partial file and decides where to resume: where an earlier try
-/// stopped (rounded down to [`RESUME_ALIGN`]), or at 0 when the version is
-/// not pinned by an ETag.
-fn open_partial(path: &Path, req: &Fetch<'_>) -> Result<(File, u64), FetchError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(io("open", path))?;
-    let have = file.metadata().map_err(io("stat", path))?.len();
-    let start = if req.etag.is_none() || have > req.size {
-        0
-    } else {
-        have - have % RESUME_ALIGN
+/// Opens the partial file for this version (see `partial.rs`) and decides
+/// where to resume: after the checked bytes of an earlier try, when
+/// `resumable`, else at 0.
+fn open_partial(
+    path: &Path,
+    req: &Fetch<'_>,
+    object: &str,
+    resumable: bool,
+) -> Result<(Partial, File, u64), FetchError> {
+    let version = Record {
+        object: object.to_string(),
+        etag: req.etag.map(str::to_string),
+        size: req.size,
+        last_modified: req.last_modified.map(str::to_string),
+        checked: 0,
     };
-    file.set_len(start).map_err(io("truncate", path))?;
-    Ok((file, start))
+    Partial::open(path.to_path_buf(), version, resumable, RESUME_ALIGN)
+        .map_err(io("open the partial download", path))
 }
 
-/// One range request, its body sent on in pieces of [`PIECE`] bytes.
+/// One range request (or, with [`Cut::Whole`], a GET of the whole object),
+/// its answer checked before any of its body is used, the body sent on in
+/// pieces of [`PIECE`] bytes.
 async fn stream_range(
     req: &Fetch<'_>,
     object: &str,
     range: Range<u64>,
+    cut: Cut,
     tx: Sender<Bytes>,
 ) -> Result<(), FetchError> {
     let want = range.end - range.start;
+    let ask = (cut == Cut::Ranges).then(|| range.clone());
     let mut resp = req
         .origin
-        .get(range.clone(), req.etag)
+        .get(ask.clone(), req.etag)
         .await
         .map_err(|e| match e {
             RemoteError::Http { status: 412, .. } => FetchError::Changed {
@@ -381,9 +469,35 @@ async fn stream_range(
             },
             other => other.into(),
         })?;
+    let asked = Asked {
+        range: ask,
+        size: req.size,
+        etag: req.etag,
+        last_modified: req.last_modified,
+    };
+    let span = format!("bytes {}-{}", range.start, range.end - 1);
+    let wrong = |why: String| FetchError::Answer {
+        object: object.to_string(),
+        why: format!("{span}: {why}"),
+    };
+    match answer::check(&asked, resp.status(), resp.headers()) {
+        Ok(Fits::Asked) => {}
+        Ok(Fits::NoRanges) => {
+            return Err(FetchError::NoRanges {
+                object: object.to_string(),
+            })
+        }
+        Err(Unfit::Changed(why)) => {
+            return Err(FetchError::Changed {
+                object: object.to_string(),
+                why,
+            })
+        }
+        Err(Unfit::Wrong(why)) => return Err(wrong(why)),
+    }
     let broke = |why: String| FetchError::Short {
         object: object.to_string(),
-        why: format!("bytes {}-{}: {why}", range.start, range.end - 1),
+        why: format!("{span}: {why}"),
     };
     let mut got = 0u64;
     let mut piece = BytesMut::with_capacity(PIECE);
@@ -396,7 +510,7 @@ async fn stream_range(
         if let Some(part) = part {
             got += part.len() as u64;
             if got > want {
-                return Err(broke(format!("more than the {want} bytes asked")));
+                return Err(wrong(format!("it sent more than the {want} bytes asked")));
             }
             piece.extend_from_slice(&part);
         }
@@ -474,13 +588,13 @@ struct Sink {
 impl Sink {
     fn spawn(
         file: File,
-        path: PathBuf,
+        partial: Partial,
         start: u64,
         md5: (bool, Option<u64>),
         rx: Receiver<Bytes>,
     ) -> Sink {
         let thread = named("drsd-write", move || {
-            write_and_hash(file, &path, start, md5, rx)
+            write_and_hash(file, partial, start, md5, rx)
         });
         Sink { thread }
     }
@@ -494,11 +608,12 @@ impl Sink {
 
 fn write_and_hash(
     mut file: File,
-    path: &Path,
+    mut partial: Partial,
     start: u64,
     (want_md5, part_size): (bool, Option<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
+    let path = &partial.path.clone();
     let sha = Hasher::spawn::<Sha256>("drsd-sha256");
     let md5 = want_md5.then(|| Hasher::spawn::<Md5>("drsd-md5"));
     let parts = part_size.map(|size| Hasher::start("drsd-md5-parts", PartsMd5::new(size)));
@@ -520,9 +635,17 @@ fn write_and_hash(
         feed(Bytes::from(buf));
     }
     let mut out = Appender::new(file, path, start);
+    let mut checkpoint = start + CHECKPOINT_EVERY;
     while let Some(chunk) = rx.blocking_recv() {
         out.append(&chunk).map_err(io("write", path))?;
         feed(chunk);
+        if out.len() >= checkpoint {
+            let synced = out.sync().map_err(io("write and fsync", path))?;
+            partial
+                .checkpoint(synced)
+                .map_err(io("record the checked bytes of", path))?;
+            checkpoint = out.len() + CHECKPOINT_EVERY;
+        }
     }
     let len = out.finish().map_err(io("write and fsync", path))?;
     let sha256 = Oid::from_digest(sha.finish().try_into().expect("32 bytes"));

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-use super::s3::{chain, header, ranged_if, send_retrying, transport, Sent};
+use super::s3::{chain, head_size, header, ranged_if, send_retrying, transport, Sent};
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError, Retry};
 
 /// The environment variable naming a PEM file of extra trusted roots.
@@ -178,13 +178,7 @@ fn etag_of(resp: &Response) -> Option<String> {
 }
 
 fn meta(resp: &Response, object: &str) -> Result<ObjectMeta, RemoteError> {
-    let size = header(resp, "content-length")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| RemoteError::Protocol {
-            op: "HEAD",
-            object: object.into(),
-            why: "no Content-Length: the object's size is unknown".into(),
-        })?;
+    let size = head_size(resp, "HEAD", object)?;
     Ok(ObjectMeta {
         size,
         etag: etag_of(resp),

@@ -3,6 +3,7 @@
 //! AWS tools; plain HTTPS objects (`http.rs`). Errors name the object and the
 //! credential source, never a signed URL or a secret.
 
+mod answer;
 mod append;
 mod checksum;
 mod clients;
@@ -10,6 +11,7 @@ mod credentials;
 mod download;
 mod error;
 mod http;
+mod partial;
 mod s3;
 mod upload;
 mod url;

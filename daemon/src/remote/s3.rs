@@ -894,14 +894,36 @@ pub(super) fn etag(resp: &Response) -> Option<String> {
         .filter(|e| !e.is_empty())
 }
 
+/// The object's size from a HEAD's `Content-Length`: present, a number,
+/// and no larger than [`crate::MAX_OBJECT_SIZE`].
+pub(super) fn head_size(
+    resp: &Response,
+    op: &'static str,
+    object: &str,
+) -> Result<u64, RemoteError> {
+    let bad = |why: String| RemoteError::Protocol {
+        op,
+        object: object.into(),
+        why,
+    };
+    let Some(text) = header(resp, "content-length") else {
+        return Err(bad("no Content-Length: the object's size is unknown".into()));
+    };
+    let size = text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| bad(format!("Content-Length {text:?} is not a size")))?;
+    if size > crate::MAX_OBJECT_SIZE {
+        return Err(bad(format!(
+            "Content-Length {size} is past the largest object size drsd handles ({} bytes)",
+            crate::MAX_OBJECT_SIZE
+        )));
+    }
+    Ok(size)
+}
+
 fn meta(resp: &Response, op: &'static str, object: &str) -> Result<ObjectMeta, RemoteError> {
-    let size = header(resp, "content-length")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| RemoteError::Protocol {
-            op,
-            object: object.into(),
-            why: "no Content-Length".into(),
-        })?;
+    let size = head_size(resp, op, object)?;
     Ok(ObjectMeta {
         size,
         etag: etag(resp),

@@ -209,6 +209,7 @@ pub(super) async fn fetch_object(
         },
         size,
         etag: etag.as_deref(),
+        last_modified: None, // the sha256 is the check
         expect: Some(oid),
         md5: false,
         part_size: None, // the sha256 is known: it is the check

@@ -1,0 +1,256 @@
+//! Servers that ignore what a request asks, or lie about the object: the
+//! prefetch checks every answer against its request and keeps nothing of
+//! a download that does not fit. The lying server (`tests/liar.rs`) runs in
+//! this process; the prefetch is the daemon's own (`drsd::jobs::prefetch`),
+//! into a pool of the test's own, and the daemon runs for add-url.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use drsd::jobs::{prefetch, Hashed, PrefetchError};
+use drsd::pool::{Oid, Pool};
+use drsd::registry::ForeignObject;
+use drsd::remote::FetchOptions;
+use drsd_e2e::liar::{Liar, Lies};
+use drsd_e2e::rt;
+
+use super::add_url::{git, text, World};
+
+const LM: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
+
+/// 3 MiB and a bit: four ranges of 1 MiB, so ranges past the first exist.
+fn body(seed: u8) -> Vec<u8> {
+    (0..(3 << 20) + 4321)
+        .map(|i: usize| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 13) as u8)
+        .collect()
+}
+
+/// A pool whose large tier (with its partial downloads) takes these objects.
+fn pool(dir: &Path) -> Arc<Pool> {
+    Arc::new(Pool::open(&dir.join("pool"), Some(64 << 10)).unwrap())
+}
+
+/// The registry's record of the liar's object as add-url would make it:
+/// a non-MD5 ETag (as nginx's), pinned with its Last-Modified.
+fn recorded(liar: &Liar, size: usize) -> ForeignObject {
+    ForeignObject {
+        url: liar.url("data/reads.bam"),
+        bucket: None,
+        key: None,
+        version_id: None,
+        etag: "5f0-1a".into(),
+        size: size as u64,
+        provisional_oid: "0".repeat(64),
+        content_oid: None,
+        drs_id: None,
+        last_modified: Some(LM.into()),
+        recorded_at: 0,
+        md5: None,
+    }
+}
+
+fn fetch(pool: &Arc<Pool>, object: &ForeignObject) -> Result<Hashed, PrefetchError> {
+    let opts = FetchOptions {
+        chunk: 1 << 20,
+        parallel: 2,
+        bandwidth: None,
+    };
+    rt().block_on(prefetch(pool.clone(), object, opts, None, &|_| {}))
+}
+
+/// The files in the pool's folder of partial downloads.
+fn partials(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("pool/partial"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// The download failed naming all of `words`, and nothing of it is kept.
+fn refused_keeping_nothing(
+    dir: &Path,
+    pool: &Pool,
+    got: Result<Hashed, PrefetchError>,
+    bodies: &[&[u8]],
+    words: &[&str],
+) {
+    let err = got.expect_err("the lie is caught").to_string();
+    for word in words {
+        assert!(err.contains(word), "{word:?} not in: {err}");
+    }
+    assert_eq!(partials(dir), Vec::<std::path::PathBuf>::new(), "{err}");
+    for b in bodies {
+        assert!(!pool.has(&Oid::of(b)).unwrap(), "pooled after: {err}");
+    }
+}
+
+#[test]
+fn a_200_to_a_ranged_get_falls_back_to_one_stream_from_byte_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = body(1);
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    liar.lies(Lies {
+        ignore_range: true,
+        ..Lies::default()
+    });
+    let pool = pool(dir.path());
+    let hashed = fetch(&pool, &recorded(&liar, bytes.len())).expect("fetched whole");
+    assert_eq!(hashed.oid, Oid::of(&bytes));
+    assert!(pool.has(&Oid::of(&bytes)).unwrap());
+    let asked = liar.requests();
+    assert!(asked.contains(&"GET -".to_string()), "{asked:?}");
+    assert_eq!(partials(dir.path()), Vec::<std::path::PathBuf>::new());
+}
+
+#[test]
+fn a_partial_file_without_a_record_of_checked_bytes_is_not_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = body(2);
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    let object = recorded(&liar, bytes.len());
+    let pool = pool(dir.path());
+    // A try that breaks off leaves a partial file to resume from.
+    liar.lies(Lies {
+        break_after: Some(1000),
+        ..Lies::default()
+    });
+    let err = fetch(&pool, &object).expect_err("broke off").to_string();
+    assert!(err.contains("broke off"), "{err}");
+    let mut found = partials(dir.path());
+    found.retain(|p| p.extension().is_some_and(|e| e == "part"));
+    assert_eq!(found.len(), 1, "{:?}", partials(dir.path()));
+    // Its bytes replaced by others, its record gone: what an older drsd
+    // left after a server that ignored Range, or what was planted.
+    let len = std::fs::metadata(&found[0]).unwrap().len() as usize;
+    assert!(len >= 1 << 20, "{len}");
+    std::fs::write(&found[0], vec![0xee; len]).unwrap();
+    for p in partials(dir.path()) {
+        if p.extension().is_some_and(|e| e == "json") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    liar.lies(Lies::default());
+    let hashed = fetch(&pool, &object).expect("fetched");
+    assert_eq!(
+        hashed.oid,
+        Oid::of(&bytes),
+        "the planted bytes were resumed"
+    );
+}
+
+#[test]
+fn an_etag_changed_in_a_200_or_206_fails_naming_both_and_keeps_nothing() {
+    let bytes = body(3);
+    let other = body(4);
+    for ignore_range in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+        liar.lies(Lies {
+            ignore_range,
+            other_version: Some(("5f1-1a".into(), other.clone())),
+            ..Lies::default()
+        });
+        let pool = pool(dir.path());
+        let got = fetch(&pool, &recorded(&liar, bytes.len()));
+        refused_keeping_nothing(
+            dir.path(),
+            &pool,
+            got,
+            &[&bytes, &other],
+            &["reads.bam", "5f0-1a", "5f1-1a"],
+        );
+    }
+}
+
+#[test]
+fn a_content_range_other_than_the_one_asked_fails_and_keeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = body(5);
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    liar.lies(Lies {
+        shift_range: 4096,
+        ..Lies::default()
+    });
+    let pool = pool(dir.path());
+    let got = fetch(&pool, &recorded(&liar, bytes.len()));
+    refused_keeping_nothing(
+        dir.path(),
+        &pool,
+        got,
+        &[&bytes],
+        &["reads.bam", "Content-Range", "asked"],
+    );
+}
+
+#[test]
+fn a_content_range_total_other_than_the_size_fails_and_keeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = body(6);
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    let claimed = bytes.len() as u64 + 1;
+    liar.lies(Lies {
+        total: Some(claimed),
+        ..Lies::default()
+    });
+    let pool = pool(dir.path());
+    let got = fetch(&pool, &recorded(&liar, bytes.len()));
+    refused_keeping_nothing(
+        dir.path(),
+        &pool,
+        got,
+        &[&bytes],
+        &["reads.bam", &format!("/{claimed}")],
+    );
+}
+
+#[test]
+fn a_changed_last_modified_at_the_final_head_fails_a_download_in_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = body(7);
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    // Same ETag, same size: another version only its date tells.
+    let later = "Tue, 02 Jan 2024 00:00:00 GMT";
+    liar.lies(Lies {
+        head_last_modified: Some(later.into()),
+        ..Lies::default()
+    });
+    let pool = pool(dir.path());
+    let got = fetch(&pool, &recorded(&liar, bytes.len()));
+    let ranged = liar
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET bytes="))
+        .count();
+    assert!(ranged > 1, "{:?}", liar.requests());
+    refused_keeping_nothing(
+        dir.path(),
+        &pool,
+        got,
+        &[&bytes],
+        &["reads.bam", "Last-Modified", later],
+    );
+}
+
+#[test]
+fn a_content_length_past_i64_max_is_refused_by_add_url_naming_the_url() {
+    let world = World::new();
+    let repo = world.repo("r");
+    let liar = Liar::start(b"tiny".to_vec(), "5f0-1a", LM);
+    liar.lies(Lies {
+        head_length: Some(u64::MAX.to_string()),
+        ..Lies::default()
+    });
+    let url = liar.url("huge.bam");
+    let out = world.drsctl(&repo, &["add-url", &url]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&url)
+            && said.contains("Content-Length")
+            && said.contains(&u64::MAX.to_string()),
+        "{said}"
+    );
+    // Nothing recorded: no pointer, no attributes, no mirror, nothing staged.
+    assert!(!repo.join("huge.bam").exists() && !repo.join(".gitattributes").exists());
+    assert!(!repo.join(".git/lfs/foreign/registry.jsonl").exists());
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}
