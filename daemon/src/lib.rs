@@ -14,6 +14,8 @@
 //!   and promotion.
 //! - [`jobs`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
+//! - [`safe_write`]: every file written in a repo, created exclusively and
+//!   renamed over, never through a symlink.
 
 pub mod config;
 pub mod ipc;
@@ -23,6 +25,7 @@ pub mod logging;
 pub mod pool;
 pub mod registry;
 pub mod remote;
+pub mod safe_write;
 pub mod server;
 pub mod watch;
 
