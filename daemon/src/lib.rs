@@ -15,6 +15,8 @@
 //! - [`jobs`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 //! - [`private`]: files and folders only their owner may read.
+//! - [`safe_write`]: every file written in a repo, created exclusively and
+//!   renamed over, never through a symlink.
 
 pub mod config;
 pub mod ipc;
@@ -25,6 +27,7 @@ pub mod pool;
 pub mod private;
 pub mod registry;
 pub mod remote;
+pub mod safe_write;
 pub mod server;
 pub mod watch;
 

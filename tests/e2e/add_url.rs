@@ -525,7 +525,7 @@ fn assert_consistent(repo: &Path) -> usize {
     for f in std::fs::read_dir(repo.join("data")).into_iter().flatten() {
         let f = f.unwrap();
         let name = f.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".drsd-tmp") {
+        if name.starts_with(".drsd-") && name.ends_with(".tmp") {
             continue; // a write cut short before its rename: never seen by git
         }
         let bytes = std::fs::read(f.path()).unwrap();
@@ -688,4 +688,205 @@ fn a_list_of_2500_lines_goes_in_batches_and_failures_keep_their_line_numbers() {
         2_498,
         "2,497 pointers and .gitattributes"
     );
+}
+
+/// The repo's mirror entries, by path (none when there is no mirror).
+fn mirrored(repo: &Path) -> Vec<String> {
+    let file = repo.join(".git/lfs/foreign/registry.jsonl");
+    let entries = drsd::registry::mirror::read(&file).expect("the mirror reads back");
+    entries.into_iter().map(|e| e.path).collect()
+}
+
+#[test]
+fn a_symlink_planted_at_a_temp_name_is_never_followed() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/data.bin", www_dir("plant")), b"remote");
+    let outside = world.dir().join("somefile");
+    std::fs::write(&outside, "precious\n").unwrap();
+    // What a cloned repo can ship: links at every temp name the daemon
+    // ever used beside `.gitattributes` and the pointer.
+    for name in ["..gitattributes.drsd-tmp", ".data.bin.drsd-tmp"] {
+        std::os::unix::fs::symlink("../somefile", repo.join(name)).unwrap();
+    }
+    world.drsctl_ok(&repo, &["add-url", &url, "data.bin"]);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious\n");
+    for name in [".gitattributes", "data.bin"] {
+        let meta = std::fs::symlink_metadata(repo.join(name)).unwrap();
+        assert!(meta.is_file(), "{name} is a regular file: {meta:?}");
+    }
+    assert_staged_pointer(&repo, "data.bin", &nginx_oid(&url), 6);
+}
+
+#[test]
+fn a_path_through_an_in_repo_symlink_is_refused_with_nothing_written() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/x.bin", www_dir("linkout")), b"remote");
+    let elsewhere = world.dir().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join("linkout")).unwrap();
+    std::os::unix::fs::symlink("sub", repo.join("linkin")).unwrap();
+    for path in ["linkout/x.bin", "linkout/deeper/x.bin", "linkin/x.bin"] {
+        let out = world.drsctl(&repo, &["add-url", &url, path]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{path}: {said}");
+        let link = path.split('/').next().unwrap();
+        assert!(
+            said.contains(link) && said.contains("symbolic link"),
+            "{path}: {said}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(repo.join("sub")).unwrap().count(), 0);
+    assert!(!repo.join(".gitattributes").exists());
+    assert_eq!(mirrored(&repo), Vec::<String>::new());
+    assert_eq!(git(&repo, &["ls-files", "--stage"]), "");
+}
+
+#[test]
+fn a_git_folder_in_any_case_is_refused() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/x", www_dir("dotgit")), b"remote");
+    for path in [".GIT/hooks/x", "sub/.Git/x", ".git/x", ".git./x", "GIT~1/x"] {
+        let out = world.drsctl(&repo, &["add-url", &url, path]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{path}: {said}");
+        assert!(
+            said.contains("not a file path in the repo's work tree"),
+            "{path}: {said}"
+        );
+    }
+    for made in [".GIT", "sub", ".git.", "GIT~1", ".gitattributes"] {
+        assert!(!repo.join(made).exists(), "{made} was written");
+    }
+    assert!(!repo.join(".git/x").exists());
+    assert_eq!(mirrored(&repo), Vec::<String>::new());
+}
+
+#[test]
+fn a_path_a_gitattributes_line_cannot_express_is_refused_by_name() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let url = serve(&format!("{}/x", www_dir("newline")), b"remote");
+    for (path, why) in [
+        ("a\nb.bin", "newline"),
+        ("a\rb.bin", "carriage return"),
+        ("a\tb.bin", "control character"),
+    ] {
+        let out = world.drsctl(&repo, &["add-url", &url, path]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{path:?}: {said}");
+        assert!(said.contains(why), "{path:?}: {said}");
+        assert!(
+            said.contains(&format!("{path:?}")),
+            "the path is named: {said}"
+        );
+    }
+    assert!(!repo.join(".gitattributes").exists());
+    assert_eq!(std::fs::read_dir(&repo).unwrap().count(), 1, "only .git");
+    // Names that can be expressed are, exactly: `#`, `!`, `"`, globs and
+    // spaces; and a top-level name does not track the same name deeper.
+    let odd = ["#h.bin", "!n.bin", "\"q\".bin", "s p*[1].bin", "d/x?.bin"];
+    for path in odd {
+        world.drsctl_ok(&repo, &["add-url", &url, path]);
+    }
+    let attrs = git(
+        &repo,
+        &[
+            "check-attr",
+            "filter",
+            "--",
+            "sub/#h.bin",
+            "s p1.bin",
+            "d/xy.bin",
+        ],
+    );
+    assert_eq!(attrs.matches("unspecified").count(), 3, "{attrs}");
+    let oid = nginx_oid(&url);
+    for path in odd {
+        if path.contains('"') {
+            // git lfs ls-files quotes this name: check the rest by hand.
+            let attr = git(&repo, &["check-attr", "filter", "--", path]);
+            assert!(attr.ends_with(": filter: lfs\n"), "{attr}");
+            let staged = git(&repo, &["show", &format!(":{path}")]);
+            assert_eq!(staged, pointer_text(&oid, 6));
+            continue;
+        }
+        assert_staged_pointer(&repo, path, &oid, 6);
+    }
+}
+
+#[test]
+fn fifty_concurrent_add_urls_into_one_repo_are_all_tracked_staged_and_mirrored() {
+    let world = World::new();
+    let repo = world.repo("repo");
+    let dir = www_dir("race");
+    let urls: Vec<String> = (0..50)
+        .map(|i| serve(&format!("{dir}/f{i}.bin"), format!("object {i}").as_bytes()))
+        .collect();
+    let clients: Vec<Child> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| {
+            Command::new(bin("drsctl"))
+                .current_dir(&repo)
+                .args(["add-url", url, &format!("d{}/f{i}.bin", i % 3)])
+                .envs(world.env())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        let out = client.wait_with_output().unwrap();
+        assert!(out.status.success(), "client {i}: {}", text(&out));
+    }
+    let paths: Vec<String> = (0..50).map(|i| format!("d{}/f{i}.bin", i % 3)).collect();
+    let mut args = vec!["check-attr", "filter", "--"];
+    args.extend(paths.iter().map(String::as_str));
+    let attrs = git(&repo, &args);
+    assert_eq!(attrs.matches(": filter: lfs\n").count(), 50, "{attrs}");
+    let staged = git(&repo, &["ls-files", "--stage"]);
+    let mirror = mirrored(&repo);
+    for (i, path) in paths.iter().enumerate() {
+        assert!(
+            staged.contains(&format!("\t{path}\n")),
+            "{path} not staged: {staged}"
+        );
+        assert!(mirror.contains(path), "{path} not in the mirror");
+        assert_staged_pointer(
+            &repo,
+            path,
+            &nginx_oid(&urls[i]),
+            format!("object {i}").len() as u64,
+        );
+    }
+    let status = git(&repo, &["status", "--porcelain"]);
+    assert!(status.lines().all(|l| l.starts_with("A ")), "{status}");
+}
+
+#[test]
+fn promote_all_wait_racing_the_workers_over_many_objects_succeeds() {
+    let world = World::with_prefetch();
+    let repo = world.repo("repo");
+    let dir = www_dir("promote-race");
+    let list = batch_list(&world, &dir, 400);
+    world.drsctl_ok(&repo, &["add-url", "--from", list.to_str().unwrap()]);
+    // The workers are hashing and promoting these now; promote does the
+    // same paths, again and again until none is waiting.
+    let out = world.drsctl(&repo, &["--json", "promote", "--all", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for i in (0..400).step_by(7) {
+        let path = format!("data/f{i:05}.bin");
+        let body = format!("object {i}\n");
+        let want = pointer_text(&sha256_hex(body.as_bytes()), body.len() as u64);
+        assert_eq!(git(&repo, &["show", &format!(":{path}")]), want, "{path}");
+        assert_eq!(std::fs::read_to_string(repo.join(&path)).unwrap(), want);
+    }
+    let status = git(&repo, &["status", "--porcelain", "--untracked-files=no"]);
+    assert!(status.lines().all(|l| l.starts_with("A ")), "{status}");
 }

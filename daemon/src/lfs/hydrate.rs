@@ -6,10 +6,13 @@
 //! ([`Pool::export`]): a corrupt one is moved aside and is an error, for the
 //! caller to fetch the object elsewhere.
 
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+
+use tempfile::TempPath;
 
 use crate::pool::{Oid, Pool, PoolError};
+use crate::safe_write;
 
 /// What [`hydrate`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,44 +32,94 @@ pub fn object_path(objects: &Path, oid: &Oid) -> PathBuf {
 }
 
 /// Puts pool entry `oid` (of `size` bytes) in `lfs_dir/objects`, through a
-/// temporary name in `lfs_dir/tmp` and a rename, so git-lfs never sees half
-/// a file. A hard link where it can: the repo and the pool share one copy,
+/// fresh name in `lfs_dir/tmp` and a rename, so git-lfs never sees half a
+/// file. A hard link where it can: the repo and the pool share one copy,
 /// and a `git lfs prune` here removes the repo's name, not the pool's.
+/// Folders on the way that are symlinks, and an object path that is one,
+/// are refused: nothing is written through a link planted in `.git`.
 pub fn hydrate(pool: &Pool, lfs_dir: &Path, oid: &Oid, size: u64) -> Result<Hydrated, PoolError> {
     let dest = object_path(&lfs_dir.join("objects"), oid);
-    if std::fs::metadata(&dest).is_ok_and(|m| m.is_file() && m.len() == size) {
-        return Ok(Hydrated::Present);
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) if m.file_type().is_symlink() => return Err(refused(&dest)),
+        Ok(m) if m.is_file() && m.len() == size => return Ok(Hydrated::Present),
+        _ => {}
     }
     if pool.size(oid)? != Some(size) {
         return Ok(Hydrated::NotInPool);
     }
-    let tmp_dir = lfs_dir.join("tmp");
-    let parent = dest.parent().expect("object paths have shards");
-    for dir in [&tmp_dir, &parent.to_path_buf()] {
-        std::fs::create_dir_all(dir).map_err(|source| PoolError::Io {
-            op: "create",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let tmp = tmp_dir.join(format!(
-        "drs-hydrate-{oid}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    if pool.export(oid, &tmp)?.is_none() {
+    let (anchor, lfs) = split(lfs_dir);
+    let hex = oid.to_hex();
+    let shard = lfs.join("objects").join(&hex[0..2]).join(&hex[2..4]);
+    let tmp_dir = safe_dir(&anchor, &lfs.join("tmp"))?;
+    safe_dir(&anchor, &shard)?;
+    let Some(tmp) = export_to_temp(pool, oid, &tmp_dir)? else {
         return Ok(Hydrated::NotInPool); // swept between the check and the export
-    }
-    std::fs::rename(&tmp, &dest).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        PoolError::Io {
-            op: "rename into",
-            path: dest.clone(),
-            source,
-        }
+    };
+    // rename(2) replaces a name, never what a link there points at.
+    tmp.persist(&dest).map_err(|e| PoolError::Io {
+        op: "rename into",
+        path: dest.clone(),
+        source: e.error,
     })?;
     Ok(Hydrated::Placed)
+}
+
+/// Exports pool entry `oid` to a new random name in `dir`, created
+/// exclusively (never through an existing name or a symlink); `None` when
+/// the pool lacks it. The name is removed when the result is dropped,
+/// unless persisted or kept.
+pub fn export_to_temp(pool: &Pool, oid: &Oid, dir: &Path) -> Result<Option<TempPath>, PoolError> {
+    let mut failed = None;
+    let made = tempfile::Builder::new()
+        .prefix(&format!("drs-{oid}-"))
+        .make_in(dir, |p| match pool.export(oid, p) {
+            Ok(placed) => Ok(placed),
+            // Taken (a name planted or raced): make_in tries another.
+            Err(PoolError::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {
+                Err(source)
+            }
+            Err(e) => {
+                failed = Some(e);
+                Err(std::io::Error::other("export failed"))
+            }
+        });
+    match (made, failed) {
+        (_, Some(e)) => Err(e),
+        (Ok(file), None) if file.as_file().is_some() => Ok(Some(file.into_temp_path())),
+        (Ok(_), None) => Ok(None),
+        (Err(source), None) => Err(PoolError::Io {
+            op: "create a temp file in",
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// `lfs_dir` as its parent (the common git folder, trusted as git named
+/// it) and the rest, walked without following links.
+fn split(lfs_dir: &Path) -> (PathBuf, PathBuf) {
+    match (lfs_dir.parent(), lfs_dir.file_name()) {
+        (Some(parent), Some(name)) => (parent.to_path_buf(), PathBuf::from(name)),
+        _ => (lfs_dir.to_path_buf(), PathBuf::new()),
+    }
+}
+
+fn safe_dir(anchor: &Path, rel: &Path) -> Result<PathBuf, PoolError> {
+    safe_write::create_dirs(anchor, rel).map_err(|e| PoolError::Io {
+        op: "hydrate into",
+        path: anchor.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
+fn refused(path: &Path) -> PoolError {
+    PoolError::Io {
+        op: "hydrate",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(
+            "it is a symbolic link: drsd does not write through links in a repo",
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +131,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::open(&dir.path().join("pool"), Some(1024)).unwrap();
         let lfs = dir.path().join("repo/.git/lfs");
+        std::fs::create_dir_all(lfs.parent().unwrap()).unwrap();
         let big = vec![5u8; 4096];
         let small = b"tiny".to_vec();
         let big_oid = pool.put(&Oid::of(&big), &big).unwrap().oid;

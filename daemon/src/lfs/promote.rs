@@ -63,10 +63,16 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
         repo: top.to_path_buf(),
         why: e.to_string(),
     })?;
-    let mut ready = Vec::new();
+    let (mut ready, mut already) = (Vec::new(), Vec::new());
     for r in rewrites {
         let blob = index.get(&r.path);
         let staged = blob.and_then(|b| pointers.get(b));
+        if staged == Some(&r.to) && holds(top, &r.path, &r.to) {
+            // Promoted already (by the workers, or an earlier run cut short
+            // before the registry learnt it): done, not a change.
+            already.push(r.path.clone());
+            continue;
+        }
         if staged != Some(&r.from) {
             done.changed.push(r.path.clone());
             continue;
@@ -75,17 +81,29 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
             done.committed.push(r.path.clone());
             continue;
         }
-        let file = top.join(&r.path);
-        if std::fs::read(&file).ok() != Some(r.from.to_text().into_bytes()) {
+        if !holds(top, &r.path, &r.from) {
             done.changed.push(r.path.clone());
             continue;
         }
-        replace(&file, r.to.to_text().as_bytes())?;
+        replace(top, &r.path, r.to.to_text().as_bytes())?;
         ready.push(r.path.as_str());
     }
     stage(top, &ready)?;
     done.rewritten = ready.into_iter().map(str::to_string).collect();
+    done.rewritten.extend(already);
     Ok(done)
+}
+
+/// Whether the work-tree file at `rel` is a regular file holding `pointer`,
+/// reached through no symlink (one planted there is the user's change, or
+/// an attack: left alone either way).
+fn holds(top: &Path, rel: &str, pointer: &Pointer) -> bool {
+    let rel = Path::new(rel);
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let file = top.join(rel);
+    crate::safe_write::check_dirs(top, parent).is_ok()
+        && std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file())
+        && std::fs::read(&file).ok() == Some(pointer.to_text().into_bytes())
 }
 
 /// `path -> blob id` from `git ls-files -s -z` or `git ls-tree -r -z`
@@ -118,4 +136,83 @@ fn blobs(top: &Path, args: &[&str]) -> Result<BTreeMap<String, String>, TrackErr
         }
     }
     Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Oid;
+
+    fn git_ok(top: &Path, args: &[&str]) {
+        let out = git(top).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn staged_pointer(top: &Path, rel: &str, p: &Pointer) {
+        std::fs::write(top.join(rel), p.to_text()).unwrap();
+        stage(top, &[rel]).unwrap();
+    }
+
+    #[test]
+    fn a_pointer_promoted_already_is_done_not_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git_ok(top, &["init", "-q"]);
+        let from = Pointer {
+            oid: Oid::of(b"etag"),
+            size: 4,
+        };
+        let to = Pointer {
+            oid: Oid::of(b"body"),
+            size: 4,
+        };
+        staged_pointer(top, "p.bin", &from);
+        let rewrite = Rewrite {
+            path: "p.bin".into(),
+            from,
+            to,
+        };
+        let first = promote(top, std::slice::from_ref(&rewrite), Scope::All).unwrap();
+        assert_eq!(first.rewritten, vec!["p.bin".to_string()]);
+        // The other path (workers, or `drsctl promote`) comes second.
+        let second = promote(top, &[rewrite], Scope::All).unwrap();
+        assert_eq!(second.rewritten, vec!["p.bin".to_string()]);
+        assert!(second.changed.is_empty(), "{second:?}");
+        assert_eq!(
+            std::fs::read(top.join("p.bin")).unwrap(),
+            to.to_text().as_bytes()
+        );
+    }
+
+    #[test]
+    fn a_symlink_planted_at_a_staged_pointer_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (top, outside) = (tmp.path().join("repo"), tmp.path().join("outside"));
+        std::fs::create_dir_all(&top).unwrap();
+        git_ok(&top, &["init", "-q"]);
+        let from = Pointer {
+            oid: Oid::of(b"etag"),
+            size: 4,
+        };
+        let to = Pointer {
+            oid: Oid::of(b"body"),
+            size: 4,
+        };
+        staged_pointer(&top, "p.bin", &from);
+        std::fs::write(&outside, from.to_text()).unwrap();
+        std::fs::remove_file(top.join("p.bin")).unwrap();
+        std::os::unix::fs::symlink(&outside, top.join("p.bin")).unwrap();
+        let rewrite = Rewrite {
+            path: "p.bin".into(),
+            from,
+            to,
+        };
+        let done = promote(&top, &[rewrite], Scope::All).unwrap();
+        assert_eq!(done.changed, vec!["p.bin".to_string()]);
+        assert_eq!(std::fs::read(&outside).unwrap(), from.to_text().as_bytes());
+    }
 }

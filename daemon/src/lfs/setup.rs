@@ -4,10 +4,10 @@
 //! git-lfs ignores transfer-agent keys in `.lfsconfig` ("unsafe keys").
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::scan::{git, toplevel, ScanError};
+use crate::safe_write::{self, Mode};
 
 /// The name git-lfs knows our agent by.
 pub const AGENT: &str = "drs";
@@ -200,7 +200,14 @@ fn record_remote(top: &Path, url: &str) -> Result<(), SetupError> {
         .collect();
     let line = format!(".gitattributes {REMOTE_ATTR}={url}");
     lines.push(&line);
-    fs::write(&path, lines.join("\n") + "\n").map_err(io("write", &path))
+    let text = lines.join("\n") + "\n";
+    safe_write::write(
+        top,
+        Path::new(".gitattributes"),
+        text.as_bytes(),
+        Mode::WORK_TREE,
+    )
+    .map_err(io_of(&path))
 }
 
 /// The hooks folder git runs (honours `core.hooksPath` and worktrees).
@@ -241,8 +248,10 @@ fn write_hook(dir: &Path, name: &str, agent: &Path) -> Result<bool, SetupError> 
     if fs::read_to_string(&path).is_ok_and(|old| old == text) {
         return Ok(false);
     }
-    fs::write(&path, text).map_err(io("write", &path))?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).map_err(io("chmod", &path))?;
+    // The hooks folder is git's to name (core.hooksPath): trusted as it is;
+    // the hook file itself is never written through a link.
+    safe_write::write(dir, Path::new(name), text.as_bytes(), Mode::EXECUTABLE)
+        .map_err(io_of(&path))?;
     Ok(true)
 }
 
@@ -303,6 +312,14 @@ fn git_err(top: &Path, args: &[&str], why: String) -> SetupError {
         repo: top.to_path_buf(),
         args: args.join(" "),
         why,
+    }
+}
+
+fn io_of(path: &Path) -> impl Fn(safe_write::SafeWriteError) -> SetupError + '_ {
+    move |e| SetupError::Io {
+        op: "write",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
     }
 }
 

@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
+use crate::safe_write::{self, Mode, SafeWriteError};
+
 /// The attributes `git lfs track` writes.
 pub const LFS_ATTRIBUTES: &str = "filter=lfs diff=lfs merge=lfs -text";
 
@@ -24,6 +26,10 @@ pub enum TrackError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Write(#[from] SafeWriteError),
+    #[error("{path:?} cannot be tracked: {why}")]
+    Unexpressible { path: String, why: &'static str },
 }
 
 /// What the attributes of a path say, as far as adding a pointer goes.
@@ -123,9 +129,9 @@ fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
         text.push('\n');
     }
     for path in paths {
-        text.push_str(&format!("{} {LFS_ATTRIBUTES}\n", pattern(path)));
+        text.push_str(&format!("{} {LFS_ATTRIBUTES}\n", pattern(path)?));
     }
-    replace(&file, text.as_bytes())
+    replace(top, ".gitattributes", text.as_bytes())
 }
 
 /// Stages the pointer files at `paths` as `git add` would, with one `git
@@ -164,43 +170,66 @@ pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     run_with_input(top, &args, paths, "git update-index").map(|_| ())
 }
 
-/// `path` as a gitattributes pattern matching exactly it (as git lfs track
-/// writes a literal name): glob characters escaped, spaces as `[[:space:]]`.
-pub fn pattern(path: &str) -> String {
+/// `path` as a gitattributes pattern matching exactly it and nothing else
+/// (as git lfs track writes a literal name): anchored at the top with a
+/// leading `/` (a pattern without a slash would match the name in every
+/// folder, and this also keeps a leading `#`, `!` or `"` from making a
+/// comment, a negation or a quoted pattern), glob characters escaped,
+/// spaces as `[[:space:]]` (a line is split at blanks, and a backslash
+/// does not stop that). `[[:space:]]` matches no other character of an
+/// accepted path: [`check_expressible`] refuses control characters.
+pub fn pattern(path: &str) -> Result<String, TrackError> {
+    check_expressible(path)?;
     let mut out = String::with_capacity(path.len() + 8);
-    for (i, c) in path.chars().enumerate() {
+    out.push('/');
+    for c in path.chars() {
         match c {
             ' ' => out.push_str("[[:space:]]"),
             '*' | '?' | '[' | ']' | '\\' => {
                 out.push('\\');
                 out.push(c);
             }
-            '#' | '!' if i == 0 => {
-                out.push('\\');
-                out.push(c);
-            }
             _ => out.push(c),
         }
     }
-    out
+    Ok(out)
 }
 
-/// Writes `bytes` to `path` through a temp file beside it and a rename, so
-/// a reader (git) never sees half a file. The temp name is fixed: the daemon
-/// is the only writer, and a leftover from a kill is simply overwritten.
-pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), TrackError> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.drsd-tmp"));
-    let io = |op: &'static str, at: &Path| {
-        let at = at.to_path_buf();
-        move |source| TrackError::Io {
-            op,
-            path: at,
-            source,
-        }
+/// Refuses a repo-relative path that a `.gitattributes` line cannot name
+/// exactly: a newline or CR would end the line and start a stray pattern,
+/// NUL cannot be written, and no other control character (tab, vertical
+/// tab...) can be told from a space by `[[:space:]]`.
+pub fn check_expressible(path: &str) -> Result<(), TrackError> {
+    let why = if path.is_empty() {
+        "it is empty"
+    } else if path.starts_with('/') || path.ends_with('/') {
+        "it is not a file path relative to the repo's top"
+    } else if path.contains(['\n', '\r']) {
+        "a .gitattributes line cannot hold a newline or carriage return"
+    } else if path.contains('\0') {
+        "it contains a NUL byte"
+    } else if path.chars().any(char::is_control) {
+        "a .gitattributes pattern cannot name a control character (tab and the like) exactly"
+    } else {
+        return Ok(());
     };
-    std::fs::write(&tmp, bytes).map_err(io("write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("replace", path))
+    Err(TrackError::Unexpressible {
+        path: path.to_string(),
+        why,
+    })
+}
+
+/// Writes `bytes` to the repo-relative `rel` under `top` through
+/// [`safe_write::write`]: a temp file created exclusively under a random
+/// name beside it and a rename, so a reader (git) never sees half a file
+/// and no symlink planted in the repo is ever followed.
+pub fn replace(top: &Path, rel: &str, bytes: &[u8]) -> Result<(), TrackError> {
+    Ok(safe_write::write(
+        top,
+        Path::new(rel),
+        bytes,
+        Mode::WORK_TREE,
+    )?)
 }
 
 /// Runs git in `top` with `input` NUL-separated on its standard input, fed
@@ -339,5 +368,26 @@ mod tests {
             text.starts_with("*.cram filter=lfs diff=lfs merge=lfs -text\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_accepted_path_is_one_exact_anchored_pattern_and_others_are_refused() {
+        assert_eq!(pattern("#h.bam").unwrap(), "/#h.bam");
+        assert_eq!(pattern("!n.bam").unwrap(), "/!n.bam");
+        assert_eq!(pattern("\"q\".bam").unwrap(), "/\"q\".bam");
+        assert_eq!(pattern("d/a b*.bam").unwrap(), "/d/a[[:space:]]b\\*.bam");
+        for bad in ["a\nb.bam", "a\rb", "a\0b", "a\tb", "a\x0bb", ""] {
+            let err = pattern(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+        // Git agrees: the pattern of a top-level name does not match deeper.
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        std::fs::write(top.join("x.bam"), "pointer\n").unwrap();
+        std::fs::write(top.join("\"q\" #1.bam"), "pointer\n").unwrap();
+        track_and_stage(top, &["x.bam", "\"q\" #1.bam"]).unwrap();
+        let got = tracked(top, &["x.bam", "sub/x.bam", "\"q\" #1.bam", "q"]).unwrap();
+        assert_eq!(got, vec![true, false, true, false]);
     }
 }

@@ -4,12 +4,13 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use super::dispatch::{check, Put, Tier};
-use super::error::{IoContext, PoolError, Result};
+use super::error::{IoContext, Result};
 use super::{Blob, Oid, Pool};
 
 /// How an entry reached its destination.
@@ -95,13 +96,18 @@ fn place_file(src: &Path, dest: &Path) -> Result<Placed> {
     if reflink_copy::reflink(src, dest).is_ok() {
         return Ok(Placed::Reflink);
     }
-    if dest.exists() {
-        return Err(PoolError::Io {
-            op: "copy to",
-            path: dest.to_path_buf(),
-            source: ErrorKind::AlreadyExists.into(),
-        });
+    // Created exclusively, never through a symlink at `dest` (fs::copy
+    // would open and truncate whatever a link planted there points at).
+    let mut to = File::options()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dest)
+        .at("copy to", dest)?;
+    let mut from = File::open(src).at("open", src)?;
+    if let Err(e) = std::io::copy(&mut from, &mut to) {
+        let _ = fs::remove_file(dest);
+        return Err(e).at("copy to", dest);
     }
-    fs::copy(src, dest).at("copy to", dest)?;
     Ok(Placed::Copy)
 }

@@ -4,55 +4,37 @@
 //! fsync and rename, so a reader (or a restore after kill -9) sees either
 //! the old file or the new one, never a torn line.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::{Entry, RegistryError};
+use crate::safe_write::{self, Mode};
 
 /// The mirror's place for a repo whose common git folder is `common_dir`.
 pub fn path_in(common_dir: &Path) -> PathBuf {
-    common_dir.join("lfs/foreign/registry.jsonl")
+    common_dir.join(MIRROR)
 }
 
-/// Replaces the mirror at `path` with `entries`.
-pub fn write(path: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let io = |op: &'static str, at: &Path| {
-        let at = at.to_path_buf();
-        move |source| RegistryError::Io {
-            op,
-            path: at,
-            source,
-        }
-    };
-    // Private: the mirror holds signed URLs. A folder that is not ours (a
-    // shared repo) keeps its mode; the file is 0600 anyway.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io("create", dir))?;
-    let _ = crate::private::tighten(dir);
+/// The mirror's place under the common git folder.
+const MIRROR: &str = "lfs/foreign/registry.jsonl";
+
+/// Replaces the mirror of the repo whose common git folder is `common_dir`
+/// with `entries`: through [`safe_write`] (created 0600, since signed URLs
+/// in it stay private; synced with its folder; never through a symlink
+/// planted in `.git`).
+pub fn write(common_dir: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
     let mut text = Vec::with_capacity(entries.len() * 400);
     for entry in entries {
         serde_json::to_writer(&mut text, entry).expect("entries serialize");
         text.push(b'\n');
     }
-    // NamedTempFile is created 0600: signed URLs in it stay private.
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io("create a temp file in", dir))?;
-    tmp.write_all(&text)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(io("write", tmp.path()))?;
-    tmp.persist(path).map_err(|e| RegistryError::Io {
-        op: "replace",
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    // The rename is durable once the folder is synced.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("sync", dir))
+    safe_write::write(common_dir, Path::new(MIRROR), &text, Mode::PRIVATE).map_err(|e| {
+        RegistryError::Io {
+            op: "write",
+            path: path_in(common_dir),
+            source: std::io::Error::other(e.to_string()),
+        }
+    })
 }
 
 /// The entries of the mirror at `path`; none when there is no file.

@@ -109,13 +109,15 @@ fn a_registry_reopens_with_its_contents() {
 #[test]
 fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = mirror::path_in(&tmp.path().join(".git"));
+    let common = tmp.path().join(".git");
+    std::fs::create_dir(&common).unwrap();
+    let file = mirror::path_in(&common);
     assert!(mirror::read(&file).unwrap().is_empty());
     let repo = Path::new("/repos/a");
     let x = object("https://h/x", "1-1", 1);
     let y = object("https://h/y", "2-2", 2);
     let entries = vec![entry("x", &x), entry("y", &y)];
-    mirror::write(&file, &entries).unwrap();
+    mirror::write(&common, &entries).unwrap();
     assert!(mirror::is_private(&file));
     assert_eq!(mirror::read(&file).unwrap(), entries);
 

@@ -187,6 +187,9 @@ async fn after_hash(shared: &Shared, repo: &Path, object: &ForeignObject, oid: O
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let (repo, object) = (repo.to_path_buf(), object.clone());
     let shown = repo.display().to_string();
+    // Hydration, promotion and the mirror are writes in the repo: one
+    // writer at a time (`drsctl promote` and add-url write the same files).
+    let _writing = shared.repo_locks.lock(&repo).await;
     let outcome = tokio::task::spawn_blocking(move || {
         let common = git_dirs(&repo).map_err(|e| e.to_string())?.common_dir;
         let promoted = settle(
@@ -217,6 +220,7 @@ async fn after_hash(shared: &Shared, repo: &Path, object: &ForeignObject, oid: O
 pub(crate) async fn catch_up(shared: &Shared, repo: &Path) {
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let at = repo.to_path_buf();
+    let _writing = shared.repo_locks.lock(repo).await;
     let outcome = tokio::task::spawn_blocking(move || {
         let common = git_dirs(&at).map_err(|e| e.to_string())?.common_dir;
         let objects = common.join("lfs").join("objects");
@@ -275,7 +279,7 @@ fn settle(
 
 fn write_mirror(registry: &Registry, repo: &Path, common: &Path) -> Result<(), String> {
     let listed = registry.for_repo(repo).map_err(|e| e.to_string())?;
-    mirror::write(&mirror::path_in(common), &listed).map_err(|e| e.to_string())
+    mirror::write(common, &listed).map_err(|e| e.to_string())
 }
 
 /// Rewrites the repo's uncommitted pointers to these objects (by their

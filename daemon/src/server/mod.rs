@@ -12,6 +12,7 @@ mod idle;
 mod jobs;
 mod listen;
 mod pool_stats;
+mod repo_locks;
 mod repos;
 mod state;
 
@@ -55,6 +56,9 @@ pub(crate) struct Shared {
     pub running: jobs::Running,
     /// For the idle timer: when a client last came or work last ran.
     pub activity: idle::Activity,
+    /// One writer at a time per repo (`.gitattributes`, pointers, index,
+    /// mirror): see `repo_locks`.
+    pub repo_locks: repo_locks::RepoLocks,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -90,6 +94,7 @@ impl Daemon {
             jobs_wake: tokio::sync::Notify::new(),
             running: Default::default(),
             activity: Default::default(),
+            repo_locks: Default::default(),
         });
         log::info!(
             "drsd {} listening on {}",

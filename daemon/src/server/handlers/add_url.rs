@@ -78,7 +78,15 @@ pub(crate) async fn handle(
     let mut failed = Vec::new();
     let targets = plan(&top, &cwd, lines, force, &mut failed).await;
     let resolved = head_all(shared, targets, progress, &mut failed).await;
-    let added = commit(shared, &top, &common, resolved, no_fetch).await?;
+    let added = commit(
+        shared,
+        &top,
+        &common,
+        resolved,
+        (force, no_fetch),
+        &mut failed,
+    )
+    .await?;
     failed.sort_by_key(|f| f.line);
     Ok(Reply::AddUrl(AddUrlReport {
         repo: top,
@@ -229,6 +237,7 @@ fn target(
             "{rel} is already the path of an earlier line"
         )));
     }
+    check_inside(top, &rel).map_err(fail)?;
     check_existing(&top.join(&rel), force).map_err(fail)?;
     let sha256 = match &line.sha256 {
         Some(hex) => Some(parse_sha256(hex).map_err(fail)?),
@@ -265,13 +274,51 @@ fn repo_relative(top: &Path, abs: &Path) -> Result<String, String> {
     let text = rel
         .to_str()
         .ok_or_else(|| format!("{} is not UTF-8", rel.display()))?;
-    if text.is_empty() || rel.starts_with(".git") {
+    if text.is_empty() || rel.iter().any(is_git_dir_name) {
         return Err(format!(
             "{} is not a file path in the repo's work tree",
             clean.display()
         ));
     }
+    track::check_expressible(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
+}
+
+/// A name git treats as its own folder, as it does on case-insensitive
+/// filesystems (`core.protectNTFS`, `core.protectHFS`): `.git` in any
+/// case, with trailing dots or spaces, or its short name `git~1`. git
+/// refuses to stage a path through one, so it is refused before anything
+/// is written.
+fn is_git_dir_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy().to_ascii_lowercase();
+    let name = name.trim_end_matches(['.', ' ']);
+    name == ".git" || name == "git~1"
+}
+
+/// Refuses a repo-relative path that reaches through a symlink in the repo
+/// (`linkout/x.bin` with `linkout -> /elsewhere`, or `-> sub`: git refuses
+/// paths beyond a link), a file where a folder should be, or a folder whose
+/// real place is not inside `top`, before anything is written.
+fn check_inside(top: &Path, rel: &str) -> Result<(), String> {
+    let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
+    crate::safe_write::check_dirs(top, parent).map_err(|e| e.to_string())?;
+    // Belt and braces: the deepest folder that exists is really inside.
+    let mut existing = top.join(parent);
+    while !existing.exists() && existing != top {
+        existing.pop();
+    }
+    let real = existing
+        .canonicalize()
+        .map_err(|e| format!("checking {}: {e}", existing.display()))?;
+    if !real.starts_with(top) {
+        return Err(format!(
+            "{} leads outside the repo {} (to {})",
+            top.join(rel).display(),
+            top.display(),
+            real.display()
+        ));
+    }
+    Ok(())
 }
 
 /// A file already at the path must be an LFS pointer, unless `force`.
@@ -283,6 +330,13 @@ fn check_existing(path: &Path, force: bool) -> Result<(), String> {
     };
     if meta.is_dir() {
         return Err(format!("{} is a folder", path.display()));
+    }
+    if meta.file_type().is_symlink() {
+        // Not even with --force: replacing a link is never what was meant.
+        return Err(format!(
+            "{} is a symbolic link; drsd does not write over links",
+            path.display()
+        ));
     }
     let is_pointer = meta.is_file()
         && meta.len() < crate::lfs::MAX_POINTER_SIZE
@@ -446,20 +500,27 @@ fn no_identity(url: &ObjectUrl, meta: &ObjectMeta) -> String {
 
 /// Registry, mirror, pointer files, `.gitattributes`, `git add`: in that
 /// order, so a kill at any point leaves the registry knowing at least what
-/// the repo points at.
+/// the repo points at. As the repo's only writer (its lock held): the
+/// paths are checked again first (the work tree may have changed during
+/// the HEADs), and a failure after the registry puts the work tree back.
 async fn commit(
     shared: &Arc<Shared>,
     top: &Path,
     common: &Path,
     resolved: Vec<Resolved>,
-    no_fetch: bool,
+    (force, no_fetch): (bool, bool),
+    failed: &mut Vec<FailedUrl>,
 ) -> Result<Vec<AddedUrl>, WireError> {
     if resolved.is_empty() {
         return Ok(Vec::new());
     }
+    let _writing = shared.repo_locks.lock(top).await;
     let registry = shared.registry.clone();
     let (top, common) = (top.to_path_buf(), common.to_path_buf());
-    let added = blocking(move || {
+    let (added, refused) = blocking(move || {
+        let (resolved, refused) = recheck(&top, resolved, force);
+        check_attributes_file(&top)?;
+        wait_for_index(&top)?;
         let added = write_all(&registry, &top, &common, resolved)?;
         if no_fetch {
             // Before any job is queued for them, so no worker takes one.
@@ -470,11 +531,69 @@ async fn commit(
                 .collect();
             registry.skip(&oids).map_err(internal)?;
         }
-        Ok::<_, WireError>(added)
+        Ok::<_, WireError>((added, refused))
     })
     .await?;
+    failed.extend(refused);
     crate::server::jobs::queue_new(shared).await;
     Ok(added)
+}
+
+/// The planned paths checked again under the repo's lock: a symlink or a
+/// file planted since the plan is refused, not written through or over.
+fn recheck(top: &Path, resolved: Vec<Resolved>, force: bool) -> (Vec<Resolved>, Vec<FailedUrl>) {
+    let mut refused = Vec::new();
+    let mut ok = Vec::with_capacity(resolved.len());
+    for r in resolved {
+        let rel = &r.entry.path;
+        let checked = check_inside(top, rel).and_then(|()| check_existing(&top.join(rel), force));
+        match checked {
+            Ok(()) => ok.push(r),
+            Err(message) => refused.push(FailedUrl {
+                line: r.target.no,
+                url: r.target.url.to_string(),
+                message,
+            }),
+        }
+    }
+    (ok, refused)
+}
+
+/// Refuses, before anything is written, a top `.gitattributes` that is not
+/// a regular file (git does not read one that is a symlink either).
+fn check_attributes_file(top: &Path) -> Result<(), WireError> {
+    let file = top.join(".gitattributes");
+    match std::fs::symlink_metadata(&file) {
+        Ok(m) if !m.is_file() => Err(invalid(format!(
+            "{} is not a regular file (a symbolic link or a folder); nothing was added",
+            file.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// How long git's `index.lock`, held by another git, is waited for.
+const INDEX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits a little for another git's `index.lock` in the repo to go, so the
+/// files are not written only for staging to fail; a clear error, with
+/// nothing written, when it stays.
+fn wait_for_index(top: &Path) -> Result<(), WireError> {
+    let git_dir = git_dirs(top).map_err(internal)?.git_dir;
+    let lock = git_dir.join("index.lock");
+    let start = std::time::Instant::now();
+    while lock.exists() {
+        if start.elapsed() > INDEX_WAIT {
+            return Err(invalid(format!(
+                "{}: another git command holds {} (for over {}s); nothing was added. Run add-url again once it is done, or remove that file if no git is running",
+                top.display(),
+                lock.display(),
+                INDEX_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 fn write_all(
@@ -487,21 +606,59 @@ fn write_all(
     let clock = std::time::Instant::now();
     registry.record(top, &entries).map_err(internal)?;
     let listed = registry.for_repo(top).map_err(internal)?;
-    mirror::write(&mirror::path_in(common), &listed).map_err(internal)?;
+    mirror::write(common, &listed).map_err(internal)?;
     let recorded = clock.elapsed();
-    for e in &entries {
-        write_pointer(top, e)?;
-    }
-    let written = clock.elapsed();
-    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-    let lines = track::track_and_stage(top, &paths).map_err(internal)?;
+    let before = WorkTree::save(top, &entries);
+    let written = write_files(top, &entries).inspect_err(|_| before.put_back(top))?;
     log::debug!(
-        "add-url of {} objects: registry and mirror {recorded:?}, pointers {:?}, {lines} .gitattributes lines and staging {:?}",
+        "add-url of {} objects: registry and mirror {recorded:?}, pointers, {written} .gitattributes lines and staging {:?}",
         entries.len(),
-        written - recorded,
-        clock.elapsed() - written
+        clock.elapsed() - recorded
     );
     Ok(resolved.into_iter().map(added).collect())
+}
+
+/// The pointer files, `.gitattributes` and the index; returns how many
+/// `.gitattributes` lines were added.
+fn write_files(top: &Path, entries: &[Entry]) -> Result<usize, WireError> {
+    for e in entries {
+        write_pointer(top, e)?;
+    }
+    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    track::track_and_stage(top, &paths).map_err(internal)
+}
+
+/// The work-tree files an add-url is about to write, as they were, so a
+/// failure before they are staged (git's index held too long, a full disk)
+/// leaves no untracked pointer or stray `.gitattributes` line. The registry
+/// keeps its entries: it may know more than the repo points at, never less.
+struct WorkTree(Vec<(String, Option<Vec<u8>>)>);
+
+impl WorkTree {
+    fn save(top: &Path, entries: &[Entry]) -> WorkTree {
+        let paths = entries.iter().map(|e| e.path.as_str());
+        let files = std::iter::once(".gitattributes").chain(paths);
+        WorkTree(
+            files
+                .map(|rel| (rel.to_string(), std::fs::read(top.join(rel)).ok()))
+                .collect(),
+        )
+    }
+
+    fn put_back(&self, top: &Path) {
+        for (rel, old) in &self.0 {
+            let undone = match old {
+                Some(bytes) => track::replace(top, rel, bytes).map_err(|e| e.to_string()),
+                None => match std::fs::remove_file(top.join(rel)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+                    _ => Ok(()),
+                },
+            };
+            if let Err(e) = undone {
+                log::warn!("add-url in {}: putting {rel} back: {e}", top.display());
+            }
+        }
+    }
 }
 
 fn write_pointer(top: &Path, e: &Entry) -> Result<(), WireError> {
@@ -511,12 +668,7 @@ fn write_pointer(top: &Path, e: &Entry) -> Result<(), WireError> {
         size: e.object.size,
     }
     .to_text();
-    let path = top.join(&e.path);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|err| internal(format!("create {}: {err}", dir.display())))?;
-    }
-    track::replace(&path, text.as_bytes()).map_err(internal)
+    track::replace(top, &e.path, text.as_bytes()).map_err(internal)
 }
 
 fn added(r: Resolved) -> AddedUrl {
@@ -564,7 +716,18 @@ mod tests {
             repo_relative(top, Path::new("/r/./x.bam")).unwrap(),
             "x.bam"
         );
-        for bad in ["/r/../x.bam", "/other/x.bam", "/r", "/r/.git/config"] {
+        for bad in [
+            "/r/../x.bam",
+            "/other/x.bam",
+            "/r",
+            "/r/.git/config",
+            "/r/.GIT/hooks/x",
+            "/r/sub/.Git/x",
+            "/r/.git. /x",
+            "/r/GIT~1/x",
+            "/r/a\nb.bam",
+            "/r/a\tb.bam",
+        ] {
             assert!(repo_relative(top, Path::new(bad)).is_err(), "{bad}");
         }
     }

@@ -91,6 +91,8 @@ async fn one(
     let place = || {
         let (pool, lfs) = (shared.pool.clone(), facts.lfs.clone());
         async move {
+            // A write in the repo's `.git`: one writer at a time.
+            let _writing = shared.repo_locks.lock(&facts.top).await;
             tokio::task::spawn_blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size))
                 .await
                 .map_err(internal)

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, Progress, Reply, WireError};
+use crate::lfs::hydrate::export_to_temp;
 use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::{Oid, PoolError};
@@ -31,6 +32,8 @@ fn parse_oid(oid: &str) -> Result<Oid, WireError> {
 /// thousands of small objects must not cost three git processes each.
 #[derive(Clone)]
 pub(super) struct RepoFacts {
+    /// The work tree's canonical top: the key of the repo's write lock.
+    pub top: PathBuf,
     /// `<common git dir>/lfs`: git-lfs's objects and tmp folders.
     pub lfs: PathBuf,
     /// `<lfs>/tmp`: on the repo's filesystem, where git-lfs renames what
@@ -61,18 +64,16 @@ pub(super) async fn facts(repo: &Path) -> Result<RepoFacts, WireError> {
         let bad =
             |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
         let top = toplevel(&path).map_err(|e| bad(&e))?;
-        let lfs = git_dirs(&top).map_err(|e| bad(&e))?.common_dir.join("lfs");
-        let tmp = lfs.join("tmp");
-        std::fs::create_dir_all(&tmp).map_err(|e| {
-            WireError::new(
-                ErrorCode::Internal,
-                format!("create {}: {e}", tmp.display()),
-            )
-        })?;
+        let common = git_dirs(&top).map_err(|e| bad(&e))?.common_dir;
+        let lfs = common.join("lfs");
+        // Not through a link planted in `.git`: objects are handed out here.
+        let tmp = crate::safe_write::create_dirs(&common, Path::new("lfs/tmp"))
+            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
         let attributes = top.join(".gitattributes");
         let stamp = modified(&attributes);
         let remote = recorded_remote(&top).map_err(|e| bad(&e))?;
         Ok::<_, WireError>(RepoFacts {
+            top,
             lfs,
             tmp,
             remote,
@@ -329,22 +330,25 @@ fn confirm(place: String, oid: Oid) {
     map.insert((place, oid), Instant::now());
 }
 
-/// Links (else copies) the pool's entry to a fresh name in `tmp`, checked
-/// against its oid first (a corrupt entry is moved aside: the error says so).
+/// Links (else copies) the pool's entry to a fresh random name in `tmp`,
+/// created exclusively (git-lfs renames it into place), checked against its
+/// oid first (a corrupt entry is moved aside: the error says so).
 async fn export(
     shared: &Arc<Shared>,
     oid: Oid,
     tmp: &Path,
 ) -> Result<Result<Option<PathBuf>, PoolError>, WireError> {
-    let pool = shared.pool.clone();
-    let dest = tmp.join(format!(
-        "drs-{oid}-{}-{}",
-        std::process::id(),
-        next_suffix()
-    ));
-    tokio::task::spawn_blocking(move || pool.export(&oid, &dest).map(|placed| placed.map(|_| dest)))
-        .await
-        .map_err(internal)
+    let (pool, tmp) = (shared.pool.clone(), tmp.to_path_buf());
+    tokio::task::spawn_blocking(move || match export_to_temp(&pool, &oid, &tmp) {
+        Ok(Some(path)) => path
+            .keep()
+            .map(|p| Ok(Some(p)))
+            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string())),
+        Ok(None) => Ok(Ok(None)),
+        Err(e) => Ok(Err(e)),
+    })
+    .await
+    .map_err(internal)?
 }
 
 type Gate = Arc<tokio::sync::Mutex<()>>;
@@ -364,13 +368,6 @@ fn gate(oid: Oid) -> Gate {
     let gate = Gate::default();
     map.insert(oid, Arc::downgrade(&gate));
     gate
-}
-
-/// Distinct names for concurrent exports of one object.
-fn next_suffix() -> u32 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 fn remote(e: crate::remote::RemoteError) -> WireError {

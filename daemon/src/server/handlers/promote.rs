@@ -29,8 +29,17 @@ pub(super) async fn handle(
         ));
     }
     let (registry, pool) = (shared.registry.clone(), shared.pool.clone());
+    let top = {
+        let cwd = cwd.clone();
+        tokio::task::spawn_blocking(move || toplevel(&cwd))
+            .await
+            .map_err(internal)?
+            .map_err(|e| invalid(e.to_string()))?
+    };
+    // The workers promote the same pointers on their own: one writer at a
+    // time, and what they promoted first is then found done, not changed.
+    let _writing = shared.repo_locks.lock(&top).await;
     let promoted = tokio::task::spawn_blocking(move || {
-        let top = toplevel(&cwd).map_err(|e| invalid(e.to_string()))?;
         let wanted: Vec<String> = paths.iter().map(|p| relative(&top, &cwd, p)).collect();
         let entries: Vec<Entry> = registry
             .for_repo(&top)
@@ -119,7 +128,7 @@ fn record(
     registry.record(top, &changed).map_err(internal)?;
     let listed = registry.for_repo(top).map_err(internal)?;
     let common = lfs.parent().unwrap_or(lfs);
-    mirror::write(&mirror::path_in(common), &listed).map_err(internal)
+    mirror::write(common, &listed).map_err(internal)
 }
 
 /// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.
