@@ -34,7 +34,7 @@ fn pool(dir: &Path) -> Arc<Pool> {
 /// a non-MD5 ETag (as nginx's), pinned with its Last-Modified.
 fn recorded(liar: &Liar, size: usize) -> ForeignObject {
     ForeignObject {
-        url: liar.url("data/reads.bam"),
+        url: liar.url("data/reads.bam").into(),
         bucket: None,
         key: None,
         version_id: None,

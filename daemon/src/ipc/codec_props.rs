@@ -101,11 +101,14 @@ fn opt<T: std::fmt::Debug + Clone>(
 }
 
 fn request() -> impl Strategy<Value = Request> {
-    let entry = (text(), opt(path()), opt(text())).prop_map(|(url, path, sha256)| AddUrlEntry {
-        url,
-        path,
-        sha256,
-    });
+    let entry = (text(), opt(path()), opt(text()), opt(any::<usize>())).prop_map(
+        |(url, path, sha256, line)| AddUrlEntry {
+            url,
+            path,
+            sha256,
+            line,
+        },
+    );
     prop_oneof![
         (any::<u32>(), text()).prop_map(|(version, client)| Request::Hello { version, client }),
         Just(Request::Status),
@@ -160,7 +163,12 @@ fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec(path(), 0..4),
             any::<bool>()
         )
-            .prop_map(|(cwd, paths, all)| Request::Promote { cwd, paths, all }),
+            .prop_map(|(cwd, paths, all)| Request::Promote {
+                cwd,
+                paths,
+                all,
+                retry: all,
+            }),
         path().prop_map(|cwd| Request::Provisional { cwd }),
         path().prop_map(|repo| Request::Hydrate { repo }),
     ]
@@ -225,7 +233,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
         bytes_per_sec: n[2],
     });
     let queue = (
-        any::<[u64; 5]>(),
+        any::<[u64; 6]>(),
         proptest::collection::vec(active, 0..2),
         proptest::collection::vec(job, 0..2),
     )
@@ -235,6 +243,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
             failed: n[2],
             held: n[3],
             done: n[4],
+            retrying: n[5],
             active,
             open,
         });
@@ -287,10 +296,13 @@ fn reply() -> impl Strategy<Value = Reply> {
     let strings = || proptest::collection::vec(text(), 0..3);
     let waiting = || {
         proptest::collection::vec(
-            (text(), text(), text()).prop_map(|(path, url, state)| PathWaiting {
-                path,
-                url,
-                state,
+            (text(), text(), text(), opt(text())).prop_map(|(path, url, state, error)| {
+                PathWaiting {
+                    path,
+                    url,
+                    state,
+                    error,
+                }
             }),
             0..3,
         )

@@ -53,8 +53,11 @@ impl PrefetchError {
             // Every kind named, so a new one has to be placed here.
             PrefetchError::Fetch(f) => match f {
                 FetchError::Remote(e) => remote(e),
-                FetchError::Changed { .. } | FetchError::Mismatch { .. } => Some(MISMATCH_TRIES),
+                FetchError::Changed { .. }
+                | FetchError::Mismatch { .. }
+                | FetchError::Answer { .. } => Some(MISMATCH_TRIES),
                 FetchError::Short { .. }
+                | FetchError::NoRanges { .. }
                 | FetchError::Pool(_)
                 | FetchError::Io { .. }
                 | FetchError::NoPartialDir => None,

@@ -843,6 +843,9 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
         .count();
     assert_eq!(handed, 0, "nothing left in .git/lfs/tmp");
     assert!(!daemon.shared.pool.has(&oid).unwrap());
+    daemon.stop().await;
+}
+
 /// What one `add_url` with `entries` and `from` gets back.
 async fn add_url_error(
     daemon: &TestDaemon,
@@ -889,6 +892,7 @@ async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
         cwd: daemon.dir.path().to_path_buf(),
         paths,
         all: false,
+        retry: false,
     };
     match daemon.client().await.call(promote).await {
         Err(IpcError::Daemon(error)) => assert!(
