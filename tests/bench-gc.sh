@@ -49,8 +49,8 @@ until [ "$(drsd stats --json | python3 -c 'import json,sys; print(sum(t["entries
 done
 drsctl repos remove "$work/drop" >/dev/null
 
-t=$(ns); drsctl --json gc --dry-run > "$work/dry.json"; dry_ms=$(ms_since "$t")
-t=$(ns); drsctl --json gc > "$work/gc.json"; gc_ms=$(ms_since "$t")
+t=$(ns); drsctl --json gc --dry-run --grace 0 > "$work/dry.json"; dry_ms=$(ms_since "$t")
+t=$(ns); drsctl --json gc --grace 0 > "$work/gc.json"; gc_ms=$(ms_since "$t")
 removed=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["removed"]))' "$work/gc.json")
 [ "$removed" -eq "$n" ] || { echo "gc removed $removed, expected $n" >&2; exit 1; }
 

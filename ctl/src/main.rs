@@ -106,10 +106,21 @@ enum Command {
     /// Delete the pool entries that no registered repo references in any
     /// ref, index, stash or worktree (nor a foreign object it points at).
     /// Repos' own copies in .git/lfs/objects are never touched
+    ///
+    /// An entry goes only once no repo has referenced it for the grace
+    /// period; with no repo registered (a lost repos.json looks the same)
+    /// gc refuses unless --force
     Gc {
         /// List what would be removed, remove nothing
         #[arg(long)]
         dry_run: bool,
+        /// Sweep even when no repo is registered
+        #[arg(long)]
+        force: bool,
+        /// How long an entry stays after a gc last saw a repo reference it
+        /// (or after it was first seen): 30s, 90m, 24h, 7d; 0 sweeps at once
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = cmd::gc::parse_grace)]
+        grace: u64,
     },
     /// Stop the daemon (it drains requests in flight first)
     Shutdown,
@@ -200,7 +211,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 };
                 cmd::promote::run(&socket, args, &out).await
             }
-            Command::Gc { dry_run } => cmd::gc::run(&socket, dry_run, &out).await,
+            Command::Gc {
+                dry_run,
+                force,
+                grace,
+            } => cmd::gc::run(&socket, dry_run, force, grace, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Service(_) => unreachable!("handled above"),
         }

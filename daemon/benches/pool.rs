@@ -1,11 +1,13 @@
 //! Pool benchmark, printed as the markdown tables in docs/benchmarks.md.
 //!
-//!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large]
+//!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large|readout]
 //!
 //! Small blobs: puts/s and gets/s of the sqlite kv engine against the local
 //! files engine at 1-256 KiB, each engine alone behind a pool, so puts pay
 //! what the pool really pays (sha256 check, engine write, durability).
 //! Large blobs: `Pool::put_file` of one file against `cp` of the same file.
+//! Read-out: what leaving the pool for git costs with the sha256 check on
+//! the way out against without it (hydrate's export, `drsd get`).
 
 use std::path::Path;
 use std::process::Command;
@@ -35,6 +37,10 @@ fn main() {
     }
     if wants("large") {
         large_put_vs_cp(dir.path(), large_mib);
+    }
+    if wants("readout") {
+        read_out_large(dir.path(), large_mib);
+        read_out_small(dir.path());
     }
 }
 
@@ -258,5 +264,157 @@ fn large_put_vs_cp(dir: &Path, mib: u64) {
     ];
     for (what, d) in baselines {
         println!("| {what} | {:.0} | {:.2}× |", rate(d), rate(put) / rate(d));
+    }
+}
+
+fn write_random(path: &Path, mib: u64) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(mib);
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        rng.fill(&mut buf[..]);
+        f.write_all(&buf).unwrap();
+    }
+}
+
+/// Best of three runs of `f`, which gets the run's number and a fresh
+/// destination path.
+fn best_placing(out: &Path, mut f: impl FnMut(usize, &Path)) -> Duration {
+    (0..3)
+        .map(|i| {
+            let dest = out.join(format!("dest-{i}"));
+            let t = Instant::now();
+            f(i, &dest);
+            let spent = t.elapsed();
+            let _ = std::fs::remove_file(&dest);
+            spent
+        })
+        .min()
+        .unwrap()
+}
+
+/// One large entry leaving the pool: hard-linked into a repo (hydrate, the
+/// transfer agent) and streamed out (`drsd get`), with and without the check.
+fn read_out_large(dir: &Path, mib: u64) {
+    let pool_dir = dir.join("pool-readout");
+    let src = dir.join("readout.bin");
+    write_random(&src, mib);
+    let oid = Pool::open(&pool_dir, None)
+        .unwrap()
+        .put_file(None, &src)
+        .unwrap()
+        .oid;
+    std::fs::remove_file(&src).unwrap();
+    let out = dir.join("readout-repo");
+    std::fs::create_dir_all(&out).unwrap();
+    // A pool opened afresh has verified nothing: a restarted daemon, or
+    // `drsd get` in its own process.
+    let fresh = || Pool::open(&pool_dir, None).unwrap();
+    let pooled = fresh()
+        .get(&oid)
+        .unwrap()
+        .unwrap()
+        .path()
+        .unwrap()
+        .to_path_buf();
+    let sink = |blob: drsd::pool::Blob| {
+        std::io::copy(&mut blob.into_reader(), &mut std::io::sink()).unwrap();
+    };
+    let pools = || [fresh(), fresh(), fresh()];
+    let link = best_placing(&out, |_, dest| std::fs::hard_link(&pooled, dest).unwrap());
+    let fresh_pools = pools();
+    let first = best_placing(&out, |i, dest| {
+        fresh_pools[i].export(&oid, dest).unwrap().unwrap();
+    });
+    let warm = fresh();
+    warm.export(&oid, &out.join("first")).unwrap();
+    let again = best_placing(&out, |_, dest| {
+        warm.export(&oid, dest).unwrap().unwrap();
+    });
+    let get = best_placing(&out, |_, _| sink(warm.get(&oid).unwrap().unwrap()));
+    let fresh_pools = pools();
+    let get_checked = best_placing(&out, |i, _| {
+        sink(fresh_pools[i].get_verified(&oid).unwrap().unwrap())
+    });
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("\n### Read-out of one {mib} MiB entry, page cache warm, best of 3\n");
+    println!("| what | ms | MiB/s |");
+    println!("|---|---|---|");
+    let rows = [
+        ("hard link, no check (before)", link),
+        (
+            "hydrate's export, first read-out: sha256, then hard link",
+            first,
+        ),
+        (
+            "hydrate's export again, verified since last written: stat, link",
+            again,
+        ),
+        ("`drsd get` to /dev/null, no check (before)", get),
+        (
+            "`drsd get` to /dev/null, checked: sha256 pass, then the copy",
+            get_checked,
+        ),
+    ];
+    for (what, d) in rows {
+        println!(
+            "| {what} | {:.1} | {:.0} |",
+            ms(d),
+            mib as f64 / d.as_secs_f64()
+        );
+    }
+}
+
+/// Many small (kv) entries written out, as hydrate writes them into a repo,
+/// with the sha256 check on the way out and without.
+fn read_out_small(dir: &Path) {
+    use std::io::Write;
+    let pool = Pool::open(&dir.join("pool-readout-small"), None).unwrap();
+    let out = dir.join("readout-small");
+    println!("\n### Read-out of 2,000 small entries (written into a folder), best of 5\n");
+    println!("| size | no check, ms | checked, ms | check's share |");
+    println!("|---|---|---|---|");
+    for kib in [1usize, 16, 100] {
+        let mut blobs = Blobs::new(kib << 10);
+        let oids: Vec<Oid> = (0..2000)
+            .map(|_| {
+                let (oid, value) = blobs.next();
+                pool.put(&oid, value).unwrap().oid
+            })
+            .collect();
+        let time = |check: bool| {
+            let _ = std::fs::remove_dir_all(&out);
+            std::fs::create_dir_all(&out).unwrap();
+            let t = Instant::now();
+            for (i, oid) in oids.iter().enumerate() {
+                let dest = out.join(i.to_string());
+                if check {
+                    pool.export(oid, &dest).unwrap().unwrap();
+                } else {
+                    let bytes = pool.get(oid).unwrap().unwrap().to_vec().unwrap();
+                    let mut f = std::fs::File::options()
+                        .write(true)
+                        .create_new(true)
+                        .open(&dest)
+                        .unwrap();
+                    f.write_all(&bytes).unwrap();
+                }
+            }
+            t.elapsed()
+        };
+        // Alternated, best of five each: a busy machine's noise hits both.
+        let (mut plain, mut checked) = (Duration::MAX, Duration::MAX);
+        for _ in 0..5 {
+            plain = plain.min(time(false));
+            checked = checked.min(time(true));
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "| {kib} KiB | {:.0} | {:.0} | {:+.0}% |",
+            ms(plain),
+            ms(checked),
+            (checked.as_secs_f64() / plain.as_secs_f64() - 1.0) * 100.0
+        );
     }
 }

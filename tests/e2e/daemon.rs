@@ -486,7 +486,22 @@ fn gc_lists_then_removes_what_no_registered_repo_references() {
     assert!(put.status.success(), "{}", stderr(&put));
     let oid = String::from_utf8(put.stdout).unwrap().trim().to_string();
 
-    let dry = home.drsctl(&["gc", "--dry-run"]);
+    // No repo registered (a lost repos.json looks the same): refused.
+    let refused = home.drsctl(&["gc"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("no repo is registered"),
+        "{}",
+        stderr(&refused)
+    );
+    let get = |oid: &str| home.command("drsd").args(["get", oid]).output().unwrap();
+    assert!(get(&oid).status.success(), "a refused gc removes nothing");
+    // Forced with the default grace: stored just now, so it stays.
+    let waits = json(&home.drsctl(&["--json", "gc", "--force"]));
+    assert_eq!(waits["removed"], serde_json::json!([]), "{waits}");
+    assert_eq!(waits["waiting"], 1, "{waits}");
+
+    let dry = home.drsctl(&["gc", "--dry-run", "--force", "--grace", "0"]);
     assert!(dry.status.success(), "{}", stderr(&dry));
     let shown = String::from_utf8_lossy(&dry.stdout);
     assert!(
@@ -494,10 +509,9 @@ fn gc_lists_then_removes_what_no_registered_repo_references() {
         "{shown}"
     );
     assert!(shown.contains("would remove 1 pool entries"), "{shown}");
-    let get = |oid: &str| home.command("drsd").args(["get", oid]).output().unwrap();
     assert!(get(&oid).status.success(), "a dry run removes nothing");
 
-    let done = json(&home.drsctl(&["--json", "gc"]));
+    let done = json(&home.drsctl(&["--json", "gc", "--force", "--grace", "0"]));
     assert_eq!(done["dry_run"], false);
     assert_eq!(done["removed"][0]["key"], oid.as_str(), "{done}");
     assert_eq!(done["bytes"], 200 << 10);

@@ -509,3 +509,107 @@ fn git_lfs_prune_in_one_repo_leaves_what_another_repo_needs() {
     daemon.git(&a, &["checkout", "-q", "HEAD~1", "--", "shared.bin"]);
     assert_eq!(std::fs::read(a.join("shared.bin")).unwrap(), shared);
 }
+
+/// The pool's file for `oid` in `daemon_dir`'s pool.
+fn pool_file(daemon_dir: &Path, oid: &Oid) -> PathBuf {
+    let hex = oid.to_hex();
+    daemon_dir
+        .join("pool/large")
+        .join(&hex[..2])
+        .join(&hex[2..4])
+        .join(&hex)
+}
+
+/// Writes other bytes of the same length over a pool file, in place (the
+/// inode every repo that links it shares).
+fn corrupt_in_place(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let len = std::fs::metadata(path).unwrap().len() as usize;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(path, vec![0x5a; len]).unwrap();
+}
+
+#[test]
+fn corrupt_pool_entries_are_moved_aside_and_a_clone_gets_the_good_bytes_from_the_remote() {
+    let world = World::new("corrupt");
+    let d1 = world.dir("d1");
+    let daemon = Daemon::start(&d1);
+    let files = [
+        ("verified.bin", content(21, 2 << 20)),
+        ("unverified.bin", content(22, 3 << 20)),
+    ];
+    let (a, bare) = world.source_repo(&daemon, &files);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    let [verified, unverified] = files.each_ref().map(|(_, data)| Oid::of(data));
+    for oid in [&verified, &unverified] {
+        corrupt_in_place(&pool_file(&d1, oid));
+    }
+
+    // pool verify names both and moves both aside.
+    let out = Command::new(bin("drsctl"))
+        .args(["pool", "verify"])
+        .envs(Daemon::env_of(&d1))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for oid in [&verified, &unverified] {
+        assert!(text.contains(&oid.to_hex()), "{text}");
+        assert!(!pool_file(&d1, oid).exists(), "{oid} still in the pool");
+    }
+    assert!(text.contains("quarantined: moved to"), "{text}");
+    let quarantine = d1.join("pool/large/quarantine");
+    assert_eq!(std::fs::read_dir(&quarantine).unwrap().count(), 2);
+
+    // One back in the pool, good, then corrupt again, unverified this
+    // time: the clone's hydrate checks it on the way out and downloads it,
+    // as it downloads the one verify moved aside. (a's copy was the pool's
+    // inode, corrupt too: a fresh file for the put.)
+    let copy = lfs_object(&a, &unverified);
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&copy, &files[1].1).unwrap();
+    let blob = Command::new(bin("drsd"))
+        .arg("put")
+        .arg(&copy)
+        .envs(Daemon::env_of(&d1))
+        .output()
+        .unwrap();
+    assert!(blob.status.success(), "{blob:?}");
+    corrupt_in_place(&pool_file(&d1, &unverified));
+
+    let cloned: serde_json::Value = serde_json::from_str(&daemon.drsctl(
+        world.top.path(),
+        &["--json", "clone", bare.to_str().unwrap(), "b"],
+    ))
+    .unwrap();
+    let h = &cloned["hydrate"];
+    assert_eq!(
+        (h["objects"].as_u64(), h["downloaded"].as_u64()),
+        (Some(2), Some(2)),
+        "{cloned}"
+    );
+    let b = world.dir("b");
+    for (name, data) in &files {
+        assert_eq!(&std::fs::read(b.join(name)).unwrap(), data, "{name}");
+    }
+    daemon.git(&b, &["lfs", "fsck", "--objects"]);
+
+    // drsd get of a corrupt entry fails naming it, and writes nothing.
+    corrupt_in_place(&pool_file(&d1, &verified));
+    let got = Command::new(bin("drsd"))
+        .args(["get", &verified.to_hex()])
+        .envs(Daemon::env_of(&d1))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    assert!(!got.status.success(), "drsd get served a corrupt entry");
+    assert!(stderr.contains(&verified.to_hex()), "{stderr}");
+    assert!(stderr.contains("corrupt"), "{stderr}");
+    assert!(
+        got.stdout.is_empty(),
+        "{} bytes handed on",
+        got.stdout.len()
+    );
+    assert!(!pool_file(&d1, &verified).exists(), "moved aside");
+}

@@ -5,10 +5,21 @@ use drsd::ipc::{Reply, Request};
 use crate::exit::Failure;
 use crate::output::{bytes, Output};
 
-/// `drsctl gc [--dry-run]`: the daemon sweeps the pool; a dry run lists
-/// each entry that would go.
-pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failure> {
-    let reply = super::call_with_spinner(socket, Request::Gc { dry_run }, out).await;
+/// `drsctl gc [--dry-run] [--force] [--grace DURATION]`: the daemon sweeps
+/// the pool; a dry run lists each entry that would go.
+pub async fn run(
+    socket: &Path,
+    dry_run: bool,
+    force: bool,
+    grace: u64,
+    out: &Output,
+) -> Result<(), Failure> {
+    let request = Request::Gc {
+        dry_run,
+        force,
+        grace_secs: Some(grace),
+    };
+    let reply = super::call_with_spinner(socket, request, out).await;
     let Reply::Gc(report) = reply? else {
         return Err(anyhow::anyhow!("the daemon answered gc with something else").into());
     };
@@ -41,6 +52,14 @@ pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failu
                 n => format!(", and {n} stored while it ran"),
             }
         );
+        if report.waiting > 0 {
+            println!(
+                "kept {} unreferenced entries that a repo referenced (or that were stored) \
+                 less than {} ago",
+                report.waiting,
+                show_duration(report.grace_secs)
+            );
+        }
         if report.compacted > 0 {
             println!(
                 "the kv database gave {} back to the file system",
@@ -49,4 +68,58 @@ pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failu
         }
     });
     Ok(())
+}
+
+/// A duration for `--grace`: a whole number with an optional unit, `s`
+/// (the default), `m`, `h` or `d`; in seconds.
+pub fn parse_grace(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = match unit.trim() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        other => return Err(format!("unknown unit {other:?}: use s, m, h or d")),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 90m, 24h or 7d"))?;
+    number
+        .checked_mul(unit)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// Seconds as the largest whole unit that fits: `24h`, `90m`, `45s`.
+fn show_duration(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_durations_parse_with_units_and_refuse_the_rest() {
+        assert_eq!(parse_grace("0"), Ok(0));
+        assert_eq!(parse_grace("45"), Ok(45));
+        assert_eq!(parse_grace("30s"), Ok(30));
+        assert_eq!(parse_grace("90m"), Ok(5400));
+        assert_eq!(parse_grace("24h"), Ok(86_400));
+        assert_eq!(parse_grace("7d"), Ok(604_800));
+        for bad in ["", "h", "1w", "-1h", "1.5h", "99999999999999999999d"] {
+            assert!(parse_grace(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(show_duration(86_400), "1d");
+        assert_eq!(show_duration(5400), "90m");
+        assert_eq!(show_duration(45), "45s");
+    }
 }

@@ -69,11 +69,16 @@ pub enum Request {
     ReposList,
     /// Re-hash every pool entry.
     PoolVerify,
-    /// Delete the pool entries no registered repo references (with
-    /// `dry_run`, only list them).
+    /// Delete the pool entries no registered repo has referenced for longer
+    /// than `grace_secs` (default [`GC_GRACE_SECS`]; with `dry_run`, only
+    /// list them). Refused while no repo is registered, unless `force`.
     Gc {
         #[serde(default)]
         dry_run: bool,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        grace_secs: Option<u64>,
     },
     /// Stop accepting, drain what is in flight, exit.
     Shutdown,
@@ -516,7 +521,18 @@ pub struct GcReport {
     /// Bytes the kv tier's database gave back to the file system afterwards.
     #[serde(default)]
     pub compacted: u64,
+    /// Entries no repo references now, kept because one did (or they were
+    /// stored) less than the grace period ago.
+    #[serde(default)]
+    pub waiting: usize,
+    /// The grace period this gc used, in seconds.
+    #[serde(default)]
+    pub grace_secs: u64,
 }
+
+/// How long a pool entry stays after the last gc that saw it referenced,
+/// unless the gc is told otherwise: 24 hours.
+pub const GC_GRACE_SECS: u64 = 24 * 3600;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcEntry {

@@ -12,6 +12,7 @@ mod local;
 mod mem;
 mod oid;
 mod pins;
+mod seen;
 mod sqlite;
 mod verified;
 
@@ -29,4 +30,5 @@ pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
 pub use oid::Oid;
 pub use pins::Pin;
+pub use seen::SeenLog;
 pub use sqlite::SqliteEngine;

@@ -643,8 +643,23 @@ async fn bad_repo_paths_get_errors_naming_them() {
 
 // ---- gc ----------------------------------------------------------------
 
+/// A gc with no grace period: every unreferenced entry goes at once.
 async fn gc(daemon: &TestDaemon, dry_run: bool) -> Result<GcReport, IpcError> {
-    match daemon.client().await.call(Request::Gc { dry_run }).await? {
+    gc_with(daemon, dry_run, false, 0).await
+}
+
+async fn gc_with(
+    daemon: &TestDaemon,
+    dry_run: bool,
+    force: bool,
+    grace_secs: u64,
+) -> Result<GcReport, IpcError> {
+    let request = Request::Gc {
+        dry_run,
+        force,
+        grace_secs: Some(grace_secs),
+    };
+    match daemon.client().await.call(request).await? {
         Reply::Gc(report) => Ok(report),
         other => panic!("gc answered {other:?}"),
     }
@@ -773,6 +788,80 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
     for oid in &kept_a {
         assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_with_no_registered_repo_refuses_unless_forced() {
+    let daemon = start().await;
+    let orphan = pooled(&daemon, b"nobody registered references this");
+    for dry_run in [true, false] {
+        let Err(IpcError::Daemon(e)) = gc(&daemon, dry_run).await else {
+            panic!("gc swept with no repo registered");
+        };
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+        assert!(e.message.contains("no repo is registered"), "{}", e.message);
+        assert!(e.message.contains("repos.json"), "{}", e.message);
+        assert!(e.message.contains("--force"), "{}", e.message);
+    }
+    assert!(daemon.shared.pool.has(&orphan).unwrap());
+    let forced = gc_with(&daemon, false, true, 0).await.unwrap();
+    assert_eq!(removed(&forced), vec![orphan.to_hex()]);
+    assert!(!daemon.shared.pool.has(&orphan).unwrap());
+}
+
+/// Moves every gc sighting `secs` into the past, as if that time had gone by.
+fn age_sightings(daemon: &TestDaemon, secs: i64) {
+    rusqlite::Connection::open(daemon.dir.path().join("pool/gc.sqlite"))
+        .unwrap()
+        .execute("UPDATE seen SET at = at - ?1", [secs])
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goes() {
+    let daemon = start().await;
+    let parent = tempfile::tempdir().unwrap();
+    let a = lfs_repo(parent.path(), "a");
+    let b = lfs_repo(parent.path(), "b");
+    add_repo(&daemon, &a).await;
+    add_repo(&daemon, &b).await;
+    let in_b = pooled(&daemon, b"only in b");
+    commit_bam(&b, "b.bam", b"only in b");
+    let orphan = pooled(&daemon, b"never referenced");
+    let hour = 3600;
+
+    // First sighting: the orphan counts from now, b's object is referenced.
+    let first = gc_with(&daemon, false, false, hour).await.unwrap();
+    assert!(first.removed.is_empty(), "{first:?}");
+    assert_eq!((first.waiting, first.grace_secs), (1, hour), "{first:?}");
+    // b unregistered: its object was referenced a moment ago, so it waits.
+    let request = Request::ReposRemove { path: b.clone() };
+    daemon.client().await.call(request).await.unwrap();
+    let dry = gc_with(&daemon, true, false, hour).await.unwrap();
+    assert!(dry.removed.is_empty(), "{dry:?}");
+    assert_eq!(dry.waiting, 2, "{dry:?}");
+    let done = gc_with(&daemon, false, false, hour).await.unwrap();
+    assert!(done.removed.is_empty(), "{done:?}");
+    assert!(daemon.shared.pool.has(&in_b).unwrap());
+
+    // Two hours on, both are past the grace: the dry run and the gc say so.
+    age_sightings(&daemon, 2 * hour as i64);
+    let dry = gc_with(&daemon, true, false, hour).await.unwrap();
+    let mut both = vec![in_b.to_hex(), orphan.to_hex()];
+    both.sort();
+    assert_eq!(removed(&dry), both, "{dry:?}");
+    assert_eq!(dry.waiting, 0);
+    assert!(
+        daemon.shared.pool.has(&orphan).unwrap(),
+        "a dry run removes nothing"
+    );
+    // A longer grace still keeps them.
+    let longer = gc_with(&daemon, false, false, 3 * hour).await.unwrap();
+    assert!(longer.removed.is_empty(), "{longer:?}");
+    let done = gc_with(&daemon, false, false, hour).await.unwrap();
+    assert_eq!(removed(&done), both);
+    assert!(!daemon.shared.pool.has(&in_b).unwrap());
+    assert!(!daemon.shared.pool.has(&orphan).unwrap());
 }
 
 // ---- corrupt pool entries --------------------------------------------------

@@ -10,22 +10,48 @@
 //! cannot be read stops the gc, since its objects would look unreferenced.
 //! Only the pool is swept: a repo's own `.git/lfs/objects` is never touched,
 //! so a removed entry still linked into a repo frees nothing there.
+//!
+//! An unreferenced entry goes only once no repo has referenced it for the
+//! grace period (see [`SeenLog`]), and a gc with no repo registered at all
+//! (a lost `repos.json` looks just like that) is refused unless forced.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{internal, Progressor, Shared};
 use crate::ipc::{ErrorCode, GcEntry, GcReport, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
-use crate::pool::{Oid, SweepReport};
+use crate::pool::{Oid, SeenLog, SweepReport};
 use crate::registry::Registry;
+
+/// What a gc was asked to do.
+pub(crate) struct Sweep {
+    pub dry_run: bool,
+    /// Sweep even with no repo registered.
+    pub force: bool,
+    /// Seconds an entry stays after it was last seen referenced.
+    pub grace: u64,
+}
+
+/// The record of sightings, beside the pool.
+const SEEN_FILE: &str = "gc.sqlite";
 
 pub(crate) async fn handle(
     shared: &Shared,
-    dry_run: bool,
+    sweep: Sweep,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let Sweep {
+        dry_run,
+        force,
+        grace,
+    } = sweep;
     let repos = shared.repos.paths();
+    if repos.is_empty() && !force {
+        return Err(no_repos(&shared.config.state_dir));
+    }
+    let seen_path = shared.config.pool_dir.join(SEEN_FILE);
     progress
         .send(Progress {
             stage: "gc".into(),
@@ -36,24 +62,47 @@ pub(crate) async fn handle(
         .await;
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let count = repos.len();
-    let (swept, compacted) = tokio::task::spawn_blocking(move || {
+    let (swept, waiting, compacted) = tokio::task::spawn_blocking(move || {
         // Listed first: an entry stored while the repos are read may be for
         // a pointer that arrived after its repo was read; it waits for the
         // next gc.
-        let listed = pool.list().map_err(internal)?.into_iter().collect();
+        let listed: HashSet<Vec<u8>> = pool.list().map_err(internal)?.into_iter().collect();
         let live = live_set(&registry, &repos)?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut seen = SeenLog::open(&seen_path).map_err(internal)?;
+        let last = seen
+            .settle(&listed, &live, now, !dry_run)
+            .map_err(internal)?;
+        // Only entries past the grace are offered to the sweep; the others
+        // are left as if listed after it began.
+        let expired: HashSet<Vec<u8>> = listed
+            .into_iter()
+            .filter(|key| now.saturating_sub(last[key]) >= grace)
+            .collect();
+        let referenced = |key: &[u8]| Oid::from_key(key).is_some_and(|o| live.contains(&o));
+        let waiting = last
+            .keys()
+            .filter(|key| !expired.contains(*key) && !referenced(key))
+            .count();
         let swept = pool
-            .sweep_listed(&listed, &live, !dry_run)
+            .sweep_listed(&expired, &live, !dry_run)
             .map_err(internal)?;
         let compacted = match dry_run {
             true => 0,
             false => pool.compact().map_err(internal)?,
         };
-        Ok::<_, WireError>((swept, compacted))
+        Ok::<_, WireError>((swept, waiting, compacted))
     })
     .await
     .map_err(internal)??;
-    let report = report(dry_run, count, swept, compacted);
+    let mut report = report(dry_run, count, swept, compacted);
+    // The sweep counted the waiting entries with those stored after the
+    // listing.
+    report.recent -= waiting.min(report.recent);
+    report.waiting = waiting;
+    report.grace_secs = grace;
     if !dry_run {
         shared.pool_stats.refresh(&shared.pool).await;
         log::info!(
@@ -87,6 +136,19 @@ fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, Wire
     Ok(live)
 }
 
+fn no_repos(state_dir: &Path) -> WireError {
+    WireError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "gc refused: no repo is registered, so every pool entry would look unreferenced \
+             (was {} lost?). Register your repos again (`drsctl repos add PATH` or \
+             `drsctl init PATH`), or run `drsctl gc --force` to sweep anyway (entries a repo \
+             referenced within the grace period stay)",
+            state_dir.join("repos.json").display()
+        ),
+    )
+}
+
 fn unreadable(repo: &Path, why: impl std::fmt::Display) -> WireError {
     let shown = repo.display();
     WireError::new(
@@ -116,5 +178,7 @@ fn report(dry_run: bool, repos: usize, swept: SweepReport, compacted: u64) -> Gc
         bytes: removed.iter().map(|e| e.bytes).sum(),
         removed,
         compacted,
+        waiting: 0,
+        grace_secs: 0,
     }
 }

@@ -56,7 +56,23 @@ pub(crate) async fn handle(
         Request::ReposRemove { path } => repos::remove(&shared, path).await,
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
-        Request::Gc { dry_run } => gc::handle(&shared, dry_run, &progress).await,
+        Request::Gc {
+            dry_run,
+            force,
+            grace_secs,
+        } => {
+            let grace = grace_secs.unwrap_or(crate::ipc::GC_GRACE_SECS);
+            gc::handle(
+                &shared,
+                gc::Sweep {
+                    dry_run,
+                    force,
+                    grace,
+                },
+                &progress,
+            )
+            .await
+        }
         Request::Shutdown => Ok(shutdown::handle(&shared)),
         Request::RepoInit {
             path,
