@@ -115,9 +115,12 @@ fn parse_size(value: &str) -> Result<u64, String> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("size {value:?} is not a decimal number"));
     }
+    // git-lfs reads the size as a signed 64-bit integer; so does SQLite.
     value
         .parse()
-        .map_err(|_| format!("size {value:?} is too large"))
+        .ok()
+        .filter(|n| *n <= crate::MAX_OBJECT_SIZE)
+        .ok_or_else(|| format!("size {value:?} is too large"))
 }
 
 #[cfg(test)]
