@@ -235,22 +235,25 @@ fn a_content_length_past_i64_max_is_refused_by_add_url_naming_the_url() {
     let world = World::new();
     let repo = world.repo("r");
     let liar = Liar::start(b"tiny".to_vec(), "5f0-1a", LM);
-    liar.lies(Lies {
-        head_length: Some(u64::MAX.to_string()),
-        ..Lies::default()
-    });
-    let url = liar.url("huge.bam");
-    let out = world.drsctl(&repo, &["add-url", &url]);
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains(&url)
-            && said.contains("Content-Length")
-            && said.contains(&u64::MAX.to_string()),
-        "{said}"
-    );
-    // Nothing recorded: no pointer, no attributes, no mirror, nothing staged.
-    assert!(!repo.join("huge.bam").exists() && !repo.join(".gitattributes").exists());
-    assert!(!repo.join(".git/lfs/foreign/registry.jsonl").exists());
-    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    // Just past what SQLite stores, and the largest a header can say.
+    for length in [i64::MAX as u64 + 1, u64::MAX] {
+        liar.lies(Lies {
+            head_length: Some(length.to_string()),
+            ..Lies::default()
+        });
+        let url = liar.url("huge.bam");
+        let out = world.drsctl(&repo, &["add-url", &url]);
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(&url)
+                && said.contains("Content-Length")
+                && said.contains(&length.to_string()),
+            "{said}"
+        );
+        // Nothing recorded: no pointer, no attributes, no mirror, nothing staged.
+        assert!(!repo.join("huge.bam").exists() && !repo.join(".gitattributes").exists());
+        assert!(!repo.join(".git/lfs/foreign/registry.jsonl").exists());
+        assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    }
 }

@@ -418,7 +418,17 @@ mod fetch {
                 let id = format!("s3://{b}/r.cram\n{etag}\n{}", body.len());
                 format!("{}.part", Oid::of(id.as_bytes()))
             };
+            // A resume trusts only what the partial's record says was
+            // checked (docs/add-url.md): the earlier try recorded it.
+            let record = |checked: usize| {
+                let text = serde_json::json!({
+                    "object": format!("s3://{b}/r.cram"), "etag": etag,
+                    "size": body.len(), "last_modified": null, "checked": checked,
+                });
+                std::fs::write(part.join(format!("{name}.json")), text.to_string()).unwrap();
+            };
             std::fs::write(part.join(&name), &body[..5 * MIB / 2]).unwrap();
+            record(5 * MIB / 2);
             let got = fetch_into_pool(pool.clone(), req.clone(), opts(), &|_| {})
                 .await
                 .unwrap();
@@ -433,6 +443,7 @@ mod fetch {
             // A partial file holding wrong bytes fails the hash and is discarded.
             pool.delete(&got.put.oid).unwrap();
             std::fs::write(part.join(&name), vec![0u8; 3 * MIB]).unwrap();
+            record(3 * MIB);
             let err = fetch_into_pool(pool.clone(), req.clone(), opts(), &|_| {})
                 .await
                 .unwrap_err();

@@ -56,11 +56,20 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, RegistryError> {
         .filter(|(_, l)| !l.trim().is_empty());
     lines
         .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| RegistryError::BadMirror {
+            let bad = |why: String| RegistryError::BadMirror {
                 path: path.to_path_buf(),
                 line: i + 1,
-                why: e.to_string(),
-            })
+                why,
+            };
+            let entry: Entry = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+            // A repo may be hostile: a size SQLite cannot store is named here.
+            if entry.object.size > crate::MAX_OBJECT_SIZE {
+                return Err(bad(format!(
+                    "size {} is past the largest object size drsd handles",
+                    entry.object.size
+                )));
+            }
+            Ok(entry)
         })
         .collect()
 }

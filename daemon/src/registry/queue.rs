@@ -73,7 +73,7 @@ impl Registry {
     /// queued. Idempotent: add-url calls it after recording, the daemon at start.
     pub fn queue_unhashed(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
         self.write("queue jobs", |tx| {
-            let limit = max_size.map(|m| m as i64).unwrap_or(i64::MAX);
+            let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
             tx.execute(
                 "INSERT INTO jobs (object_id, state, updated_at)
                  SELECT id, CASE WHEN size > ?1 THEN 'held' ELSE 'queued' END, ?2 FROM objects
@@ -121,7 +121,7 @@ impl Registry {
 
     /// Queues held jobs that `max_size` no longer holds (the limit changed).
     pub fn release_held(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
-        let limit = max_size.map(|m| m as i64).unwrap_or(i64::MAX);
+        let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
         self.write("release held jobs", |tx| {
             tx.execute(
                 "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE state = 'held'
