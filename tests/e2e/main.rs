@@ -4,5 +4,7 @@ mod foreign;
 mod http;
 mod lfs_transfer;
 mod pool_crash;
+mod push_integrity;
+mod recovery;
 mod s3;
 mod setup;

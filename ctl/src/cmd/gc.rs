@@ -47,6 +47,18 @@ pub async fn run(socket: &Path, dry_run: bool, out: &Output) -> Result<(), Failu
                 bytes(report.compacted)
             );
         }
+        if report.partials.files > 0 {
+            println!(
+                "{} partial download(s) no job will resume, {}: {}",
+                report.partials.files,
+                bytes(report.partials.bytes),
+                if report.dry_run {
+                    "would be removed"
+                } else {
+                    "removed"
+                }
+            );
+        }
     });
     Ok(())
 }

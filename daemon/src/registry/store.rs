@@ -44,6 +44,9 @@ const MIGRATIONS: &[&str] = &[
     // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
     // records carry beside the sha256.
     "ALTER TABLE objects ADD COLUMN md5 TEXT;",
+    // Multipart uploads in flight, aborted at the next start when a kill
+    // left them (`uploads.rs`).
+    super::uploads::SCHEMA,
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short

@@ -31,6 +31,12 @@ pub enum RemoteError {
         attempts: u32,
         why: String,
     },
+    #[error("upload {object}: it could not be recorded, so it was aborted: {source}")]
+    Unrecorded {
+        object: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{op} {object}: {why}")]
     Protocol {
         op: &'static str,

@@ -172,6 +172,7 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             let retry_at = now() + wait.as_secs();
             let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at))
                 .await;
+            super::partials::cap_failed(shared).await;
         }
     }
 }

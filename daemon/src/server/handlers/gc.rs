@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::{internal, Progressor, Shared};
-use crate::ipc::{ErrorCode, GcEntry, GcReport, Progress, Reply, WireError};
+use crate::ipc::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
 use crate::pool::{Oid, SweepReport};
 use crate::registry::Registry;
@@ -53,7 +53,8 @@ pub(crate) async fn handle(
     })
     .await
     .map_err(internal)??;
-    let report = report(dry_run, count, swept, compacted);
+    let mut report = report(dry_run, count, swept, compacted);
+    report.partials = sweep_partials(shared, dry_run).await?;
     if !dry_run {
         shared.pool_stats.refresh(&shared.pool).await;
         log::info!(
@@ -64,6 +65,20 @@ pub(crate) async fn handle(
         );
     }
     Ok(Reply::Gc(report))
+}
+
+/// The partial downloads no job will resume (`server::partials`).
+async fn sweep_partials(shared: &Shared, dry_run: bool) -> Result<PartialsRemoved, WireError> {
+    let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
+    tokio::task::spawn_blocking(move || crate::server::partials::sweep(&pool, &registry, dry_run))
+        .await
+        .map_err(internal)?
+        .map_err(|why| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("gc of partial downloads: {why}"),
+            )
+        })
 }
 
 fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, WireError> {
@@ -116,5 +131,6 @@ fn report(dry_run: bool, repos: usize, swept: SweepReport, compacted: u64) -> Gc
         bytes: removed.iter().map(|e| e.bytes).sum(),
         removed,
         compacted,
+        partials: PartialsRemoved::default(),
     }
 }
