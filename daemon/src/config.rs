@@ -38,7 +38,9 @@ pub struct Config {
 /// are held, not fetched) and `DRSD_RETRY_SECS` (the first backoff after a
 /// failure, doubling to at most an hour; default 30). `DRSD_MULTIPART_PART_SIZE`
 /// (e.g. `8M`, the AWS tools' default): the part size the stores' multipart
-/// uploads used, so their `-N` ETags can be checked.
+/// uploads used, so their `-N` ETags can be checked. `DRSD_PARTIAL_MAX`:
+/// the most bytes the partial downloads of failed jobs keep in all (default
+/// 1G; beyond it the oldest go).
 #[derive(Debug, Clone)]
 pub struct PrefetchConfig {
     pub jobs: usize,
@@ -46,6 +48,7 @@ pub struct PrefetchConfig {
     pub max_size: Option<u64>,
     pub retry: Duration,
     pub part_size: Option<u64>,
+    pub partial_max: u64,
 }
 
 impl Default for PrefetchConfig {
@@ -56,6 +59,7 @@ impl Default for PrefetchConfig {
             max_size: None,
             retry: Duration::from_secs(30),
             part_size: None,
+            partial_max: crate::remote::partials::DEFAULT_PARTIAL_MAX,
         }
     }
 }
@@ -69,6 +73,8 @@ impl PrefetchConfig {
             max_size: env_size("DRSD_PREFETCH_MAX_SIZE")?,
             retry: env_size("DRSD_RETRY_SECS")?.map_or(d.retry, Duration::from_secs),
             part_size: env_size("DRSD_MULTIPART_PART_SIZE")?,
+            partial_max: env_size(crate::remote::partials::PARTIAL_MAX_ENV)?
+                .unwrap_or(d.partial_max),
         })
     }
 }

@@ -70,10 +70,12 @@ async fn notify_daemon(socket: &Path) -> bool {
 }
 
 /// Has the daemon send the pushed objects to the object remote, many at a
-/// time, before git-lfs offers them to the agent one by one. A failure here
-/// is not the push's end: git-lfs and the agent try each object again. An
-/// object the daemon refuses (neither local nor confirmed remote, or still
-/// provisional) is: false, with the paths named.
+/// time, before git-lfs offers them to the agent one by one. True only when
+/// every object is shown to be in the object remote: one that is not (it
+/// exists nowhere, is not what its pointer says, is still provisional, or
+/// could not be sent or checked now) must not be published, since git-lfs
+/// lets missing objects through (`lfs.allowincompletepush`). Each is named
+/// with its paths, the reason and what to do.
 async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
     let who = concat!("drs-hook ", env!("CARGO_PKG_VERSION"));
     let Ok(repo) = std::env::current_dir() else {
@@ -90,12 +92,6 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
     };
     match outcome.await {
         Ok(Reply::PrePush(report)) => {
-            for problem in &report.failed {
-                eprintln!(
-                    "drs-hook: object {} was not sent ahead: {}",
-                    problem.oid, problem.why
-                );
-            }
             if report.copied > 0 {
                 eprintln!(
                     "drs-hook: {} foreign object(s) copied server-side into the object remote",
@@ -110,11 +106,26 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
                     refused.why
                 );
             }
-            report.refused.is_empty()
+            for failed in &report.failed {
+                eprintln!(
+                    "drs-hook: refusing the push: {} (object {}): {}",
+                    failed.paths.join(", "),
+                    failed.oid,
+                    failed.why
+                );
+            }
+            if !report.failed.is_empty() {
+                eprintln!(
+                    "drs-hook: nothing was pushed; once the failure above is fixed, push again"
+                );
+            }
+            report.refused.is_empty() && report.failed.is_empty()
         }
         Ok(_) => {
-            eprintln!("drs-hook: the daemon answered pre-push with something else");
-            true
+            eprintln!(
+                "drs-hook: refusing the push: the daemon answered pre-push with something else"
+            );
+            false
         }
         // git-lfs lets missing objects through (allowincompletepush): without
         // the daemon's check, the push could carry pointers nobody can fetch.

@@ -10,18 +10,18 @@ use drsd::remote::{ObjectLayout, S3Client, S3Config, S3Credentials};
 use drsd_e2e::{bin, spawn_ready};
 
 /// A daemon of our own (socket, pool, state under one folder), killed on drop.
-struct Daemon {
-    dir: PathBuf,
-    child: Child,
+pub(super) struct Daemon {
+    pub(super) dir: PathBuf,
+    pub(super) child: Child,
 }
 
 impl Daemon {
-    fn start(dir: &Path) -> Daemon {
+    pub(super) fn start(dir: &Path) -> Daemon {
         Self::start_with(dir, &[])
     }
 
     /// A daemon with `extra` in its environment (e.g. another S3 endpoint).
-    fn start_with(dir: &Path, extra: &[(&str, &str)]) -> Daemon {
+    pub(super) fn start_with(dir: &Path, extra: &[(&str, &str)]) -> Daemon {
         std::fs::create_dir_all(dir).unwrap();
         let child = spawn_ready(
             Command::new(bin("drsd"))
@@ -36,7 +36,7 @@ impl Daemon {
         }
     }
 
-    fn env_of(dir: &Path) -> Vec<(&'static str, PathBuf)> {
+    pub(super) fn env_of(dir: &Path) -> Vec<(&'static str, PathBuf)> {
         vec![
             ("DRSD_SOCKET", dir.join("run/drsd.sock")),
             ("DRSD_POOL", dir.join("pool")),
@@ -47,12 +47,12 @@ impl Daemon {
     }
 
     /// git in `repo`, its agent and hooks talking to this daemon.
-    fn git(&self, repo: &Path, args: &[&str]) -> String {
+    pub(super) fn git(&self, repo: &Path, args: &[&str]) -> String {
         self.run(Command::new("git").arg("-C").arg(repo), args)
     }
 
     /// drsctl run in `dir`, talking to this daemon.
-    fn drsctl(&self, dir: &Path, args: &[&str]) -> String {
+    pub(super) fn drsctl(&self, dir: &Path, args: &[&str]) -> String {
         self.run(Command::new(bin("drsctl")).current_dir(dir), args)
     }
 
@@ -80,14 +80,14 @@ impl Drop for Daemon {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(super) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
 }
 
-fn s3() -> S3Client {
+pub(super) fn s3() -> S3Client {
     assert!(
         std::env::var("AWS_ENDPOINT_URL").is_ok(),
         "run the suite with tests/run.sh (it starts Ceph RGW)"
@@ -99,13 +99,13 @@ fn s3() -> S3Client {
     .unwrap()
 }
 
-fn content(seed: u8, len: usize) -> Vec<u8> {
+pub(super) fn content(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
         .collect()
 }
 
-fn lfs_object(repo: &Path, oid: &Oid) -> PathBuf {
+pub(super) fn lfs_object(repo: &Path, oid: &Oid) -> PathBuf {
     let hex = oid.to_hex();
     repo.join(".git/lfs/objects")
         .join(&hex[..2])
@@ -114,14 +114,14 @@ fn lfs_object(repo: &Path, oid: &Oid) -> PathBuf {
 }
 
 /// A HOME with a git identity, a fresh bucket, a folder for repos and daemons.
-struct World {
-    top: tempfile::TempDir,
-    bucket: String,
-    remote_url: String,
+pub(super) struct World {
+    pub(super) top: tempfile::TempDir,
+    pub(super) bucket: String,
+    pub(super) remote_url: String,
 }
 
 impl World {
-    fn new(tag: &str) -> World {
+    pub(super) fn new(tag: &str) -> World {
         let top = tempfile::tempdir().unwrap();
         let home = top.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -142,13 +142,17 @@ impl World {
         }
     }
 
-    fn dir(&self, name: &str) -> PathBuf {
+    pub(super) fn dir(&self, name: &str) -> PathBuf {
         self.top.path().join(name)
     }
 
     /// Repo `a` set up with drsd and the object remote, `files` committed
     /// as LFS objects, and a bare `origin` (not pushed yet).
-    fn source_repo(&self, daemon: &Daemon, files: &[(&str, Vec<u8>)]) -> (PathBuf, PathBuf) {
+    pub(super) fn source_repo(
+        &self,
+        daemon: &Daemon,
+        files: &[(&str, Vec<u8>)],
+    ) -> (PathBuf, PathBuf) {
         let a = self.dir("a");
         std::fs::create_dir(&a).unwrap();
         daemon.git(&a, &["init", "-q"]);
@@ -269,7 +273,7 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
 }
 
 /// `git` in `repo` with this daemon, expected to fail: its output.
-fn git_fails(daemon: &Daemon, repo: &Path, args: &[&str]) -> String {
+pub(super) fn git_fails(daemon: &Daemon, repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(repo)

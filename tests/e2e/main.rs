@@ -6,6 +6,8 @@ mod http;
 mod lfs_transfer;
 mod lying_server;
 mod pool_crash;
+mod push_integrity;
+mod recovery;
 mod s3;
 mod secrets;
 mod setup;

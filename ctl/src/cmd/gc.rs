@@ -66,6 +66,18 @@ pub async fn run(
                 bytes(report.compacted)
             );
         }
+        if report.partials.files > 0 {
+            println!(
+                "{} partial download(s) no job will resume, {}: {}",
+                report.partials.files,
+                bytes(report.partials.bytes),
+                if report.dry_run {
+                    "would be removed"
+                } else {
+                    "removed"
+                }
+            );
+        }
     });
     Ok(())
 }

@@ -321,17 +321,20 @@ pub struct PushReport {
     /// copy (no byte through this machine).
     #[serde(default)]
     pub copied: u64,
-    /// Objects that could not be sent, with the reason; git-lfs and the
-    /// agent try them again.
-    pub failed: Vec<ObjectProblem>,
-    /// Objects that are neither local nor confirmed remote, or still carry a
-    /// provisional oid: the push must not go on. Paths named.
+    /// Objects that could not be sent or checked now (the store
+    /// unreachable, a disk full), with the reason and paths: the push must
+    /// not go on, but may succeed when tried again.
+    pub failed: Vec<RefusedPath>,
+    /// Objects that are neither local nor in the object remote, are not
+    /// what their pointer says, or still carry a provisional oid: the push
+    /// must not go on. Paths named, and what to do.
     #[serde(default)]
     pub refused: Vec<RefusedPath>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefusedPath {
+    #[serde(default)]
     pub paths: Vec<String>,
     pub oid: String,
     pub why: String,
@@ -528,6 +531,16 @@ pub struct GcReport {
     /// The grace period this gc used, in seconds.
     #[serde(default)]
     pub grace_secs: u64,
+    /// Partial downloads no job will resume, removed (or, in a dry run,
+    /// that would be).
+    #[serde(default)]
+    pub partials: PartialsRemoved,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialsRemoved {
+    pub files: u64,
+    pub bytes: u64,
 }
 
 /// How long a pool entry stays after the last gc that saw it referenced,
@@ -567,6 +580,21 @@ pub enum ErrorCode {
     NotFound,
     /// The daemon failed at something on its side.
     Internal,
+    /// A file system the daemon writes to (the pool, the state folder, a
+    /// repo) is full: free space there, then try again. The message names
+    /// the file.
+    NoSpace,
+}
+
+impl ErrorCode {
+    /// This code, or `no_space` when a full file system is behind `error`.
+    pub fn or_no_space(self, error: &(dyn std::error::Error + 'static)) -> ErrorCode {
+        if out_of_space(error) {
+            ErrorCode::NoSpace
+        } else {
+            self
+        }
+    }
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -583,6 +611,38 @@ impl WireError {
             message: message.into(),
         }
     }
+
+    /// `error` as it travels: `code`, unless a full file system is behind
+    /// it (anywhere in its chain of causes), which is `no_space` whatever
+    /// the operation was: the one thing the user can do is free space.
+    pub fn from_error(code: ErrorCode, error: &(dyn std::error::Error + 'static)) -> WireError {
+        WireError::new(code.or_no_space(error), error.to_string())
+    }
+}
+
+/// Whether `error` or one of its causes is a full file system: an I/O error
+/// `ENOSPC` / `EDQUOT` (`StorageFull`, `QuotaExceeded`), or SQLite's
+/// "database or disk is full".
+pub fn out_of_space(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            let full = matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) || matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+            if full {
+                return true;
+            }
+        }
+        if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>() {
+            if f.code == rusqlite::ErrorCode::DiskFull {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
 }
 
 impl Request {
@@ -633,5 +693,49 @@ impl ResponseFrame {
             id,
             body: Body::Error { error },
         }
+    }
+}
+
+#[cfg(test)]
+mod no_space_tests {
+    use super::*;
+    use crate::pool::PoolError;
+
+    #[test]
+    fn a_full_disk_anywhere_in_the_cause_chain_is_no_space() {
+        let full = PoolError::Io {
+            op: "write",
+            path: "/pool/large/stage/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let wire = WireError::from_error(ErrorCode::InvalidArgument, &full);
+        assert_eq!(wire.code, ErrorCode::NoSpace);
+        assert!(
+            wire.message.contains("/pool/large/stage/x"),
+            "{}",
+            wire.message
+        );
+        let sqlite = PoolError::Sqlite {
+            op: "put",
+            path: "/pool/kv.sqlite".into(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                None,
+            ),
+        };
+        assert_eq!(
+            WireError::from_error(ErrorCode::Internal, &sqlite).code,
+            ErrorCode::NoSpace
+        );
+        let other = PoolError::Io {
+            op: "open",
+            path: "/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert_eq!(
+            WireError::from_error(ErrorCode::Internal, &other).code,
+            ErrorCode::Internal
+        );
+        assert_eq!(ErrorCode::NoSpace.to_string(), "no_space");
     }
 }

@@ -15,8 +15,10 @@
 //! so running it twice, or after a partial run, changes nothing more.
 
 pub mod mirror;
+mod partial_owners;
 mod queue;
 mod store;
+mod uploads;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -47,6 +47,9 @@ const MIGRATIONS: &[&str] = &[
     // `failed` was a job waiting for its next try; that is `retrying` now,
     // and `failed` is a job given up on.
     "UPDATE jobs SET state = 'retrying' WHERE state = 'failed';",
+    // Multipart uploads in flight, aborted at the next start when a kill
+    // left them (`uploads.rs`).
+    super::uploads::SCHEMA,
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short

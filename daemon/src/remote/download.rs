@@ -417,13 +417,8 @@ async fn stream_in_order(
 /// `partial/<sha256 of what identifies this version>.part`.
 fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
     let dir = pool.partial_dir().ok_or(FetchError::NoPartialDir)?;
-    let id = format!(
-        "{}\n{}\n{}",
-        req.origin.describe(),
-        req.etag.unwrap_or(""),
-        req.size
-    );
-    Ok(dir.join(format!("{}.part", Oid::of(id.as_bytes()))))
+    let name = super::partials::name(&req.origin.describe(), req.etag, req.size);
+    Ok(dir.join(name))
 }
 
 /// Opens the partial file for this version (see `partial.rs`) and decides

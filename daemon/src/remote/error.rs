@@ -115,6 +115,12 @@ pub enum RemoteError {
         why: String,
         permanence: Permanence,
     },
+    #[error("upload {object}: it could not be recorded, so it was aborted: {source}")]
+    Unrecorded {
+        object: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{op} {object}: {why}")]
     Protocol {
         op: &'static str,

@@ -12,16 +12,21 @@ mod download;
 mod error;
 mod http;
 mod partial;
+mod journal;
+pub mod partials;
 mod s3;
 mod upload;
 mod url;
 
 pub use checksum::content_sha256;
-pub use clients::{shared_http, shared_s3};
+pub use clients::{record_uploads_in, shared_http, shared_s3};
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
 pub use error::{Permanence, RemoteError};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
+pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, Retry, S3Client, S3Config, SHA256_META};
-pub use upload::{upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded};
+pub use upload::{
+    holds, upload_from_file, upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded,
+};
 pub use url::{redact_text, redacted, ObjectUrl, SecretUrl, REDACTED};

@@ -1,5 +1,6 @@
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -8,7 +9,7 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use rusty_s3::{Bucket, S3Action, UrlStyle};
 use tokio::io::AsyncReadExt;
 
-use super::{Permanence, RemoteError, S3Credentials};
+use super::{MultipartUpload, Permanence, RemoteError, S3Credentials, UploadJournal};
 
 /// How long a presigned request stays valid: long enough for one slow part.
 const SIGN_FOR: Duration = Duration::from_secs(3600);
@@ -129,6 +130,8 @@ pub struct S3Client {
     config: S3Config,
     creds: S3Credentials,
     http: reqwest::Client,
+    /// Where multipart uploads are recorded while in flight.
+    journal: Option<Arc<dyn UploadJournal>>,
 }
 
 impl S3Client {
@@ -146,7 +149,20 @@ impl S3Client {
             config,
             creds,
             http,
+            journal: None,
         })
+    }
+
+    /// Records each multipart upload in `journal` from before its first
+    /// part until it is completed or aborted.
+    pub fn with_journal(mut self, journal: Arc<dyn UploadJournal>) -> S3Client {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// The endpoint, as multipart uploads are recorded with it.
+    pub fn endpoint(&self) -> &str {
+        self.config.endpoint.as_str()
     }
 
     pub fn credentials(&self) -> &S3Credentials {
@@ -514,7 +530,21 @@ impl S3Client {
         let object = format!("s3://{bucket}/{key}");
         let b = self.bucket(bucket)?;
         let upload_id = self.start_upload(&b, &object, key, headers).await?;
-        let id = upload_id.as_str();
+        let upload = MultipartUpload {
+            endpoint: self.endpoint().to_string(),
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            upload_id,
+        };
+        // Recorded before the first part: a daemon killed from here on
+        // leaves a record, and its next start aborts the upload.
+        if let Some(journal) = &self.journal {
+            if let Err(source) = journal.started(&upload) {
+                let _ = self.abort_upload(bucket, key, &upload.upload_id).await;
+                return Err(RemoteError::Unrecorded { object, source });
+            }
+        }
+        let id = upload.upload_id.as_str();
         let parts = match from {
             Parts::File(path) => {
                 self.upload_parts(&b, &object, key, id, path, part_size)
@@ -522,8 +552,68 @@ impl S3Client {
             }
             Parts::Copy(src) => self.copy_parts(&b, &object, key, id, src, part_size).await,
         };
-        self.finish_upload(&b, &object, bucket, key, &upload_id, parts)
+        let finished = self.finish_upload(&b, &object, key, id, parts).await;
+        // Completed, or failed: then aborted, unless the store could not be
+        // told (the record stays, for the next start to abort it).
+        let over = match &finished {
+            Ok(()) => true,
+            Err(_) => self.abort_upload(bucket, key, id).await.is_ok(),
+        };
+        if let (true, Some(journal)) = (over, &self.journal) {
+            journal.ended(&upload);
+        }
+        finished?;
+        self.head_after("upload", bucket, key).await
+    }
+
+    /// AbortMultipartUpload; an upload the store does not know (completed,
+    /// aborted, expired) counts as aborted.
+    pub async fn abort_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<(), RemoteError> {
+        let object = format!("s3://{bucket}/{key}");
+        let b = self.bucket(bucket)?;
+        let keys = self.keys("abort upload", &object)?;
+        let url = b
+            .abort_multipart_upload(Some(keys), key, upload_id)
+            .sign(SIGN_FOR);
+        self.send("abort upload", &object, &[StatusCode::NOT_FOUND], || {
+            self.http.delete(url.clone())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The multipart uploads in progress in `bucket` under `prefix`, as
+    /// `(key, upload id)` (ListMultipartUploads, first 1,000).
+    pub async fn list_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, RemoteError> {
+        let object = format!("s3://{bucket}/{prefix}");
+        let b = self.bucket(bucket)?;
+        let keys = self.keys("list uploads", &object)?;
+        // rusty-s3 has no ListMultipartUploads: a bucket GET signed with
+        // `?uploads` instead of ListObjectsV2's query.
+        let mut action = b.list_objects_v2(Some(keys));
+        let query = action.query_mut();
+        query.remove("list-type");
+        query.remove("encoding-type");
+        query.insert("uploads", "");
+        query.insert("prefix", prefix.to_string());
+        let url = action.sign(SIGN_FOR);
+        let resp = self
+            .send("list uploads", &object, &[], || self.http.get(url.clone()))
+            .await?;
+        let text = resp
+            .text()
             .await
+            .map_err(|e| transport("list uploads", &object, 1, &e))?;
+        Ok(xml_uploads(&text))
     }
 
     /// CreateMultipartUpload with `headers` as the object's metadata.
@@ -565,20 +655,11 @@ impl S3Client {
         &self,
         b: &Bucket,
         object: &str,
-        bucket: &str,
         key: &str,
         upload_id: &str,
         parts: Result<Vec<String>, RemoteError>,
-    ) -> Result<ObjectMeta, RemoteError> {
-        let etags = match parts {
-            Ok(etags) => etags,
-            Err(e) => {
-                let abort = b.abort_multipart_upload(self.creds.keys.as_ref(), key, upload_id);
-                let url = abort.sign(SIGN_FOR);
-                let _ = self.http.delete(url).send().await; // best effort: the error below matters
-                return Err(e);
-            }
-        };
+    ) -> Result<(), RemoteError> {
+        let etags = parts?;
         let complete = b.complete_multipart_upload(
             self.creds.keys.as_ref(),
             key,
@@ -593,7 +674,7 @@ impl S3Client {
             })
             .await?;
         refused_in_body("complete upload", object, resp).await?;
-        self.head_after("upload", bucket, key).await
+        Ok(())
     }
 
     /// The object's metadata right after `what` wrote it.
@@ -864,6 +945,31 @@ async fn refused_in_body(
         });
     }
     Ok(text)
+}
+
+/// The `(Key, UploadId)` of each `<Upload>` of a ListMultipartUploadsResult.
+fn xml_uploads(xml: &str) -> Vec<(String, String)> {
+    let field = |upload: &str, name: &str| {
+        let text = upload
+            .split(&format!("<{name}>"))
+            .nth(1)?
+            .split(&format!("</{name}>"))
+            .next()?;
+        Some(
+            text.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&"),
+        )
+    };
+    xml.split("<Upload>")
+        .skip(1)
+        .filter_map(|u| {
+            let upload = u.split("</Upload>").next()?;
+            Some((field(upload, "Key")?, field(upload, "UploadId")?))
+        })
+        .collect()
 }
 
 /// The `<ETag>` of a CopyPartResult, unquoted.

@@ -1,9 +1,12 @@
 //! Uploads from the pool to a bucket under git-lfs's own layout, skipping
 //! what the bucket already holds.
 
+use std::io::{Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 
 use super::{ObjectMeta, PutOutcome, RemoteError, S3Client, SHA256_META};
 use crate::pool::{Blob, Oid, Pool, PoolError};
@@ -93,6 +96,15 @@ pub enum UploadError {
     Missing(Oid),
     #[error("{object}: after the upload the store reports {got} bytes, not {want}")]
     Size { object: String, want: u64, got: u64 },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not object {want}: its content is sha256 {got}; nothing was uploaded")]
+    NotTheObject { path: PathBuf, want: Oid, got: Oid },
 }
 
 /// Uploads pool entry `oid` to `layout`, unless it is there already.
@@ -103,9 +115,6 @@ pub async fn upload_from_pool(
     oid: &Oid,
     opts: UploadOptions,
 ) -> Result<Uploaded, UploadError> {
-    let key = layout.key(oid);
-    let object = format!("s3://{}/{key}", layout.bucket);
-    let (bucket, hex) = (layout.bucket.as_str(), oid.to_hex());
     let blob = {
         let (pool, oid) = (pool.clone(), *oid);
         // Checked against the oid: the bucket must not get corrupt bytes
@@ -115,6 +124,67 @@ pub async fn upload_from_pool(
             .expect("pool reads do not panic")?
             .ok_or(UploadError::Missing(oid))?
     };
+    upload_blob(client, blob, layout, oid, opts).await
+}
+
+/// Uploads the file at `path` (a repo's `.git/lfs/objects` copy) as object
+/// `oid` to `layout`, unless it is there already: for when the pool cannot
+/// take the object (its disk is full), as the pool is only a cache. The file
+/// is hashed first and must be `oid`: only the bytes the oid names go up.
+pub async fn upload_from_file(
+    client: &S3Client,
+    path: &Path,
+    layout: &ObjectLayout,
+    oid: &Oid,
+    opts: UploadOptions,
+) -> Result<Uploaded, UploadError> {
+    let blob = {
+        let (path, want) = (path.to_path_buf(), *oid);
+        tokio::task::spawn_blocking(move || checked_file(&path, want))
+            .await
+            .expect("hashing a file does not panic")?
+    };
+    upload_blob(client, blob, layout, oid, opts).await
+}
+
+/// The file at `path` as a blob, once its sha256 is found to be `want`.
+fn checked_file(path: &Path, want: Oid) -> Result<Blob, UploadError> {
+    let io = |op| {
+        move |source| UploadError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let mut file = std::fs::File::open(path).map_err(io("open"))?;
+    let mut hasher = Sha256::new();
+    let len = std::io::copy(&mut file, &mut hasher).map_err(io("read"))?;
+    let got = Oid::from_digest(hasher.finalize().into());
+    if got != want {
+        return Err(UploadError::NotTheObject {
+            path: path.to_path_buf(),
+            want,
+            got,
+        });
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io("read"))?;
+    Ok(Blob::File {
+        file,
+        len,
+        path: path.to_path_buf(),
+    })
+}
+
+async fn upload_blob(
+    client: &S3Client,
+    blob: Blob,
+    layout: &ObjectLayout,
+    oid: &Oid,
+    opts: UploadOptions,
+) -> Result<Uploaded, UploadError> {
+    let key = layout.key(oid);
+    let object = format!("s3://{}/{key}", layout.bucket);
+    let (bucket, hex) = (layout.bucket.as_str(), oid.to_hex());
     let len = blob.len();
     let headers = [(SHA256_META, hex.as_str())];
     let sent = |etag| ObjectMeta {
@@ -142,11 +212,8 @@ pub async fn upload_from_pool(
     } else if file.is_none() {
         bytes = Some(Bytes::from(read_all(blob).await?));
     }
-    if let Some(meta) = client.head(bucket, &key).await? {
-        let same = meta.size == len && meta.sha256.as_deref() == Some(hex.as_str());
-        if same && readable(client, bucket, &key, len).await? {
-            return Ok(Uploaded::Skipped(meta));
-        }
+    if let Some(meta) = holds(client, layout, oid, len).await? {
+        return Ok(Uploaded::Skipped(meta));
     }
     let meta = match (file, bytes) {
         (Some(path), _) => {
@@ -169,6 +236,22 @@ pub async fn upload_from_pool(
         });
     }
     Ok(Uploaded::Sent(meta))
+}
+
+/// What `layout` holds as `oid` when it holds it whole: the size, the
+/// sha256 it carries, and a one-byte read that succeeds. `None` otherwise.
+pub async fn holds(
+    client: &S3Client,
+    layout: &ObjectLayout,
+    oid: &Oid,
+    len: u64,
+) -> Result<Option<ObjectMeta>, RemoteError> {
+    let (bucket, key, hex) = (layout.bucket.as_str(), layout.key(oid), oid.to_hex());
+    let Some(meta) = client.head(bucket, &key).await? else {
+        return Ok(None);
+    };
+    let same = meta.size == len && meta.sha256.as_deref() == Some(hex.as_str());
+    Ok((same && readable(client, bucket, &key, len).await?).then_some(meta))
 }
 
 async fn read_all(blob: Blob) -> Result<Vec<u8>, UploadError> {

@@ -177,6 +177,7 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             };
             let _ = tokio::task::spawn_blocking(move || registry.job_failed(&job, &why, retry_at))
                 .await;
+            super::partials::cap_failed(shared).await;
         }
     }
 }

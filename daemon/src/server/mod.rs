@@ -11,10 +11,12 @@ mod handlers;
 mod idle;
 mod jobs;
 mod listen;
+mod partials;
 mod pool_stats;
 mod repo_locks;
 mod repos;
 mod state;
+mod uploads;
 
 #[cfg(test)]
 mod tests;
@@ -82,6 +84,8 @@ impl Daemon {
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
         let registry = open_registry(&config).await?;
+        let left = uploads::start_recording(&registry).await;
+        tokio::spawn(uploads::abort(registry.clone(), left));
         let shared = Arc::new(Shared {
             config,
             pool,

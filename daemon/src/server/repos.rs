@@ -122,7 +122,7 @@ impl RepoBook {
     fn save(&self, inner: &Inner) -> Result<(), WireError> {
         let paths: Vec<PathBuf> = inner.repos.keys().cloned().collect();
         state::save(&self.state_file, &paths)
-            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))
+            .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))
     }
 
     /// Scans `repo` again and updates its report and watch.
@@ -218,7 +218,7 @@ fn fresh(path: PathBuf) -> RepoReport {
 }
 
 fn invalid(e: &ScanError) -> WireError {
-    WireError::new(ErrorCode::InvalidArgument, e.to_string())
+    WireError::from_error(ErrorCode::InvalidArgument, e)
 }
 
 fn not_registered(path: &Path) -> WireError {

@@ -100,15 +100,12 @@ pub(crate) async fn handle(
 pub(crate) async fn restore(shared: &Shared, repo: &Path) -> Result<(), WireError> {
     let (registry, repo) = (shared.registry.clone(), repo.to_path_buf());
     let restored = blocking(move || {
-        let file = mirror::path_in(&git_dirs(&repo).map_err(|e| e.to_string())?.common_dir);
-        let entries = mirror::read(&file).map_err(|e| e.to_string())?;
-        let n = registry
-            .restore(&repo, &entries)
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((repo, n))
+        let file = mirror::path_in(&git_dirs(&repo).map_err(internal)?.common_dir);
+        let entries = mirror::read(&file).map_err(internal)?;
+        let n = registry.restore(&repo, &entries).map_err(internal)?;
+        Ok::<_, WireError>((repo, n))
     })
-    .await
-    .map_err(|why| WireError::new(ErrorCode::Internal, why))?;
+    .await?;
     if restored.1 > 0 {
         log::info!(
             "restored {} registry entries of {} from its mirror",

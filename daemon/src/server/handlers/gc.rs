@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{internal, Progressor, Shared};
-use crate::ipc::{ErrorCode, GcEntry, GcReport, Progress, Reply, WireError};
+use crate::ipc::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
 use crate::pool::{Oid, SeenLog, SweepReport};
 use crate::registry::Registry;
@@ -103,6 +103,7 @@ pub(crate) async fn handle(
     report.recent -= waiting.min(report.recent);
     report.waiting = waiting;
     report.grace_secs = grace;
+    report.partials = sweep_partials(shared, dry_run).await?;
     if !dry_run {
         shared.pool_stats.refresh(&shared.pool).await;
         log::info!(
@@ -113,6 +114,20 @@ pub(crate) async fn handle(
         );
     }
     Ok(Reply::Gc(report))
+}
+
+/// The partial downloads no job will resume (`server::partials`).
+async fn sweep_partials(shared: &Shared, dry_run: bool) -> Result<PartialsRemoved, WireError> {
+    let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
+    tokio::task::spawn_blocking(move || crate::server::partials::sweep(&pool, &registry, dry_run))
+        .await
+        .map_err(internal)?
+        .map_err(|why| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("gc of partial downloads: {why}"),
+            )
+        })
 }
 
 fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, WireError> {
@@ -180,5 +195,6 @@ fn report(dry_run: bool, repos: usize, swept: SweepReport, compacted: u64) -> Gc
         compacted,
         waiting: 0,
         grace_secs: 0,
+        partials: PartialsRemoved::default(),
     }
 }

@@ -34,7 +34,7 @@ pub(super) async fn handle(
         tokio::task::spawn_blocking(move || head_pointers(&repo))
             .await
             .map_err(internal)?
-            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?
+            .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?
     };
     let total = pointers.len() as u64;
     let mut report = HydrateReport {

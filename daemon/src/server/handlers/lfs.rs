@@ -13,12 +13,12 @@ use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
 use crate::pool::{Oid, PoolError};
 use crate::remote::{
-    fetch_into_pool, shared_s3, upload_from_pool, Fetch, FetchOptions, ObjectLayout, Origin,
-    S3Client, Uploaded,
+    fetch_into_pool, shared_s3, upload_from_file, upload_from_pool, Fetch, FetchOptions,
+    ObjectLayout, Origin, S3Client, UploadError, Uploaded,
 };
 
 fn s3() -> Result<Arc<S3Client>, WireError> {
-    shared_s3().map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
+    shared_s3().map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))
 }
 
 fn parse_oid(oid: &str) -> Result<Oid, WireError> {
@@ -101,7 +101,7 @@ pub(super) fn layout(repo: &Path, facts: &RepoFacts) -> Result<ObjectLayout, Wir
             ),
         )
     })?;
-    ObjectLayout::parse(url).map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
+    ObjectLayout::parse(url).map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))
 }
 
 pub(super) async fn download(
@@ -217,7 +217,7 @@ pub(super) async fn fetch_object(
     };
     fetch_into_pool(shared.pool.clone(), req, FetchOptions::default(), report)
         .await
-        .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+        .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))?;
     Ok("remote")
 }
 
@@ -234,8 +234,7 @@ pub(super) async fn upload(
 ) -> Result<Reply, WireError> {
     let oid = parse_oid(oid)?;
     let layout = layout(&repo, &facts(&repo).await?)?;
-    take_in(shared, oid, size, Some(path)).await?;
-    let skipped = send_object(shared, &layout, oid).await?;
+    let skipped = send_local(shared, &layout, oid, size, path).await?;
     progress
         .send(Progress {
             stage: "upload".into(),
@@ -247,9 +246,59 @@ pub(super) async fn upload(
     Ok(Reply::LfsUploaded { skipped })
 }
 
+/// Sends object `oid` of `size` bytes, whose repo copy is at `path`, to
+/// `layout` unless it is there; true when it was. It goes through the pool
+/// (taking the repo's copy in), or, when the pool cannot take it (a full
+/// disk, a broken pool), straight from the repo's copy: the pool is a cache,
+/// and a push must not depend on it.
+pub(super) async fn send_local(
+    shared: &Arc<Shared>,
+    layout: &ObjectLayout,
+    oid: Oid,
+    size: u64,
+    path: PathBuf,
+) -> Result<bool, WireError> {
+    match take_in(shared, oid, size, Some(path.clone())).await {
+        Ok(()) => send_object(shared, layout, oid).await,
+        Err(e) if matches!(e.code, ErrorCode::Internal | ErrorCode::NoSpace) && path.is_file() => {
+            log::warn!(
+                "object {oid}: the pool could not take it ({}); uploading it from {}",
+                e.message,
+                path.display()
+            );
+            send_file(shared, layout, oid, &path).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Uploads the repo's copy of `oid` at `path` (checked against the oid on
+/// the way) to `layout` unless it is there; true when it was.
+async fn send_file(
+    shared: &Arc<Shared>,
+    layout: &ObjectLayout,
+    oid: Oid,
+    path: &Path,
+) -> Result<bool, WireError> {
+    let client = s3()?;
+    let uploaded = upload_from_file(&client, path, layout, &oid, shared.config.upload)
+        .await
+        .map_err(|e| {
+            let code = match e {
+                UploadError::NotTheObject { .. } => ErrorCode::InvalidArgument,
+                _ => ErrorCode::Internal,
+            };
+            WireError::from_error(code, &e)
+        })?;
+    confirm_sent(layout, oid);
+    Ok(matches!(uploaded, Uploaded::Skipped(_)))
+}
+
 /// Makes sure the pool holds `oid` of `size` bytes, adopting the repo's file
 /// at `path` when it does not (hashed on the way in). The pool's own copy is
-/// verified already and is not read again.
+/// verified already and is not read again. `not_found` when neither has it,
+/// `invalid_argument` when the repo's copy is not the object, `internal` or
+/// `no_space` when the pool failed to take it.
 pub(super) async fn take_in(
     shared: &Arc<Shared>,
     oid: Oid,
@@ -257,14 +306,23 @@ pub(super) async fn take_in(
     path: Option<PathBuf>,
 ) -> Result<(), WireError> {
     let pool = shared.pool.clone();
+    let from = path.as_ref().map(|p| p.display().to_string());
     let len = tokio::task::spawn_blocking(move || match (pool.size(&oid)?, path) {
         (Some(len), _) => Ok(Some(len)),
-        (None, Some(path)) => pool.adopt_file(&path, Some(&oid)).map(|put| Some(put.len)),
-        (None, None) => Ok(None),
+        (None, Some(path)) if path.is_file() => {
+            pool.adopt_file(&path, Some(&oid)).map(|put| Some(put.len))
+        }
+        (None, _) => Ok(None),
     })
     .await
     .map_err(internal)?
-    .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    .map_err(|e| match e {
+        PoolError::HashMismatch { .. } => WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("{}: {e}", from.unwrap_or_default()),
+        ),
+        _ => WireError::from_error(ErrorCode::Internal, &e),
+    })?;
     match len {
         Some(len) if len == size => Ok(()),
         Some(len) => Err(WireError::new(
@@ -299,7 +357,7 @@ pub(super) async fn send_object(
         shared.config.upload,
     )
     .await
-    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+    .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))?;
     confirm(place, oid);
     Ok(matches!(uploaded, Uploaded::Skipped(_)))
 }

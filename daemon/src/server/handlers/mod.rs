@@ -136,6 +136,8 @@ fn method_name(request: &Request) -> String {
 /// Puts back a registered repo's foreign-object entries from its mirror.
 pub(crate) use add_url::{restore as restore_registry, restore_saved};
 
-pub(crate) fn internal(e: impl std::fmt::Display) -> WireError {
-    WireError::new(ErrorCode::Internal, e.to_string())
+/// An error on the daemon's side: `internal`, or `no_space` when a full file
+/// system is behind it.
+pub(crate) fn internal<E: std::error::Error + 'static>(e: E) -> WireError {
+    WireError::from_error(ErrorCode::Internal, &e)
 }

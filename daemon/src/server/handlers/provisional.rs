@@ -12,8 +12,8 @@ use crate::registry::{Entry, Registry};
 pub(super) async fn handle(shared: &Shared, cwd: PathBuf) -> Result<Reply, WireError> {
     let registry = shared.registry.clone();
     tokio::task::spawn_blocking(move || {
-        let top = toplevel(&cwd)
-            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+        let top =
+            toplevel(&cwd).map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?;
         let mut pointers = Vec::new();
         for e in registry.for_repo(&top).map_err(internal)? {
             if is_provisional(&e) {

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::lfs::{confirm_sent, facts, layout, send_object, take_in};
+use super::lfs::{self, confirm_sent, facts, layout};
 use super::{internal, Progressor, Shared};
-use crate::ipc::{ErrorCode, ObjectProblem, Progress, PushReport, RefusedPath, Reply, WireError};
+use crate::ipc::{ErrorCode, Progress, PushReport, RefusedPath, Reply, WireError};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer};
 use crate::pool::Oid;
 use crate::registry::{Entry, ForeignObject};
 use crate::remote::{
-    shared_s3, CopySource, ObjectLayout, ObjectUrl, RemoteError, UploadOptions, SHA256_META,
+    holds, shared_s3, CopySource, ObjectLayout, ObjectUrl, RemoteError, UploadOptions, SHA256_META,
 };
 
 /// Uploads in flight at once: RGW's small-object rate stops growing past
@@ -33,11 +33,11 @@ pub(super) async fn handle(
     let started = std::time::Instant::now();
     let facts = facts(&repo).await?;
     let objects = {
-        let repo = repo.clone();
+        let (repo, remote) = (repo.clone(), remote.clone());
         tokio::task::spawn_blocking(move || pushed_pointers(&repo, &remote, &updates))
             .await
             .map_err(internal)?
-            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?
+            .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?
     };
     let foreign: BTreeMap<String, Entry> = {
         let (registry, repo) = (shared.registry.clone(), repo.clone());
@@ -55,15 +55,14 @@ pub(super) async fn handle(
         ..PushReport::default()
     };
     if facts.remote.is_none() {
-        // No object remote recorded: git-lfs and the agent say what is wrong
-        // with local objects; foreign ones have nowhere to go.
+        // No object remote recorded: nothing can be shown to be where a
+        // clone would look, and the agent would have nowhere to send it.
         report.refused = objects
             .into_iter()
-            .filter(|p| foreign.contains_key(&p.pointer.oid.to_hex()))
             .map(|p| RefusedPath {
                 oid: p.pointer.oid.to_hex(),
                 paths: p.paths,
-                why: "an object added by URL, and the repo has no object remote to copy it to (drsctl init --remote s3://bucket/prefix)".into(),
+                why: "the repo has no object remote to send it to: record one with drsctl init --remote s3://bucket/prefix and commit .gitattributes".into(),
             })
             .collect();
         return Ok(Reply::PrePush(report));
@@ -73,9 +72,15 @@ pub(super) async fn handle(
     let mut results = stream::iter(objects)
         .map(|pushed| {
             let (layout, lfs_objects, foreign) = (&layout, &lfs_objects, &foreign);
+            let remote = remote.as_str();
             async move {
                 let entry = foreign.get(&pushed.pointer.oid.to_hex());
-                let outcome = one(shared, layout, lfs_objects, entry, &pushed.pointer).await;
+                let here = Here {
+                    layout,
+                    lfs_objects,
+                    remote,
+                };
+                let outcome = one(shared, &here, entry, &pushed.pointer).await;
                 (pushed, outcome)
             }
         })
@@ -87,7 +92,11 @@ pub(super) async fn handle(
             Outcome::Present => report.present += 1,
             Outcome::Uploaded => report.uploaded += 1,
             Outcome::Copied => report.copied += 1,
-            Outcome::Failed(why) => report.failed.push(ObjectProblem { oid, why }),
+            Outcome::Failed(why) => report.failed.push(RefusedPath {
+                paths: pushed.paths,
+                oid,
+                why,
+            }),
             Outcome::Refused(why) => report.refused.push(RefusedPath {
                 paths: pushed.paths,
                 oid,
@@ -116,21 +125,31 @@ pub(super) async fn handle(
     Ok(Reply::PrePush(report))
 }
 
-/// What became of one pushed object.
+/// What became of one pushed object. Only the first three let the push go
+/// on: an object not shown to be in the object remote must not be
+/// published, whatever the reason.
 enum Outcome {
     Present,
     Uploaded,
     Copied,
-    /// Could not be sent now; git-lfs and the agent try again.
+    /// Could not be sent or checked now (the store unreachable, a disk
+    /// full): the push fails with the reason; pushing again may succeed.
     Failed(String),
-    /// Must not be pushed as it is.
+    /// Must not be pushed as it is: the reason says what to do.
     Refused(String),
+}
+
+/// Where the push's objects go and come from.
+struct Here<'a> {
+    layout: &'a ObjectLayout,
+    lfs_objects: &'a Path,
+    /// The git remote pushed to, for the advice in a refusal.
+    remote: &'a str,
 }
 
 async fn one(
     shared: &Arc<Shared>,
-    layout: &ObjectLayout,
-    lfs_objects: &Path,
+    here: &Here<'_>,
     foreign: Option<&Entry>,
     pointer: &Pointer,
 ) -> Outcome {
@@ -151,45 +170,75 @@ async fn one(
                 size: o.size,
             };
             let opts = shared.config.upload;
-            let copied = copy_foreign(layout, o, &source, pointer.oid, opts).await;
+            let copied = copy_foreign(here.layout, o, &source, pointer.oid, opts).await;
             let Outcome::Refused(why) = copied else {
                 return copied;
             };
             // The source changed or is gone; the bytes its prefetch verified
             // may still be here, and they are what the pointer names.
-            return send_local(shared, layout, lfs_objects, pointer)
-                .await
-                .unwrap_or(Outcome::Refused(why));
+            return match send_local(shared, here, pointer).await {
+                Some(outcome) => outcome,
+                None => unless_in_remote(here, pointer, why).await,
+            };
         }
     }
-    match send_local(shared, layout, lfs_objects, pointer).await {
-        Some(outcome) => outcome,
-        None if foreign.is_some() => Outcome::Refused(
-            "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".into(),
+    if let Some(outcome) = send_local(shared, here, pointer).await {
+        return outcome;
+    }
+    let why = match foreign {
+        Some(_) => "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".to_string(),
+        None => format!(
+            "the object is in neither .git/lfs/objects, the pool, nor the object remote s3://{}/{}, and is not an object this repo added by URL: a clone could not get it. \
+             Fetch it here (git lfs fetch {remote} --all), or push it from a clone that has it (git lfs push --object-id {remote} {oid_hex}), or remove the commit that adds it",
+            here.layout.bucket,
+            here.layout.prefix,
+            remote = here.remote,
         ),
-        None => Outcome::Refused(
-            "neither in .git/lfs/objects nor in the pool, and not an object this repo added by URL".into(),
-        ),
+    };
+    unless_in_remote(here, pointer, why).await
+}
+
+/// Present when the object remote holds the object whole (pushed from
+/// another clone, say); else refused with `why`. A store that cannot be
+/// asked fails the push: an object not shown to be there is not published.
+async fn unless_in_remote(here: &Here<'_>, pointer: &Pointer, why: String) -> Outcome {
+    let client = match shared_s3() {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome::Failed(format!(
+                "{why}; and the object remote cannot be checked: {e}"
+            ))
+        }
+    };
+    match holds(&client, here.layout, &pointer.oid, pointer.size).await {
+        Ok(Some(_)) => {
+            confirm_sent(here.layout, pointer.oid);
+            Outcome::Present
+        }
+        Ok(None) => Outcome::Refused(why),
+        Err(e) => Outcome::Failed(format!(
+            "not on this machine, and the object remote could not be checked for it: {e}"
+        )),
     }
 }
 
 /// Sends the object from `.git/lfs/objects` or the pool; `None` when
 /// neither has it.
-async fn send_local(
-    shared: &Arc<Shared>,
-    layout: &ObjectLayout,
-    lfs_objects: &Path,
-    pointer: &Pointer,
-) -> Option<Outcome> {
-    let path = object_path(lfs_objects, &pointer.oid);
-    match take_in(shared, pointer.oid, pointer.size, Some(path)).await {
-        Ok(()) => Some(match send_object(shared, layout, pointer.oid).await {
-            Ok(true) => Outcome::Present,
-            Ok(false) => Outcome::Uploaded,
-            Err(e) => Outcome::Failed(e.message),
-        }),
+async fn send_local(shared: &Arc<Shared>, here: &Here<'_>, pointer: &Pointer) -> Option<Outcome> {
+    let path = object_path(here.lfs_objects, &pointer.oid);
+    match lfs::send_local(shared, here.layout, pointer.oid, pointer.size, path).await {
+        Ok(true) => Some(Outcome::Present),
+        Ok(false) => Some(Outcome::Uploaded),
         Err(e) if e.code == ErrorCode::NotFound => None,
-        Err(e) => Some(Outcome::Failed(e.message)),
+        Err(e) if e.code == ErrorCode::InvalidArgument => Some(Outcome::Refused(format!(
+            "{}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it",
+            e.message,
+            remote = here.remote
+        ))),
+        Err(e) => Some(Outcome::Failed(format!(
+            "could not be sent to the object remote: {}",
+            e.message
+        ))),
     }
 }
 

@@ -1,0 +1,30 @@
+//! Which prefetch jobs may still resume a partial download, for the clean-up
+//! of partial files (`remote::partials`).
+
+use super::store::{object_at, sql, OBJECT_COLUMNS};
+use super::{ForeignObject, Registry, RegistryError};
+
+impl Registry {
+    /// The objects of the jobs in any of `states` (`queued`, `running`,
+    /// `failed`...).
+    pub fn job_objects(&self, states: &[&str]) -> Result<Vec<ForeignObject>, RegistryError> {
+        let conn = self.lock();
+        let err = sql(self.path(), "list jobs");
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {OBJECT_COLUMNS}, j.state FROM jobs j JOIN objects o ON o.id = j.object_id"
+            ))
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((object_at(r, 0)?, r.get::<_, String>(12)?)))
+            .map_err(&err)?;
+        let mut found = Vec::new();
+        for row in rows {
+            let (object, state) = row.map_err(&err)?;
+            if states.contains(&state.as_str()) {
+                found.push(object);
+            }
+        }
+        Ok(found)
+    }
+}

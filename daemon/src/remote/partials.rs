@@ -1,0 +1,246 @@
+//! The partial files of resumable downloads (`<pool>/partial/<id>.part`,
+//! named by [`name`]): whose each is, and removing those no download will
+//! resume, so that a failed download of a large object does not keep its
+//! bytes on a full disk forever.
+//!
+//! A prefetch job's partial stays while the job can still run (queued,
+//! running, failed and due again), so its retry resumes; but the partials
+//! of failed jobs hold at most [`PARTIAL_MAX_ENV`] bytes in all (1 GiB by
+//! default), the oldest going first. `drsctl gc` removes every partial no
+//! such job owns: those of jobs done or gone, and of the transfer agent's
+//! downloads, which have no job. A partial written to within [`QUIET`] is
+//! never removed by gc: a download may be writing it.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::ObjectUrl;
+use crate::pool::Oid;
+use crate::registry::ForeignObject;
+
+/// The most bytes the partial files of failed prefetch jobs may hold in
+/// all (`1G`, `500M`...).
+pub const PARTIAL_MAX_ENV: &str = "DRSD_PARTIAL_MAX";
+
+pub const DEFAULT_PARTIAL_MAX: u64 = 1 << 30;
+
+/// How recently written a partial file may be one a download is writing.
+pub const QUIET: Duration = Duration::from_secs(600);
+
+/// The file name of the partial download of the object `origin` (as its
+/// errors name it: `s3://bucket/key`, or the URL without its query) of
+/// `size` bytes, pinned to `etag`.
+pub fn name(origin: &str, etag: Option<&str>, size: u64) -> String {
+    let id = format!("{origin}\n{}\n{size}", etag.unwrap_or(""));
+    format!("{}.part", Oid::of(id.as_bytes()))
+}
+
+/// The file name of a prefetch's partial download of `object`.
+pub fn name_of(object: &ForeignObject) -> Option<String> {
+    let origin = ObjectUrl::parse(&object.url).ok()?.to_string();
+    let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
+    Some(name(&origin, etag, object.size))
+}
+
+/// A partial file.
+#[derive(Debug, Clone)]
+pub struct Partial {
+    pub name: String,
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub modified: SystemTime,
+}
+
+/// What a clean-up removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {path}: {source}")]
+pub struct PartialsError {
+    op: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> PartialsError + 'a {
+    move |source| PartialsError {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The partial files in `dir` (regular files named `*.part`; nothing else
+/// there is touched).
+pub fn list(dir: &Path) -> Result<Vec<Partial>, PartialsError> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io("list", dir))? {
+        let entry = entry.map_err(io("list", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".part") {
+            continue;
+        }
+        // Not followed: a link there is nobody's download.
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue; // gone meanwhile
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        found.push(Partial {
+            name,
+            path: entry.path(),
+            bytes: meta.len(),
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        });
+    }
+    Ok(found)
+}
+
+/// Removes the partial files in `dir` that no name in `owned` claims and
+/// that were not written to within [`QUIET`] of `now`.
+pub fn remove_unowned(
+    dir: &Path,
+    owned: &HashSet<String>,
+    now: SystemTime,
+) -> Result<Removed, PartialsError> {
+    let stale = list(dir)?.into_iter().filter(|p| {
+        !owned.contains(&p.name)
+            && now.duration_since(p.modified).unwrap_or(Duration::ZERO) >= QUIET
+    });
+    remove(stale)
+}
+
+/// Of the partial files in `dir` named in `capped` (those of failed jobs),
+/// removes the oldest until the rest hold at most `max` bytes in all.
+pub fn cap(dir: &Path, capped: &HashSet<String>, max: u64) -> Result<Removed, PartialsError> {
+    let mut held: Vec<Partial> = list(dir)?
+        .into_iter()
+        .filter(|p| capped.contains(&p.name))
+        .collect();
+    held.sort_by_key(|p| std::cmp::Reverse(p.modified)); // newest first
+    let mut total = 0u64;
+    let over = held.into_iter().filter(|p| {
+        total = total.saturating_add(p.bytes);
+        total > max
+    });
+    remove(over)
+}
+
+fn remove(partials: impl Iterator<Item = Partial>) -> Result<Removed, PartialsError> {
+    let mut removed = Removed::default();
+    for p in partials {
+        match std::fs::remove_file(&p.path) {
+            Ok(()) => {
+                removed.files += 1;
+                removed.bytes += p.bytes;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("remove", &p.path)(e)),
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+
+    fn partial(dir: &Path, name: &str, len: usize, age: Duration) -> String {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = File::options().write(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - age).unwrap();
+        name.to_string()
+    }
+
+    fn names(dir: &Path) -> HashSet<String> {
+        list(dir).unwrap().into_iter().map(|p| p.name).collect()
+    }
+
+    #[test]
+    fn the_partials_of_failed_jobs_are_capped_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = Duration::from_secs(3600);
+        let old = partial(dir.path(), "old.part", 400, 3 * hour);
+        let mid = partial(dir.path(), "mid.part", 400, 2 * hour);
+        let new = partial(dir.path(), "new.part", 400, hour);
+        let other = partial(dir.path(), "running.part", 5000, 4 * hour);
+        let capped = HashSet::from([old.clone(), mid.clone(), new.clone()]);
+        let removed = cap(dir.path(), &capped, 900).unwrap();
+        assert_eq!(
+            removed,
+            Removed {
+                files: 1,
+                bytes: 400
+            }
+        );
+        assert_eq!(names(dir.path()), HashSet::from([mid, new, other.clone()]));
+        // One partial larger than the cap alone goes too.
+        let removed = cap(dir.path(), &capped, 100).unwrap();
+        assert_eq!(removed.files, 2);
+        assert_eq!(names(dir.path()), HashSet::from([other]));
+    }
+
+    #[test]
+    fn unowned_partials_go_unless_written_lately_and_nothing_else_is_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = Duration::from_secs(3600);
+        let owned = partial(dir.path(), "queued.part", 10, hour);
+        let stale = partial(dir.path(), "unknown.part", 10, hour);
+        let busy = partial(dir.path(), "writing.part", 10, Duration::ZERO);
+        let other = partial(dir.path(), "adopt-x", 10, hour);
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.part")).unwrap();
+        let removed = remove_unowned(
+            dir.path(),
+            &HashSet::from([owned.clone()]),
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!(
+            removed,
+            Removed {
+                files: 1,
+                bytes: 10
+            }
+        );
+        assert!(!dir.path().join(stale).exists());
+        for kept in [owned, busy, other, "link.part".into()] {
+            assert!(
+                std::fs::symlink_metadata(dir.path().join(&kept)).is_ok(),
+                "{kept} kept"
+            );
+        }
+    }
+
+    #[test]
+    fn a_prefetch_partial_is_named_as_the_download_names_it() {
+        let object = ForeignObject {
+            url: "https://h/a/b.bam?X-Amz-Signature=s".into(),
+            bucket: None,
+            key: None,
+            version_id: None,
+            etag: "abc".into(),
+            size: 42,
+            provisional_oid: String::new(),
+            content_oid: None,
+            drs_id: None,
+            last_modified: None,
+            recorded_at: 0,
+            md5: None,
+        };
+        assert_eq!(
+            name_of(&object),
+            Some(name("https://h/a/b.bam", Some("abc"), 42))
+        );
+    }
+}

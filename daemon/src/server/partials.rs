@@ -1,0 +1,76 @@
+//! Keeps the pool's partial downloads from filling its disk for good (see
+//! `remote::partials`): after a prefetch fails, the partials of failed jobs
+//! are capped; a gc removes those no job that can still run owns.
+
+use std::collections::HashSet;
+
+use super::Shared;
+use crate::ipc::PartialsRemoved;
+use crate::pool::Pool;
+use crate::registry::Registry;
+use crate::remote::partials;
+
+/// The partial file names of the jobs in any of `states`.
+fn owned_by(registry: &Registry, states: &[&str]) -> Result<HashSet<String>, String> {
+    let objects = registry.job_objects(states).map_err(|e| e.to_string())?;
+    Ok(objects.iter().filter_map(partials::name_of).collect())
+}
+
+/// After a prefetch failed: the partials of failed jobs hold at most the
+/// configured bytes (`DRSD_PARTIAL_MAX`), the oldest going first.
+pub(super) async fn cap_failed(shared: &Shared) {
+    let Some(dir) = shared.pool.partial_dir().map(|d| d.to_path_buf()) else {
+        return;
+    };
+    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.partial_max);
+    let capped = tokio::task::spawn_blocking(move || {
+        let failed = owned_by(&registry, &["failed"])?;
+        partials::cap(&dir, &failed, max).map_err(|e| e.to_string())
+    })
+    .await;
+    match capped {
+        Ok(Ok(r)) if r.files > 0 => log::info!(
+            "removed {} partial download(s) of failed jobs ({} bytes): over the {max}-byte cap",
+            r.files,
+            r.bytes
+        ),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => log::warn!("capping partial downloads: {e}"),
+        Err(e) => log::warn!("capping partial downloads: {e}"),
+    }
+}
+
+/// For gc: removes the partials no queued, running or failed job owns (and
+/// that no download wrote to lately). Blocking.
+pub(super) fn sweep(
+    pool: &Pool,
+    registry: &Registry,
+    dry_run: bool,
+) -> Result<PartialsRemoved, String> {
+    let Some(dir) = pool.partial_dir() else {
+        return Ok(PartialsRemoved::default());
+    };
+    let owned = owned_by(registry, &["queued", "running", "failed"])?;
+    if dry_run {
+        let now = std::time::SystemTime::now();
+        let stale = partials::list(dir)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|p| {
+                !owned.contains(&p.name)
+                    && now.duration_since(p.modified).unwrap_or_default() >= partials::QUIET
+            });
+        return Ok(
+            stale.fold(PartialsRemoved::default(), |r, p| PartialsRemoved {
+                files: r.files + 1,
+                bytes: r.bytes + p.bytes,
+            }),
+        );
+    }
+    let removed = partials::remove_unowned(dir, &owned, std::time::SystemTime::now())
+        .map_err(|e| e.to_string())?;
+    Ok(PartialsRemoved {
+        files: removed.files,
+        bytes: removed.bytes,
+    })
+}

@@ -1,0 +1,115 @@
+//! What the pre-push check lets through: only objects it can show to be in
+//! the object remote. git-lfs lets missing objects through
+//! (`lfs.allowincompletepush`, set by `drsctl init` for foreign objects), so
+//! the daemon's check is all that stands between a pointer nobody can fetch
+//! and a published history. Real git, git-lfs, Ceph RGW.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use drsd::pool::Oid;
+
+use super::lfs_transfer::{content, git_fails, Daemon, World};
+
+/// Commits at `path` in `repo` a pointer to an object no one has.
+fn commit_ghost(daemon: &Daemon, repo: &Path, path: &str) -> Oid {
+    let oid = Oid::of(format!("an object nobody has, at {path}").as_bytes());
+    let pointer = format!(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize 123456\n",
+        oid.to_hex()
+    );
+    std::fs::write(repo.join(path), pointer).unwrap();
+    daemon.git(repo, &["add", path]);
+    daemon.git(repo, &["commit", "-qm", "a pointer to nothing"]);
+    oid
+}
+
+fn branch_head(daemon: &Daemon, bare: &Path) -> String {
+    daemon.git(bare, &["rev-parse", "main"]).trim().to_string()
+}
+
+/// Repo `a` with one real object, pushed: `(a, bare, bare's main)`.
+fn pushed_source(world: &World, daemon: &Daemon) -> (PathBuf, PathBuf, String) {
+    let (a, bare) = world.source_repo(daemon, &[("real.bin", content(1, 200_000))]);
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    let head = branch_head(daemon, &bare);
+    (a, bare, head)
+}
+
+#[test]
+fn a_pointer_to_an_object_nobody_has_refuses_the_push_naming_path_oid_and_remedy() {
+    let world = World::new("ghost");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let (a, bare, before) = pushed_source(&world, &daemon);
+    let incomplete = daemon.git(&a, &["config", "lfs.allowincompletepush"]);
+    assert_eq!(incomplete.trim(), "true", "git-lfs itself lets it through");
+
+    let oid = commit_ghost(&daemon, &a, "ghost.bin");
+    let text = git_fails(&daemon, &a, &["push", "origin", "main"]);
+    let hex = oid.to_hex();
+    for needed in [
+        "ghost.bin",
+        hex.as_str(),
+        "git lfs fetch",
+        &format!("git lfs push --object-id origin {hex}"),
+        "remove the commit",
+    ] {
+        assert!(text.contains(needed), "no {needed:?} in: {text}");
+    }
+    assert_eq!(
+        branch_head(&daemon, &bare),
+        before,
+        "the remote's branch did not move"
+    );
+}
+
+#[test]
+fn a_missing_object_the_store_cannot_be_asked_about_fails_the_push() {
+    let world = World::new("ghostdown");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let (a, bare, before) = pushed_source(&world, &daemon);
+    drop(daemon);
+    // The same daemon's state, its store unreachable: the object cannot be
+    // shown to be there, so it is not published.
+    let down = Daemon::start_with(
+        &world.dir("d1"),
+        &[("AWS_ENDPOINT_URL", "http://127.0.0.1:9")],
+    );
+    let oid = commit_ghost(&down, &a, "ghost.bin");
+    let text = git_fails(&down, &a, &["push", "origin", "main"]);
+    assert!(
+        text.contains("ghost.bin") && text.contains(&oid.to_hex()),
+        "names the path and oid: {text}"
+    );
+    assert!(text.contains("could not be checked"), "says why: {text}");
+    assert_eq!(branch_head(&down, &bare), before);
+}
+
+#[test]
+fn an_object_only_the_object_remote_has_lets_the_push_go_on() {
+    let world = World::new("remoteonly");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let (_, bare, _) = pushed_source(&world, &daemon);
+    drop(daemon);
+
+    // Another machine (an empty pool), a clone without the objects: pushing
+    // its history to a new remote introduces the object, which only the
+    // object remote holds.
+    let other = Daemon::start(&world.dir("d2"));
+    let b = world.dir("b");
+    let out = Command::new("git")
+        .args(["clone", "-q", bare.to_str().unwrap(), b.to_str().unwrap()])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    other.drsctl(&b, &["init"]);
+    let bare2 = world.dir("second.git");
+    other.git(
+        world.top.path(),
+        &["init", "-q", "--bare", bare2.to_str().unwrap()],
+    );
+    other.git(&b, &["remote", "add", "second", bare2.to_str().unwrap()]);
+    other.git(&b, &["push", "-q", "second", "main"]);
+    assert_eq!(branch_head(&other, &bare2), branch_head(&other, &bare));
+}
