@@ -116,7 +116,11 @@ fn request() -> impl Strategy<Value = Request> {
         path().prop_map(|path| Request::ReposRemove { path }),
         Just(Request::ReposList),
         Just(Request::PoolVerify),
-        any::<bool>().prop_map(|dry_run| Request::Gc { dry_run }),
+        (any::<[bool; 2]>(), opt(any::<u64>())).prop_map(|(b, grace_secs)| Request::Gc {
+            dry_run: b[0],
+            force: b[1],
+            grace_secs,
+        }),
         Just(Request::Shutdown),
         (path(), path(), opt(text()), any::<bool>()).prop_map(|(path, agent, remote, undo)| {
             Request::RepoInit {
@@ -292,6 +296,14 @@ fn status() -> impl Strategy<Value = StatusReport> {
         )
 }
 
+fn refused() -> impl Strategy<Value = Vec<RefusedPath>> {
+    proptest::collection::vec(
+        (proptest::collection::vec(text(), 0..3), text(), text())
+            .prop_map(|(paths, oid, why)| RefusedPath { paths, oid, why }),
+        0..3,
+    )
+}
+
 fn reply() -> impl Strategy<Value = Reply> {
     let strings = || proptest::collection::vec(text(), 0..3);
     let waiting = || {
@@ -342,7 +354,7 @@ fn reply() -> impl Strategy<Value = Reply> {
                 }),
                 0..3
             ),
-            any::<[u64; 2]>()
+            any::<[u64; 5]>()
         )
             .prop_map(|(dry_run, n, removed, b)| Reply::Gc(GcReport {
                 dry_run,
@@ -352,21 +364,20 @@ fn reply() -> impl Strategy<Value = Reply> {
                 removed,
                 bytes: b[0],
                 compacted: b[1],
+                waiting: b[2] as usize,
+                grace_secs: b[3],
+                partials: PartialsRemoved {
+                    files: b[4],
+                    bytes: b[4] / 2,
+                },
             })),
         (path(), text()).prop_map(|(path, from)| Reply::LfsObject { path, from }),
         any::<bool>().prop_map(|skipped| Reply::LfsUploaded { skipped }),
         (path(), strings()).prop_map(|(repo, changed)| Reply::Setup(SetupReport { repo, changed })),
         (
             any::<[u64; 4]>(),
-            problems(),
-            proptest::collection::vec(
-                (strings(), text(), text()).prop_map(|(paths, oid, why)| RefusedPath {
-                    paths,
-                    oid,
-                    why
-                }),
-                0..3
-            )
+            refused(),
+            refused()
         )
             .prop_map(|(n, failed, refused)| Reply::PrePush(PushReport {
                 objects: n[0],

@@ -140,6 +140,9 @@ impl RemoteError {
             RemoteError::Transport { permanence, .. } => *permanence,
             // A short body, an answer we could not read: the next may do.
             RemoteError::Protocol { .. } => Permanence::Transient,
+            // The registry refused the upload's record: a later try may
+            // find it writable again.
+            RemoteError::Unrecorded { .. } => Permanence::Transient,
         }
     }
 

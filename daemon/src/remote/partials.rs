@@ -40,7 +40,7 @@ pub fn name(origin: &str, etag: Option<&str>, size: u64) -> String {
 
 /// The file name of a prefetch's partial download of `object`.
 pub fn name_of(object: &ForeignObject) -> Option<String> {
-    let origin = ObjectUrl::parse(&object.url).ok()?.to_string();
+    let origin = ObjectUrl::parse(object.url.expose()).ok()?.to_string();
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
     Some(name(&origin, etag, object.size))
 }
