@@ -244,10 +244,18 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     let open = reg.open_jobs(10).unwrap();
     assert_eq!((open[0].state.as_str(), open[0].retry_at), ("failed", None));
 
-    assert_eq!(reg.retry_failed(std::slice::from_ref(&obj.provisional_oid)).unwrap(), 1);
+    assert_eq!(
+        reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))
+            .unwrap(),
+        1
+    );
     let again = reg.claim(50).unwrap().expect("queued again");
     assert_eq!(again.attempts, 0, "a retried job starts afresh");
-    assert_eq!(reg.retry_failed(std::slice::from_ref(&obj.provisional_oid)).unwrap(), 0);
+    assert_eq!(
+        reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))
+            .unwrap(),
+        0
+    );
 }
 
 #[test]
