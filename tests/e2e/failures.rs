@@ -49,7 +49,9 @@ impl Tiny {
                     }
                     head.push(line);
                 }
-                let method = head.first().map(|l| l.split(' ').next().unwrap_or("").to_string());
+                let method = head
+                    .first()
+                    .map(|l| l.split(' ').next().unwrap_or("").to_string());
                 let reply = match (method.as_deref(), get) {
                     (Some("HEAD"), _) => format!(
                         "HTTP/1.1 200 OK\r\ncontent-length: {size}\r\netag: \"{etag}\"\r\nconnection: close\r\n\r\n"
@@ -109,7 +111,12 @@ fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 
 /// `drsctl promote --all --wait ARGS` in `repo`, given at most `limit`:
 /// its exit code, standard output and standard error.
-fn promote_wait(world: &World, repo: &Path, extra: &[&str], limit: Duration) -> (i32, String, String) {
+fn promote_wait(
+    world: &World,
+    repo: &Path,
+    extra: &[&str],
+    limit: Duration,
+) -> (i32, String, String) {
     let mut child = Command::new(drsd_e2e::bin("drsctl"))
         .current_dir(repo)
         .args(["promote", "--all", "--wait"])
@@ -159,7 +166,11 @@ fn promote_all_wait_ends_with_exit_1_naming_an_object_whose_md5_mismatches() {
     // A bounded number of tries, then no more.
     assert_eq!(server.gets(), 3, "three tries for a content mismatch");
     let q = queue(&world, &repo);
-    assert_eq!((q["failed"].as_u64(), q["retrying"].as_u64()), (Some(1), Some(0)), "{q}");
+    assert_eq!(
+        (q["failed"].as_u64(), q["retrying"].as_u64()),
+        (Some(1), Some(0)),
+        "{q}"
+    );
     assert_eq!(q["open"][0]["state"], "failed", "{q}");
     assert_eq!(q["open"][0]["attempts"], 3, "{q}");
     std::thread::sleep(Duration::from_secs(3));
@@ -168,7 +179,10 @@ fn promote_all_wait_ends_with_exit_1_naming_an_object_whose_md5_mismatches() {
     // --retry asks again, and the answer is the same.
     let (code, _, stderr) = promote_wait(&world, &repo, &["--retry"], Duration::from_secs(90));
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("bad.bam") && stderr.contains("md5"), "{stderr}");
+    assert!(
+        stderr.contains("bad.bam") && stderr.contains("md5"),
+        "{stderr}"
+    );
     assert_eq!(server.gets(), 6, "--retry gives the job its tries again");
 }
 

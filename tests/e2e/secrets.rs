@@ -135,7 +135,10 @@ fn signed_urls_reach_no_log_status_or_error_and_the_state_is_private() {
         assert!(start.elapsed() < Duration::from_secs(60), "{status}");
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(status.contains("gone.bam") && status.contains("REDACTED"), "{status}");
+    assert!(
+        status.contains("gone.bam") && status.contains("REDACTED"),
+        "{status}"
+    );
     assert_no_secret("drsctl status --json", &status);
     let human = text(&home.drsctl(&repo, &["status"]));
     assert!(human.contains("gone.bam"), "{human}");
@@ -143,13 +146,18 @@ fn signed_urls_reach_no_log_status_or_error_and_the_state_is_private() {
 
     home.drsctl(&repo, &["shutdown"]);
     let log = std::fs::read_to_string(home.path("run/drsd.log")).unwrap();
-    assert!(log.contains("reads.bam") && log.contains("gone.bam"), "{log}");
+    assert!(
+        log.contains("reads.bam") && log.contains("gone.bam"),
+        "{log}"
+    );
     assert_no_secret("drsd.log", &log);
 
     // Kept whole only where a later request needs it: the registry and the
     // repo's mirror, both private.
     let mirror = repo.join(".git/lfs/foreign/registry.jsonl");
-    assert!(std::fs::read_to_string(&mirror).unwrap().contains(SIGNATURE));
+    assert!(std::fs::read_to_string(&mirror)
+        .unwrap()
+        .contains(SIGNATURE));
     assert_eq!(mode(&mirror), 0o600);
     assert_eq!(mode(mirror.parent().unwrap()), 0o700);
     for folder in ["state", "pool", "pool/partial", "run"] {

@@ -6,8 +6,8 @@
 //! connects to the winner, so the race ends with exactly one daemon.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

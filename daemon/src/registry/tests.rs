@@ -234,7 +234,8 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     reg.record(Path::new("/r"), &[entry("x", &obj)]).unwrap();
     reg.queue_unhashed(None).unwrap();
     let job = reg.claim(50).unwrap().unwrap();
-    reg.job_failed(&job, "GET s3://b/x: HTTP 404", None).unwrap();
+    reg.job_failed(&job, "GET s3://b/x: HTTP 404", None)
+        .unwrap();
     assert!(reg.claim(u64::MAX / 2).unwrap().is_none(), "never due");
     assert_eq!(reg.next_due().unwrap(), None);
     let c = reg.job_counts().unwrap();
@@ -245,10 +246,18 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     let open = reg.open_jobs(10).unwrap();
     assert_eq!((open[0].state.as_str(), open[0].retry_at), ("failed", None));
 
-    assert_eq!(reg.retry_failed(&[obj.provisional_oid.clone()]).unwrap(), 1);
+    assert_eq!(
+        reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))
+            .unwrap(),
+        1
+    );
     let again = reg.claim(50).unwrap().expect("queued again");
     assert_eq!(again.attempts, 0, "a retried job starts afresh");
-    assert_eq!(reg.retry_failed(&[obj.provisional_oid.clone()]).unwrap(), 0);
+    assert_eq!(
+        reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))
+            .unwrap(),
+        0
+    );
 }
 
 #[test]

@@ -275,10 +275,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_503_is_asked_again_up_to_the_limit() {
-        let (port, count) = canned(
-            b"HTTP/1.1 503 Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-        )
-        .await;
+        let (port, count) =
+            canned(b"HTTP/1.1 503 Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await;
         let url = url::Url::parse(&format!("http://127.0.0.1:{port}/x.bam")).unwrap();
         let err = patient().get_if(&url, Some(0..10), None).await.unwrap_err();
         assert_eq!(err.permanence(), Permanence::Transient, "{err}");
@@ -287,8 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn tls_spoken_to_a_plain_http_port_is_tried_once() {
-        let (port, count) =
-            canned(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+        let (port, count) = canned(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
         let url = url::Url::parse(&format!("https://127.0.0.1:{port}/x.bam")).unwrap();
         let err = patient().head(&url).await.unwrap_err();
         assert_eq!(err.permanence(), Permanence::Permanent, "{err}");

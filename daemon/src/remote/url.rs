@@ -362,6 +362,9 @@ mod tests {
         }
         assert_eq!(url.expose(), "https://u:pw@h/x?X-Amz-Signature=abc");
         let json = serde_json::to_string(&url).unwrap();
-        assert_eq!(json, "\"https://u:pw@h/x?X-Amz-Signature=abc\"", "stored whole");
+        assert_eq!(
+            json, "\"https://u:pw@h/x?X-Amz-Signature=abc\"",
+            "stored whole"
+        );
     }
 }

@@ -171,7 +171,9 @@ async fn work(shared: &Arc<Shared>, job: Job) {
                 }
                 _ => {
                     let wait = backoff(cfg.retry, job.attempts);
-                    log::warn!("prefetch of {shown} failed (try {tries}), again in {wait:?}: {why}");
+                    log::warn!(
+                        "prefetch of {shown} failed (try {tries}), again in {wait:?}: {why}"
+                    );
                     Some(now() + wait.as_secs())
                 }
             };
