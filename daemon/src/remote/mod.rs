@@ -13,6 +13,8 @@ mod http;
 mod s3;
 mod upload;
 mod url;
+#[cfg(test)]
+mod url_props;
 
 pub use checksum::content_sha256;
 pub use clients::{shared_http, shared_s3};
