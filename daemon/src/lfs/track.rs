@@ -17,6 +17,8 @@ pub enum TrackError {
         repo: std::path::PathBuf,
         why: String,
     },
+    #[error("{path:?} cannot be tracked: {why}")]
+    Unexpressible { path: String, why: &'static str },
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -78,6 +80,7 @@ pub fn tracked(top: &Path, paths: &[&str]) -> Result<Vec<bool>, TrackError> {
 /// paths against 10,000 new patterns, which takes it seconds. Paths with
 /// some filter already are staged after the lines are written.
 pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> {
+    paths.iter().try_for_each(|p| expressible(p))?;
     let attrs = attributes(top, paths)?;
     let pick = |want: fn(&PathAttrs) -> bool| -> Vec<&str> {
         let both = paths.iter().zip(&attrs);
@@ -165,17 +168,17 @@ pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
 }
 
 /// `path` as a gitattributes pattern matching exactly it (as git lfs track
-/// writes a literal name): glob characters escaped, spaces as `[[:space:]]`.
+/// writes a literal name): glob characters escaped, spaces as `[[:space:]]`,
+/// and a leading `/`: it anchors the pattern to the top (`a.bam` alone would
+/// match `a.bam` in every folder), and no path then starts the line with
+/// `#` (a comment), `!` (a refused negation) or `"` (a quoted pattern).
 pub fn pattern(path: &str) -> String {
     let mut out = String::with_capacity(path.len() + 8);
-    for (i, c) in path.chars().enumerate() {
+    out.push('/');
+    for c in path.chars() {
         match c {
             ' ' => out.push_str("[[:space:]]"),
             '*' | '?' | '[' | ']' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '#' | '!' if i == 0 => {
                 out.push('\\');
                 out.push(c);
             }
@@ -183,6 +186,25 @@ pub fn pattern(path: &str) -> String {
         }
     }
     out
+}
+
+/// git reads a `.gitattributes` line up to a tab, CR or LF as the pattern,
+/// and ignores lines of 2048 bytes or more: a path that needs either cannot
+/// be tracked by a line (git's `attr.c`, `ATTR_MAX_LINE_LENGTH`).
+fn expressible(path: &str) -> Result<(), TrackError> {
+    let refuse = |why| {
+        Err(TrackError::Unexpressible {
+            path: path.to_string(),
+            why,
+        })
+    };
+    if path.contains(['\t', '\n', '\r']) {
+        return refuse("a tab, CR or LF in a path cannot be written in .gitattributes");
+    }
+    if pattern(path).len() + LFS_ATTRIBUTES.len() + 2 >= 2048 {
+        return refuse("its .gitattributes line would be longer than git reads (2048 bytes)");
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` through a temp file beside it and a rename, so
@@ -339,5 +361,32 @@ mod tests {
             text.starts_with("*.cram filter=lfs diff=lfs merge=lfs -text\n"),
             "{text}"
         );
+    }
+
+    /// Found by the property tests (`track_props.rs`).
+    #[test]
+    fn a_line_matches_its_path_only_and_paths_git_cannot_read_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        for p in ["a.bam", "\"q\".bam"] {
+            std::fs::write(top.join(p), "pointer\n").unwrap();
+        }
+        assert_eq!(track_and_stage(top, &["a.bam", "\"q\".bam"]).unwrap(), 2);
+        // Not the same name in a folder; not the unquoted name.
+        let asked = ["a.bam", "\"q\".bam", "sub/a.bam", "q.bam"];
+        assert_eq!(tracked(top, &asked).unwrap(), [true, true, false, false]);
+        let long = " ".repeat(200);
+        for bad in ["tab\there", "new\nline", "cr\r", long.as_str()] {
+            let tmp = tempfile::tempdir().unwrap();
+            git(tmp.path(), &["init", "-q"]);
+            std::fs::write(tmp.path().join(bad), "pointer\n").unwrap();
+            let err = track_and_stage(tmp.path(), &[bad]).unwrap_err();
+            assert!(
+                matches!(&err, TrackError::Unexpressible { path, .. } if path == bad),
+                "{err}"
+            );
+            assert!(!tmp.path().join(".gitattributes").exists());
+        }
     }
 }
