@@ -69,7 +69,8 @@ fn addressed_key(url: &url::Url, prefix: &str) -> Option<String> {
 
 fn host() -> impl Strategy<Value = String> {
     prop_oneof![
-        "[a-z][a-z0-9-]{0,10}(\\.[a-z][a-z0-9-]{0,10}){0,3}",
+        // At most one hyphen a label: `xn--` would be punycode, refused when invalid.
+        "[a-z][a-z0-9]{0,5}(-[a-z0-9]{1,4})?(\\.[a-z][a-z0-9]{0,5}(-[a-z0-9]{1,4})?){0,3}",
         Just("127.0.0.1".to_string()),
         Just("[::1]".to_string()),
     ]
