@@ -26,7 +26,8 @@ fn is_valid_bucket(b: &str) -> bool {
 fn bucket() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => "[a-z0-9][a-z0-9.-]{1,20}[a-z0-9]",
-        1 => "[a-zA-Z0-9._~%/?#:@!-]{0,8}",
+        // No `/`: it would only move where the bucket ends.
+        1 => "[a-zA-Z0-9._~%?#:@!-]{0,8}",
         1 => Just("..".to_string()),
         1 => Just("a".repeat(64)),
     ]
