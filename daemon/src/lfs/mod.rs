@@ -9,6 +9,8 @@ pub mod promote;
 pub mod scan;
 pub mod setup;
 pub mod track;
+#[cfg(test)]
+mod track_props;
 
 pub use hydrate::{hydrate, Hydrated};
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};

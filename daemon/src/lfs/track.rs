@@ -180,6 +180,11 @@ pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
 /// accepted path: [`check_expressible`] refuses control characters.
 pub fn pattern(path: &str) -> Result<String, TrackError> {
     check_expressible(path)?;
+    Ok(literal(path))
+}
+
+/// The pattern text of `path`, unchecked.
+fn literal(path: &str) -> String {
     let mut out = String::with_capacity(path.len() + 8);
     out.push('/');
     for c in path.chars() {
@@ -192,13 +197,14 @@ pub fn pattern(path: &str) -> Result<String, TrackError> {
             _ => out.push(c),
         }
     }
-    Ok(out)
+    out
 }
 
 /// Refuses a repo-relative path that a `.gitattributes` line cannot name
 /// exactly: a newline or CR would end the line and start a stray pattern,
 /// NUL cannot be written, and no other control character (tab, vertical
-/// tab...) can be told from a space by `[[:space:]]`.
+/// tab...) can be told from a space by `[[:space:]]`; and git ignores a
+/// line of 2048 bytes or more (`attr.c`, `ATTR_MAX_LINE_LENGTH`).
 pub fn check_expressible(path: &str) -> Result<(), TrackError> {
     let why = if path.is_empty() {
         "it is empty"
@@ -210,6 +216,8 @@ pub fn check_expressible(path: &str) -> Result<(), TrackError> {
         "it contains a NUL byte"
     } else if path.chars().any(char::is_control) {
         "a .gitattributes pattern cannot name a control character (tab and the like) exactly"
+    } else if literal(path).len() + LFS_ATTRIBUTES.len() + 2 >= 2048 {
+        "its .gitattributes line would be longer than git reads (2048 bytes)"
     } else {
         return Ok(());
     };
@@ -376,7 +384,8 @@ mod tests {
         assert_eq!(pattern("!n.bam").unwrap(), "/!n.bam");
         assert_eq!(pattern("\"q\".bam").unwrap(), "/\"q\".bam");
         assert_eq!(pattern("d/a b*.bam").unwrap(), "/d/a[[:space:]]b\\*.bam");
-        for bad in ["a\nb.bam", "a\rb", "a\0b", "a\tb", "a\x0bb", ""] {
+        let long = " ".repeat(200);
+        for bad in ["a\nb.bam", "a\rb", "a\0b", "a\tb", "a\x0bb", "", long.as_str()] {
             let err = pattern(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }

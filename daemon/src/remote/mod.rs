@@ -17,6 +17,8 @@ pub mod partials;
 mod s3;
 mod upload;
 mod url;
+#[cfg(test)]
+mod url_props;
 
 pub use checksum::content_sha256;
 pub use clients::{record_uploads_in, shared_http, shared_s3};

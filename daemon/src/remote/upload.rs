@@ -36,9 +36,18 @@ impl ObjectLayout {
                 why: "no bucket".into(),
             });
         }
+        let prefix = prefix.trim_matches('/');
+        let bad = |why: &str| RemoteError::BadUrl {
+            url: text.into(),
+            why: why.into(),
+        };
+        super::url::check_bucket(bucket).map_err(bad)?;
+        if !prefix.is_empty() {
+            super::url::check_key(prefix).map_err(bad)?;
+        }
         Ok(ObjectLayout {
             bucket: bucket.into(),
-            prefix: prefix.trim_matches('/').into(),
+            prefix: prefix.into(),
         })
     }
 
@@ -295,5 +304,14 @@ mod tests {
         assert_eq!(l.key(&oid), format!("{}/{}/{hex}", &hex[..2], &hex[2..4]));
         assert!(ObjectLayout::parse("https://bkt").is_err());
         assert!(ObjectLayout::parse("s3:///x").is_err());
+        // The keys under a prefix with dot segments would land elsewhere.
+        for bad in [
+            "s3://bkt/../other",
+            "s3://bkt/a/./b",
+            "s3://B_kt",
+            "s3://ab/p",
+        ] {
+            assert!(ObjectLayout::parse(bad).is_err(), "{bad}");
+        }
     }
 }
