@@ -374,19 +374,16 @@ fn reply() -> impl Strategy<Value = Reply> {
         (path(), text()).prop_map(|(path, from)| Reply::LfsObject { path, from }),
         any::<bool>().prop_map(|skipped| Reply::LfsUploaded { skipped }),
         (path(), strings()).prop_map(|(repo, changed)| Reply::Setup(SetupReport { repo, changed })),
-        (
-            any::<[u64; 4]>(),
-            refused(),
-            refused()
-        )
-            .prop_map(|(n, failed, refused)| Reply::PrePush(PushReport {
+        (any::<[u64; 4]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
+            PushReport {
                 objects: n[0],
                 uploaded: n[1],
                 present: n[2],
                 copied: n[3],
                 failed,
                 refused,
-            })),
+            }
+        )),
         (any::<[u64; 4]>(), problems()).prop_map(|(n, failed)| Reply::Hydrated(HydrateReport {
             objects: n[0],
             present: n[1],

@@ -385,7 +385,15 @@ mod tests {
         assert_eq!(pattern("\"q\".bam").unwrap(), "/\"q\".bam");
         assert_eq!(pattern("d/a b*.bam").unwrap(), "/d/a[[:space:]]b\\*.bam");
         let long = " ".repeat(200);
-        for bad in ["a\nb.bam", "a\rb", "a\0b", "a\tb", "a\x0bb", "", long.as_str()] {
+        for bad in [
+            "a\nb.bam",
+            "a\rb",
+            "a\0b",
+            "a\tb",
+            "a\x0bb",
+            "",
+            long.as_str(),
+        ] {
             let err = pattern(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }

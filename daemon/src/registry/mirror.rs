@@ -34,7 +34,14 @@ pub fn write(common_dir: &Path, entries: &[Entry]) -> Result<(), RegistryError> 
             path: path_in(common_dir),
             source: std::io::Error::other(e.to_string()),
         }
-    })
+    })?;
+    // Its folder private too (the write above found it a real folder, not a
+    // link). A folder that is not ours (a shared repo) keeps its mode: the
+    // file is 0600 anyway.
+    if let Some(dir) = path_in(common_dir).parent() {
+        let _ = crate::private::tighten(dir);
+    }
+    Ok(())
 }
 
 /// The entries of the mirror at `path`; none when there is no file.

@@ -271,7 +271,9 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     drop(reg);
     // As the schema before `retrying` left it: `failed` meant "tried again later".
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("UPDATE jobs SET state = 'failed', next_at = 5; PRAGMA user_version = 3;")
+    conn.execute_batch(
+        "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; PRAGMA user_version = 3;",
+    )
         .unwrap();
     drop(conn);
     let reg = Registry::open(&path).unwrap();

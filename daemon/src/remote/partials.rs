@@ -140,6 +140,10 @@ fn remove(partials: impl Iterator<Item = Partial>) -> Result<Removed, PartialsEr
     for p in partials {
         match std::fs::remove_file(&p.path) {
             Ok(()) => {
+                // Its record of checked bytes (`partial.rs`) goes with it.
+                let mut record = p.path.clone().into_os_string();
+                record.push(".json");
+                let _ = std::fs::remove_file(record);
                 removed.files += 1;
                 removed.bytes += p.bytes;
             }
@@ -198,6 +202,7 @@ mod tests {
         let owned = partial(dir.path(), "queued.part", 10, hour);
         let stale = partial(dir.path(), "unknown.part", 10, hour);
         let busy = partial(dir.path(), "writing.part", 10, Duration::ZERO);
+        std::fs::write(dir.path().join("unknown.part.json"), "{}").unwrap();
         let other = partial(dir.path(), "adopt-x", 10, hour);
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.part")).unwrap();
         let removed = remove_unowned(
@@ -214,6 +219,10 @@ mod tests {
             }
         );
         assert!(!dir.path().join(stale).exists());
+        assert!(
+            !dir.path().join("unknown.part.json").exists(),
+            "its record goes too"
+        );
         for kept in [owned, busy, other, "link.part".into()] {
             assert!(
                 std::fs::symlink_metadata(dir.path().join(&kept)).is_ok(),

@@ -2,7 +2,7 @@
 //! the repo's object remote, many at a time. git-lfs then hands the agent
 //! one object after another, and each is answered from what this did.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +49,18 @@ pub(super) async fn handle(
             .map(|e| (e.oid.clone(), e))
             .collect()
     };
+    // A provisional oid left in history by a commit before its promotion:
+    // superseded by its content oid, which this push must then carry too.
+    let pushed_oids: HashSet<String> = objects.iter().map(|p| p.pointer.oid.to_hex()).collect();
+    let superseded: HashSet<String> = foreign
+        .values()
+        .filter_map(|e| {
+            let o = &e.object;
+            let content = o.content_oid.as_ref()?;
+            (o.provisional_oid != *content && pushed_oids.contains(content))
+                .then(|| o.provisional_oid.clone())
+        })
+        .collect();
     let total = objects.len() as u64;
     let mut report = PushReport {
         objects: total,
@@ -73,7 +85,11 @@ pub(super) async fn handle(
         .map(|pushed| {
             let (layout, lfs_objects, foreign) = (&layout, &lfs_objects, &foreign);
             let remote = remote.as_str();
+            let superseded = &superseded;
             async move {
+                if superseded.contains(&pushed.pointer.oid.to_hex()) {
+                    return (pushed, Outcome::Present);
+                }
                 let entry = foreign.get(&pushed.pointer.oid.to_hex());
                 let here = Here {
                     layout,
