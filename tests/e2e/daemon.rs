@@ -1035,3 +1035,73 @@ fn a_socket_folder_planted_by_another_user_gets_nothing_and_drsctl_exits_3() {
         String::from_utf8_lossy(&received)
     );
 }
+
+/// Entries in the pool at `home`, both tiers, as `drsd stats` counts them.
+fn pool_entries(home: &Home) -> u64 {
+    let out = home
+        .command("drsd")
+        .args(["stats", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    json(&out)["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["entries"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn kill_9_at_any_point_of_a_gc_leaves_a_pool_that_verifies_and_the_next_gc_finishes() {
+    let home = Home::new();
+    // Unreferenced entries in both tiers, stored before any daemon runs.
+    {
+        let pool = drsd::pool::Pool::open(&home.pool(), None).unwrap();
+        for i in 0..1500u32 {
+            let small = format!("small entry {i}").into_bytes();
+            pool.put(&drsd::pool::Oid::of(&small), &small).unwrap();
+        }
+        for i in 0..300u32 {
+            let mut large = vec![(i % 251) as u8; 130 << 10];
+            large[..4].copy_from_slice(&i.to_le_bytes());
+            pool.put(&drsd::pool::Oid::of(&large), &large).unwrap();
+        }
+    }
+    let mut left = pool_entries(&home);
+    assert_eq!(left, 1800);
+    // Killed at several points: before, during or after its sweep, the pool
+    // left behind verifies whole and holds no more than before.
+    for delay_ms in [0u64, 10, 30, 80, 200] {
+        let mut daemon = home.serve(&[]);
+        let mut gc = home
+            .command("drsctl")
+            .args(["gc", "--force", "--grace", "0"])
+            .env("DRSD_NO_AUTOSTART", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        signal(&daemon, libc::SIGKILL);
+        daemon.wait().unwrap();
+        gc.wait().unwrap();
+        let verify = home.command("drsd").arg("verify").output().unwrap();
+        assert!(
+            verify.status.success(),
+            "after a kill {delay_ms} ms into gc: {}{}",
+            String::from_utf8_lossy(&verify.stdout),
+            stderr(&verify)
+        );
+        let now = pool_entries(&home);
+        assert!(now <= left, "{now} entries after the kill, {left} before");
+        left = now;
+    }
+    // A daemon started afresh finishes the job.
+    let _daemon = home.serve(&[]);
+    let done = home.drsctl_alone(&["--json", "gc", "--force", "--grace", "0"]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(pool_entries(&home), 0);
+    let verify = home.command("drsd").arg("verify").output().unwrap();
+    assert!(verify.status.success(), "{}", stderr(&verify));
+}
