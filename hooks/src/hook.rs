@@ -98,20 +98,12 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
                     report.copied
                 );
             }
-            for refused in &report.refused {
+            for stopped in report.refused.iter().chain(&report.failed) {
                 eprintln!(
                     "drs-hook: refusing the push: {} (object {}): {}",
-                    refused.paths.join(", "),
-                    refused.oid,
-                    refused.why
-                );
-            }
-            for failed in &report.failed {
-                eprintln!(
-                    "drs-hook: refusing the push: {} (object {}): {}",
-                    failed.paths.join(", "),
-                    failed.oid,
-                    failed.why
+                    stopped.paths.join(", "),
+                    stopped.oid,
+                    stopped.why
                 );
             }
             if !report.failed.is_empty() {

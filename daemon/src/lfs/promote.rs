@@ -157,19 +157,18 @@ mod tests {
         stage(top, &[rel]).unwrap();
     }
 
+    /// A provisional pointer and the content pointer it becomes.
+    fn etag_and_body() -> (Pointer, Pointer) {
+        let at = |oid| Pointer { oid, size: 4 };
+        (at(Oid::of(b"etag")), at(Oid::of(b"body")))
+    }
+
     #[test]
     fn a_pointer_promoted_already_is_done_not_changed() {
         let tmp = tempfile::tempdir().unwrap();
         let top = tmp.path();
         git_ok(top, &["init", "-q"]);
-        let from = Pointer {
-            oid: Oid::of(b"etag"),
-            size: 4,
-        };
-        let to = Pointer {
-            oid: Oid::of(b"body"),
-            size: 4,
-        };
+        let (from, to) = etag_and_body();
         staged_pointer(top, "p.bin", &from);
         let rewrite = Rewrite {
             path: "p.bin".into(),
@@ -194,14 +193,7 @@ mod tests {
         let (top, outside) = (tmp.path().join("repo"), tmp.path().join("outside"));
         std::fs::create_dir_all(&top).unwrap();
         git_ok(&top, &["init", "-q"]);
-        let from = Pointer {
-            oid: Oid::of(b"etag"),
-            size: 4,
-        };
-        let to = Pointer {
-            oid: Oid::of(b"body"),
-            size: 4,
-        };
+        let (from, to) = etag_and_body();
         staged_pointer(&top, "p.bin", &from);
         std::fs::write(&outside, from.to_text()).unwrap();
         std::fs::remove_file(top.join("p.bin")).unwrap();
