@@ -24,6 +24,8 @@ pub fn file(path: &Path) -> io::Result<()> {
         .create(true)
         .append(true)
         .mode(0o600)
+        // Never through a link: tightening it would change its target.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     tighten(path)
 }

@@ -142,6 +142,8 @@ fn spawn(socket: &Path, start: &Autostart, log_path: &Path) -> std::io::Result<C
         .create(true)
         .append(true)
         .mode(0o600)
+        // Never through a link planted where the log goes.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(log_path)?;
     crate::private::tighten(log_path)?;
     Command::new(&start.drsd)

@@ -60,6 +60,7 @@ impl Partial {
             .truncate(false)
             // Not world-readable: a partial is the start of someone's data.
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)?;
         let have = file.metadata()?.len();
         let earlier = read_record(&record_path(&path));
