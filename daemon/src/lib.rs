@@ -18,7 +18,9 @@
 //! - [`safe_write`]: every file written in a repo, created exclusively and
 //!   renamed over, never through a symlink.
 
+pub mod blocking;
 pub mod config;
+pub mod io_error;
 pub mod ipc;
 pub mod jobs;
 pub mod lfs;
@@ -34,7 +36,9 @@ pub mod watch;
 #[cfg(test)]
 mod props;
 
+pub use blocking::blocking;
 pub use config::Config;
+pub use io_error::IoError;
 
 /// The largest object size drsd handles: SQLite stores sizes as signed
 /// 64-bit integers, and git-lfs reads a pointer's size as one. A size past
