@@ -1,5 +1,5 @@
-//! Property tests of the wire framing and messages (`cargo nextest run -p
-//! drsd props`): any bytes, cut anywhere, frame into exactly the lines a
+//! Property tests of the wire framing and messages (`cargo nextest run
+//! --workspace props`): any bytes, cut anywhere, frame into exactly the lines a
 //! simple model says, an over-long line is dropped as it streams in rather
 //! than held whole, and every request and reply crosses the codec unchanged.
 
@@ -9,11 +9,22 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 use tokio_util::codec::{Decoder, Encoder};
 
-use super::codec::{JsonLines, Line};
-use super::protocol::*;
-use crate::pool::Tier;
-use crate::props::config;
-use crate::registry::JobLine;
+use crate::codec::{JsonLines, Line};
+use crate::*;
+
+/// `cases` unless `PROPTEST_CASES` asks for more (or fewer), as in the
+/// daemon's property tests (docs/fuzzing.md).
+fn config(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..Default::default()
+    }
+}
 
 /// Bytes rich in what framing cares about: newlines, carriage returns,
 /// broken and whole UTF-8.
@@ -100,6 +111,43 @@ fn opt<T: std::fmt::Debug + Clone>(
     proptest::option::of(s)
 }
 
+fn oid() -> impl Strategy<Value = Oid> + Clone {
+    any::<[u8; 32]>().prop_map(Oid::from_digest)
+}
+
+fn job_state() -> impl Strategy<Value = JobState> + Clone {
+    prop_oneof![
+        Just(JobState::Queued),
+        Just(JobState::Running),
+        Just(JobState::Retrying),
+        Just(JobState::Failed),
+        Just(JobState::Held),
+        Just(JobState::Skipped),
+        Just(JobState::Done),
+        Just(JobState::Hashed),
+    ]
+}
+
+fn stage() -> impl Strategy<Value = Stage> {
+    prop_oneof![
+        Just(Stage::Head),
+        Just(Stage::Download),
+        Just(Stage::Upload),
+        Just(Stage::Verify),
+        Just(Stage::Hydrate),
+        Just(Stage::Gc),
+    ]
+}
+
+fn oid_source() -> impl Strategy<Value = OidSource> {
+    prop_oneof![
+        Just(OidSource::Sha256Option),
+        Just(OidSource::StoreChecksum),
+        Just(OidSource::Registry),
+        Just(OidSource::Etag),
+    ]
+}
+
 fn request() -> impl Strategy<Value = Request> {
     let entry = (text(), opt(path()), opt(text()), opt(any::<usize>())).prop_map(
         |(url, path, sha256, line)| AddUrlEntry {
@@ -110,31 +158,32 @@ fn request() -> impl Strategy<Value = Request> {
         },
     );
     prop_oneof![
-        (any::<u32>(), text()).prop_map(|(version, client)| Request::Hello { version, client }),
+        (any::<u32>(), text())
+            .prop_map(|(version, client)| Request::Hello(HelloRequest { version, client })),
         Just(Request::Status),
-        path().prop_map(|path| Request::ReposAdd { path }),
-        path().prop_map(|path| Request::ReposRemove { path }),
+        path().prop_map(|path| Request::ReposAdd(RepoPath { path })),
+        path().prop_map(|path| Request::ReposRemove(RepoPath { path })),
         Just(Request::ReposList),
         Just(Request::PoolVerify),
-        (any::<[bool; 2]>(), opt(any::<u64>())).prop_map(|(b, grace_secs)| Request::Gc {
-            dry_run: b[0],
-            force: b[1],
-            grace_secs,
-        }),
+        (any::<[bool; 2]>(), opt(any::<u64>())).prop_map(|(b, grace_secs)| Request::Gc(
+            GcRequest {
+                dry_run: b[0],
+                force: b[1],
+                grace_secs,
+            }
+        )),
         Just(Request::Shutdown),
         (path(), path(), opt(text()), any::<bool>()).prop_map(|(path, agent, remote, undo)| {
-            Request::RepoInit {
+            Request::RepoInit(RepoInitRequest {
                 path,
                 agent,
                 remote,
                 undo,
-            }
+            })
         }),
-        (path(), text(), any::<u64>()).prop_map(|(repo, oid, size)| Request::LfsDownload {
-            repo,
-            oid,
-            size
-        }),
+        (path(), oid(), any::<u64>()).prop_map(|(repo, oid, size)| Request::LfsDownload(
+            LfsDownloadRequest { repo, oid, size }
+        )),
         (
             path(),
             proptest::collection::vec(entry, 0..4),
@@ -142,39 +191,43 @@ fn request() -> impl Strategy<Value = Request> {
             any::<bool>(),
             any::<bool>()
         )
-            .prop_map(|(cwd, entries, from, force, no_fetch)| Request::AddUrl {
-                cwd,
-                entries,
-                from,
-                force,
-                no_fetch,
-            }),
-        (path(), text(), any::<u64>(), path()).prop_map(|(repo, oid, size, path)| {
-            Request::LfsUpload {
+            .prop_map(|(cwd, entries, from, force, no_fetch)| Request::AddUrl(
+                AddUrlRequest {
+                    cwd,
+                    entries,
+                    from,
+                    force,
+                    no_fetch,
+                }
+            )),
+        (path(), oid(), any::<u64>(), path()).prop_map(|(repo, oid, size, path)| {
+            Request::LfsUpload(LfsUploadRequest {
                 repo,
                 oid,
                 size,
                 path,
+            })
+        }),
+        (path(), text(), text()).prop_map(|(repo, remote, updates)| Request::PrePush(
+            PrePushRequest {
+                repo,
+                remote,
+                updates
             }
-        }),
-        (path(), text(), text()).prop_map(|(repo, remote, updates)| Request::PrePush {
-            repo,
-            remote,
-            updates
-        }),
+        )),
         (
             path(),
             proptest::collection::vec(path(), 0..4),
             any::<bool>()
         )
-            .prop_map(|(cwd, paths, all)| Request::Promote {
+            .prop_map(|(cwd, paths, all)| Request::Promote(PromoteRequest {
                 cwd,
                 paths,
                 all,
                 retry: all,
-            }),
-        path().prop_map(|cwd| Request::Provisional { cwd }),
-        path().prop_map(|repo| Request::Hydrate { repo }),
+            })),
+        path().prop_map(|cwd| Request::Provisional(ProvisionalRequest { cwd })),
+        path().prop_map(|repo| Request::Hydrate(HydrateRequest { repo })),
     ]
 }
 
@@ -184,7 +237,7 @@ fn tier() -> impl Strategy<Value = Tier> + Clone {
 
 fn problems() -> impl Strategy<Value = Vec<ObjectProblem>> + Clone {
     proptest::collection::vec(
-        (text(), text()).prop_map(|(oid, why)| ObjectProblem { oid, why }),
+        (oid(), text()).prop_map(|(oid, why)| ObjectProblem { oid, why }),
         0..3,
     )
 }
@@ -217,7 +270,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
     let job = (
         text(),
         any::<u64>(),
-        text(),
+        job_state(),
         any::<u32>(),
         opt(text()),
         opt(any::<u64>()),
@@ -298,7 +351,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
 
 fn refused() -> impl Strategy<Value = Vec<RefusedPath>> {
     proptest::collection::vec(
-        (proptest::collection::vec(text(), 0..3), text(), text())
+        (proptest::collection::vec(text(), 0..3), oid(), text())
             .prop_map(|(paths, oid, why)| RefusedPath { paths, oid, why }),
         0..3,
     )
@@ -308,7 +361,7 @@ fn reply() -> impl Strategy<Value = Reply> {
     let strings = || proptest::collection::vec(text(), 0..3);
     let waiting = || {
         proptest::collection::vec(
-            (text(), text(), text(), opt(text())).prop_map(|(path, url, state, error)| {
+            (text(), text(), job_state(), opt(text())).prop_map(|(path, url, state, error)| {
                 PathWaiting {
                     path,
                     url,
@@ -320,11 +373,13 @@ fn reply() -> impl Strategy<Value = Reply> {
         )
     };
     prop_oneof![
-        (any::<u32>(), text(), any::<u32>()).prop_map(|(version, server, pid)| Reply::Hello {
-            version,
-            server,
-            pid
-        }),
+        (any::<u32>(), text(), any::<u32>()).prop_map(|(version, server, pid)| Reply::Hello(
+            HelloReply {
+                version,
+                server,
+                pid
+            }
+        )),
         status().prop_map(Reply::Status),
         proptest::collection::vec(repo_report(), 0..3).prop_map(|repos| Reply::Repos { repos }),
         repo_report().prop_map(|repo| Reply::Repo { repo }),
@@ -371,8 +426,15 @@ fn reply() -> impl Strategy<Value = Reply> {
                     bytes: b[4] / 2,
                 },
             })),
-        (path(), text()).prop_map(|(path, from)| Reply::LfsObject { path, from }),
-        any::<bool>().prop_map(|skipped| Reply::LfsUploaded { skipped }),
+        (path(), any::<bool>()).prop_map(|(path, pool)| Reply::LfsObject(LfsObject {
+            path,
+            from: if pool {
+                ObjectSource::Pool
+            } else {
+                ObjectSource::Remote
+            },
+        })),
+        any::<bool>().prop_map(|skipped| Reply::LfsUploaded(LfsUploaded { skipped })),
         (path(), strings()).prop_map(|(repo, changed)| Reply::Setup(SetupReport { repo, changed })),
         (any::<[u64; 4]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
             PushReport {
@@ -396,10 +458,10 @@ fn reply() -> impl Strategy<Value = Reply> {
             proptest::collection::vec(
                 (
                     any::<usize>(),
-                    (text(), text(), text()),
+                    (text(), text(), oid()),
                     any::<u64>(),
                     any::<bool>(),
-                    text()
+                    oid_source()
                 )
                     .prop_map(
                         |(line, (url, path, oid), size, provisional, oid_from)| {
@@ -456,11 +518,12 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
         Just(ErrorCode::InvalidArgument),
         Just(ErrorCode::NotFound),
         Just(ErrorCode::Internal),
+        Just(ErrorCode::NoSpace),
     ]
 }
 
 fn response() -> impl Strategy<Value = ResponseFrame> {
-    let progress = (text(), any::<u64>(), opt(any::<u64>()), opt(text())).prop_map(
+    let progress = (stage(), any::<u64>(), opt(any::<u64>()), opt(text())).prop_map(
         |(stage, done, total, message)| Progress {
             stage,
             done,

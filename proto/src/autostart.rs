@@ -6,7 +6,7 @@
 //! connects to the winner, so the race ends with exactly one daemon.
 
 use std::ffi::OsString;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -145,7 +145,12 @@ fn spawn(socket: &Path, start: &Autostart, log_path: &Path) -> std::io::Result<C
         // Never through a link planted where the log goes.
         .custom_flags(libc::O_NOFOLLOW)
         .open(log_path)?;
-    crate::private::tighten(log_path)?;
+    // A log made before by a looser umask or another tool: ours only now.
+    // Through the open descriptor, so not through a link swapped in since.
+    let mode = log.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        log.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+    }
     Command::new(&start.drsd)
         .args(&start.args)
         .arg("--socket")

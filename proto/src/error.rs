@@ -1,6 +1,12 @@
+//! Errors, as they travel and as a client meets them: [`WireError`] (a
+//! stable [`ErrorCode`] for scripts and a message for people) is what the
+//! daemon sends; [`IpcError`] is everything a client can run into talking to
+//! it, naming the socket or file involved.
+
 use std::path::PathBuf;
 
-use super::protocol::WireError;
+use serde::{Deserialize, Serialize};
+
 
 /// What can go wrong talking to the daemon, naming the socket or file involved.
 #[derive(Debug, thiserror::Error)]
@@ -88,10 +94,72 @@ impl IpcError {
     }
 }
 
+/// An error as it travels: a stable code for scripts, a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct WireError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not JSON or not a known request.
+    BadRequest,
+    /// The line is longer than [`MAX_REQUEST_LINE`](crate::MAX_REQUEST_LINE).
+    TooLong,
+    /// A request came before `hello`.
+    HandshakeRequired,
+    VersionMismatch,
+    /// The peer runs as another user.
+    PermissionDenied,
+    /// An argument names something that is not there or not usable.
+    InvalidArgument,
+    NotFound,
+    /// The daemon failed at something on its side.
+    Internal,
+    /// A file system the daemon writes to (the pool, the state folder, a
+    /// repo) is full: free space there, then try again. The message names
+    /// the file.
+    NoSpace,
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl WireError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> WireError {
+        WireError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl ErrorCode {
+    /// The code as it travels (`no_space`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::TooLong => "too_long",
+            ErrorCode::HandshakeRequired => "handshake_required",
+            ErrorCode::VersionMismatch => "version_mismatch",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Internal => "internal",
+            ErrorCode::NoSpace => "no_space",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipc::ErrorCode;
 
     #[test]
     fn a_daemon_error_is_said_once_with_its_code() {

@@ -1,4 +1,6 @@
-//! A connection to the daemon: handshake on connect, then one request at a time.
+//! A connection to the daemon: handshake on connect, then one request at a
+//! time, each through a typed method (`status() -> StatusReport`) so that
+//! no caller matches replies itself.
 
 use std::path::{Path, PathBuf};
 
@@ -7,10 +9,9 @@ use interprocess::local_socket::tokio::{prelude::*, Stream};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
 use tokio_util::codec::Framed;
 
-use super::codec::{JsonLines, Line};
-use super::paths::{check_socket, current_uid};
-use super::protocol::*;
-use super::IpcError;
+use crate::codec::{JsonLines, Line};
+use crate::paths::{check_socket, current_uid};
+use crate::*;
 
 pub struct Client {
     io: Framed<Stream, JsonLines>,
@@ -32,12 +33,12 @@ impl Client {
             server: String::new(),
             pid: 0,
         };
-        let hello = Request::Hello {
+        let hello = Request::Hello(HelloRequest {
             version: PROTOCOL_VERSION,
             client: client.to_string(),
-        };
+        });
         match me.call(hello).await {
-            Ok(Reply::Hello { server, pid, .. }) => (me.server, me.pid) = (server, pid),
+            Ok(Reply::Hello(HelloReply { server, pid, .. })) => (me.server, me.pid) = (server, pid),
             Ok(other) => return Err(me.unexpected(&other)),
             // A daemon stopping (idle, or told to) may have taken the
             // connection without serving it: as good as none running.
@@ -69,13 +70,177 @@ impl Client {
         &self.socket
     }
 
-    /// Sends `request` and waits for its result, ignoring progress.
+    pub async fn status(&mut self) -> Result<StatusReport, IpcError> {
+        let reply = self.call(Request::Status).await?;
+        self.expect(reply, |r| match r {
+            Reply::Status(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    /// Registers the repo at `path`; its state after the first scan.
+    pub async fn repos_add(&mut self, path: PathBuf) -> Result<RepoReport, IpcError> {
+        let reply = self.call(Request::ReposAdd(RepoPath { path })).await?;
+        self.expect(reply, one_repo)
+    }
+
+    pub async fn repos_remove(&mut self, path: PathBuf) -> Result<RepoReport, IpcError> {
+        let reply = self.call(Request::ReposRemove(RepoPath { path })).await?;
+        self.expect(reply, one_repo)
+    }
+
+    pub async fn repos_list(&mut self) -> Result<Vec<RepoReport>, IpcError> {
+        let reply = self.call(Request::ReposList).await?;
+        self.expect(reply, |r| match r {
+            Reply::Repos { repos } => Ok(repos),
+            other => Err(other),
+        })
+    }
+
+    pub async fn pool_verify(
+        &mut self,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<VerifyReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::PoolVerify, on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::Verify(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn gc(
+        &mut self,
+        request: GcRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<GcReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::Gc(request), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::Gc(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    /// Asks the daemon to stop; it answers before it drains.
+    pub async fn shutdown(&mut self) -> Result<(), IpcError> {
+        let reply = self.call(Request::Shutdown).await?;
+        self.expect(reply, done)
+    }
+
+    pub async fn repo_init(&mut self, request: RepoInitRequest) -> Result<SetupReport, IpcError> {
+        let reply = self.call(Request::RepoInit(request)).await?;
+        self.expect(reply, |r| match r {
+            Reply::Setup(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn lfs_download(
+        &mut self,
+        request: LfsDownloadRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<LfsObject, IpcError> {
+        let reply = self
+            .call_with_progress(Request::LfsDownload(request), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::LfsObject(object) => Ok(object),
+            other => Err(other),
+        })
+    }
+
+    pub async fn lfs_upload(
+        &mut self,
+        request: LfsUploadRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<LfsUploaded, IpcError> {
+        let reply = self
+            .call_with_progress(Request::LfsUpload(request), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::LfsUploaded(uploaded) => Ok(uploaded),
+            other => Err(other),
+        })
+    }
+
+    pub async fn add_url(
+        &mut self,
+        request: AddUrlRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<AddUrlReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::AddUrl(request), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::AddUrl(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn pre_push(
+        &mut self,
+        request: PrePushRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<PushReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::PrePush(request), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::PrePush(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn promote(&mut self, request: PromoteRequest) -> Result<PromoteReport, IpcError> {
+        let reply = self.call(Request::Promote(request)).await?;
+        self.expect(reply, |r| match r {
+            Reply::Promoted(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn provisional(&mut self, cwd: PathBuf) -> Result<ProvisionalReport, IpcError> {
+        let reply = self
+            .call(Request::Provisional(ProvisionalRequest { cwd }))
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::Provisional(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    pub async fn hydrate(
+        &mut self,
+        repo: PathBuf,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<HydrateReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::Hydrate(HydrateRequest { repo }), on_progress)
+            .await?;
+        self.expect(reply, |r| match r {
+            Reply::Hydrated(report) => Ok(report),
+            other => Err(other),
+        })
+    }
+
+    /// `reply` as the kind the request promises, else a protocol error
+    /// naming what came instead.
+    fn expect<T>(&self, reply: Reply, pick: impl FnOnce(Reply) -> Result<T, Reply>) -> Result<T, IpcError> {
+        pick(reply).map_err(|other| self.unexpected(&other))
+    }
+
+    /// Sends `request` and waits for its result, ignoring progress. The
+    /// untyped way in, for tests of the protocol itself; callers use the
+    /// typed methods above.
     pub async fn call(&mut self, request: Request) -> Result<Reply, IpcError> {
         self.call_with_progress(request, |_| {}).await
     }
 
     /// Sends `request`, hands every progress event to `on_progress`, returns the result.
-    pub async fn call_with_progress(
+    async fn call_with_progress(
         &mut self,
         request: Request,
         mut on_progress: impl FnMut(&Progress),
@@ -134,6 +299,20 @@ impl Client {
 
     fn unexpected(&self, reply: &Reply) -> IpcError {
         self.protocol(format!("an unexpected reply {reply:?}"))
+    }
+}
+
+fn one_repo(reply: Reply) -> Result<RepoReport, Reply> {
+    match reply {
+        Reply::Repo { repo } => Ok(repo),
+        other => Err(other),
+    }
+}
+
+fn done(reply: Reply) -> Result<(), Reply> {
+    match reply {
+        Reply::Done => Ok(()),
+        other => Err(other),
     }
 }
 
@@ -235,7 +414,7 @@ mod tests {
     }
 
     fn one_line_of(e: &IpcError) -> String {
-        crate::ipc::one_line(e)
+        crate::one_line(e)
     }
 
     fn private_dir(parent: &Path, name: &str) -> PathBuf {

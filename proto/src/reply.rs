@@ -1,0 +1,492 @@
+//! What the daemon answers: [`Reply`], one variant per kind of outcome,
+//! and the reports it carries. Everything here is a wire type: the daemon
+//! converts its own (pool statistics, registry rows, scan results) into
+//! these at its edge, so a client never compiles the daemon's internals.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Oid;
+
+/// A request's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    Hello(HelloReply),
+    Status(StatusReport),
+    Repos {
+        repos: Vec<RepoReport>,
+    },
+    Repo {
+        repo: RepoReport,
+    },
+    Verify(VerifyReport),
+    Gc(GcReport),
+    LfsObject(LfsObject),
+    LfsUploaded(LfsUploaded),
+    Setup(SetupReport),
+    PrePush(PushReport),
+    Hydrated(HydrateReport),
+    AddUrl(AddUrlReport),
+    Promoted(PromoteReport),
+    Provisional(ProvisionalReport),
+    Done,
+}
+
+/// A repo's pointers that still carry a provisional oid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvisionalReport {
+    pub repo: PathBuf,
+    pub pointers: Vec<PathWaiting>,
+}
+
+/// What a promote request did, by path (relative to the repo's top).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromoteReport {
+    pub repo: PathBuf,
+    pub rewritten: Vec<String>,
+    /// Provisional still: the object is not hashed yet (its job's state).
+    pub waiting: Vec<PathWaiting>,
+    /// The index or the work tree no longer holds the provisional pointer.
+    pub changed: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathWaiting {
+    pub path: String,
+    /// The object's URL, redacted.
+    pub url: String,
+    /// Its prefetch job's state; `hashed` when only `drsctl promote` is missing.
+    pub state: JobState,
+    /// Why its job last failed (`retrying`, `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What `add_url` did: the pointers written and staged, the lines refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddUrlReport {
+    pub repo: PathBuf,
+    pub added: Vec<AddedUrl>,
+    pub failed: Vec<FailedUrl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddedUrl {
+    /// The line of the `--from` file (1 for a URL on the command line).
+    pub line: usize,
+    /// The URL without its query string.
+    pub url: String,
+    /// The pointer's path, relative to the repo's top.
+    pub path: String,
+    pub oid: Oid,
+    pub size: u64,
+    /// Whether `oid` is the provisional oid (from the ETag) rather than the
+    /// content's sha256.
+    pub provisional: bool,
+    /// Where the oid came from.
+    pub oid_from: OidSource,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedUrl {
+    pub line: usize,
+    /// The URL without its query string (or the line's start when it is not a URL).
+    pub url: String,
+    pub message: String,
+}
+
+/// What a pre-push request found and did, counted in objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushReport {
+    /// Objects the push introduces.
+    pub objects: u64,
+    pub uploaded: u64,
+    /// Already in the object remote.
+    pub present: u64,
+    /// Foreign objects made findable in the object remote by a server-side
+    /// copy (no byte through this machine).
+    #[serde(default)]
+    pub copied: u64,
+    /// Objects that could not be sent or checked now (the store
+    /// unreachable, a disk full), with the reason and paths: the push must
+    /// not go on, but may succeed when tried again.
+    pub failed: Vec<RefusedPath>,
+    /// Objects that are neither local nor in the object remote, are not
+    /// what their pointer says, or still carry a provisional oid: the push
+    /// must not go on. Paths named, and what to do.
+    #[serde(default)]
+    pub refused: Vec<RefusedPath>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedPath {
+    #[serde(default)]
+    pub paths: Vec<String>,
+    pub oid: Oid,
+    pub why: String,
+}
+
+/// What a hydrate request found and did, counted in objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HydrateReport {
+    pub objects: u64,
+    /// Already in `.git/lfs/objects`.
+    pub present: u64,
+    pub from_pool: u64,
+    pub downloaded: u64,
+    pub failed: Vec<ObjectProblem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectProblem {
+    pub oid: Oid,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub version: String,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    /// Seconds with nothing to do after which the daemon stops (one started
+    /// on demand); `None`: it runs until stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    pub socket: PathBuf,
+    pub pool_dir: PathBuf,
+    pub pool: PoolStatsReport,
+    pub repos: Vec<RepoReport>,
+    pub queue: QueueReport,
+}
+
+/// The pool's entries and bytes per tier (the pool's own report, made comparable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatsReport {
+    pub threshold: u64,
+    pub tiers: Vec<TierLine>,
+    /// How old these figures are: the daemon measures the pool in the
+    /// background, not on each status request.
+    #[serde(default)]
+    pub age_secs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierLine {
+    pub tier: Tier,
+    pub engine: String,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// The background job queue: prefetches and their hashing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueReport {
+    pub queued: u64,
+    pub running: u64,
+    /// Failed, tried again after a backoff.
+    #[serde(default)]
+    pub retrying: u64,
+    /// Failed for good (the error cannot pass by itself, or the content
+    /// did not match three times): `drsctl promote --retry` tries again.
+    #[serde(default)]
+    pub failed: u64,
+    /// Not fetched: over the size limit, or added with `--no-fetch`.
+    #[serde(default)]
+    pub held: u64,
+    #[serde(default)]
+    pub done: u64,
+    /// Downloads in progress.
+    #[serde(default)]
+    pub active: Vec<JobProgress>,
+    /// Jobs not done (the first 100), with the reason of a failure.
+    #[serde(default)]
+    pub open: Vec<JobLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    pub url: String,
+    pub done: u64,
+    pub total: u64,
+    pub bytes_per_sec: u64,
+}
+
+/// A registered repo and what its last scan found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoReport {
+    pub path: PathBuf,
+    pub state: RepoState,
+    /// Why the repo is `missing` or `error`, or why it is polled instead of watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanReport>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepoState {
+    /// Registered, first scan not done yet (just after a start).
+    Pending,
+    /// Watched for changes through the OS.
+    Watching,
+    /// The OS refused a watch (e.g. the inotify limit): rescanned on a timer.
+    Polling,
+    /// The folder or its `.git` is gone; kept registered until removed.
+    Missing,
+    /// The last scan failed (see `problem`).
+    Error,
+}
+
+/// The LFS pointers in a repo's HEAD tree and where their objects are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanReport {
+    /// HEAD's commit; `None` on an unborn branch.
+    pub head: Option<String>,
+    pub pointers: u64,
+    /// Objects present in the repo's `.git/lfs/objects`.
+    pub in_repo: u64,
+    /// Objects not in the repo but in the pool.
+    pub in_pool: u64,
+    /// Objects found in neither.
+    pub absent: u64,
+    /// Seconds since the Unix epoch.
+    pub scanned_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub entries: u64,
+    pub bad: Vec<BadEntryReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadEntryReport {
+    /// The entry's key in hex (its sha256 when well-formed).
+    pub key: String,
+    pub tier: Tier,
+    pub problem: String,
+    /// Where the entry's bytes were moved, out of every lookup (`None`:
+    /// it was gone before it could be moved).
+    #[serde(default)]
+    pub quarantined: Option<String>,
+}
+
+/// What a gc removed from the pool, or would remove in a dry run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    /// The registered repos whose objects were kept.
+    pub repos: usize,
+    /// Entries some repo references.
+    pub kept: usize,
+    /// Entries no repo references, kept because a put was writing them, or
+    /// was done only after the gc began: their pointers may be on the way.
+    pub recent: usize,
+    pub removed: Vec<GcEntry>,
+    /// The bytes of `removed`.
+    pub bytes: u64,
+    /// Bytes the kv tier's database gave back to the file system afterwards.
+    #[serde(default)]
+    pub compacted: u64,
+    /// Entries no repo references now, kept because one did (or they were
+    /// stored) less than the grace period ago.
+    #[serde(default)]
+    pub waiting: usize,
+    /// The grace period this gc used, in seconds.
+    #[serde(default)]
+    pub grace_secs: u64,
+    /// Partial downloads no job will resume, removed (or, in a dry run,
+    /// that would be).
+    #[serde(default)]
+    pub partials: PartialsRemoved,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialsRemoved {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcEntry {
+    /// The entry's key in hex (its sha256 when well-formed).
+    pub key: String,
+    pub tier: Tier,
+    pub bytes: u64,
+}
+
+/// The handshake's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    pub version: u32,
+    /// The daemon's name and version (`drsd 0.1.0`).
+    pub server: String,
+    pub pid: u32,
+}
+
+/// Where a downloaded object is, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LfsObject {
+    pub path: PathBuf,
+    pub from: ObjectSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectSource {
+    /// The shared pool had it (checked against its oid on the way out).
+    Pool,
+    /// Fetched from the repo's object remote (into the pool first).
+    Remote,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LfsUploaded {
+    /// The object remote had it already: nothing was sent.
+    pub skipped: bool,
+}
+
+/// Where an added URL's oid came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OidSource {
+    /// The user's `--sha256`.
+    Sha256Option,
+    /// The store's own sha256 checksum (`x-amz-checksum-sha256`, or drsd's
+    /// `x-amz-meta-sha256`).
+    StoreChecksum,
+    /// An object already recorded with the same URL, size and ETag.
+    Registry,
+    /// A provisional oid made from the URL and ETag: the content is not
+    /// hashed yet.
+    Etag,
+}
+
+/// A prefetch job's state, as status and promote show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    /// Failed, tried again after a backoff.
+    Retrying,
+    /// Failed for good (until `drsctl promote --retry`).
+    Failed,
+    /// Over the size limit: not fetched.
+    Held,
+    /// Added with `--no-fetch`: not fetched.
+    Skipped,
+    Done,
+    /// The content oid is known (hashed, or given): only `drsctl promote`
+    /// is missing. Not a queue state: no job row carries it.
+    Hashed,
+}
+
+impl JobState {
+    /// States no worker leaves by itself: only a user's action (a larger
+    /// size limit, `drsctl promote --retry`) changes them.
+    pub fn is_settled(self) -> bool {
+        matches!(self, JobState::Failed | JobState::Held | JobState::Skipped)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Retrying => "retrying",
+            JobState::Failed => "failed",
+            JobState::Held => "held",
+            JobState::Skipped => "skipped",
+            JobState::Done => "done",
+            JobState::Hashed => "hashed",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A job as `drsctl status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLine {
+    /// The URL, redacted.
+    pub url: String,
+    pub size: u64,
+    pub state: JobState,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When a `retrying` job is tried again (seconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<u64>,
+}
+
+/// A pool tier: the kv engine for small objects, files for large ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Kv,
+    Large,
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tier::Kv => "kv",
+            Tier::Large => "large",
+        })
+    }
+}
+
+/// What init or undo changed; empty when the repo was already as wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupReport {
+    pub repo: PathBuf,
+    pub changed: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_shown_to_people_are_the_names_on_the_wire() {
+        for state in [JobState::Queued, JobState::Retrying, JobState::Hashed] {
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                state.to_string().as_str()
+            );
+        }
+        for tier in [Tier::Kv, Tier::Large] {
+            assert_eq!(serde_json::to_value(tier).unwrap(), tier.to_string().as_str());
+        }
+        assert_eq!(
+            serde_json::to_value(OidSource::StoreChecksum).unwrap(),
+            "store_checksum"
+        );
+    }
+
+    #[test]
+    fn only_failed_held_and_skipped_are_settled() {
+        let settled: Vec<JobState> = [
+            JobState::Queued,
+            JobState::Running,
+            JobState::Retrying,
+            JobState::Failed,
+            JobState::Held,
+            JobState::Skipped,
+            JobState::Done,
+            JobState::Hashed,
+        ]
+        .into_iter()
+        .filter(|s| s.is_settled())
+        .collect();
+        assert_eq!(settled, [JobState::Failed, JobState::Held, JobState::Skipped]);
+    }
+}
