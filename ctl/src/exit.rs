@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use drsd::ipc::{ErrorCode, IpcError};
+use drsd_proto::{ErrorCode, IpcError};
 
 pub const FAILED: u8 = 1;
 pub const UNREACHABLE: u8 = 3;
@@ -33,7 +33,7 @@ impl Failure {
 
     /// Prints the error (as JSON on standard output too, with `--json`).
     pub fn report(self, json: bool) -> ExitCode {
-        let message = drsd::ipc::one_line(self.error.as_ref());
+        let message = drsd_proto::one_line(self.error.as_ref());
         if json && !self.answered {
             let code = self
                 .wire_code

@@ -27,7 +27,7 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     #[command(flatten)]
-    socket: drsd::ipc::paths::SocketArg,
+    socket: drsd_proto::paths::SocketArg,
     #[command(subcommand)]
     command: Command,
 }

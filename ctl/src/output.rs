@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use drsd::ipc::{RepoReport, RepoState};
+use drsd_proto::{RepoReport, RepoState};
 
 pub struct Output {
     pub json: bool,

@@ -27,10 +27,7 @@ fn main() {
     let (kept, fresh) = runtime.block_on(async {
         let mut client = Client::connect(&socket, "bench").await.unwrap();
         for repo in &repos {
-            client
-                .call(Request::ReposAdd { path: repo.clone() })
-                .await
-                .unwrap();
+            client.repos_add(repo.clone()).await.unwrap();
         }
         // Idle: let the watcher and allocator settle before reading RSS.
         tokio::time::sleep(Duration::from_secs(3)).await;

@@ -6,8 +6,8 @@
 //! - [`pool`]: the two-tier content-addressed store (kv for small blobs, large
 //!   files for the rest), dispatched by length.
 //! - [`remote`]: S3-compatible stores (Ceph RGW) and object URLs.
-//! - [`ipc`]: the wire protocol, socket location and client (all that
-//!   `drsctl` and the hooks use).
+//! - [`ipc`]: the wire protocol, socket location and client: the
+//!   `drsd-proto` crate (all that `drsctl` and the hooks use).
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
@@ -21,7 +21,6 @@
 pub mod blocking;
 pub mod config;
 pub mod io_error;
-pub mod ipc;
 pub mod jobs;
 pub mod lfs;
 pub mod logging;
@@ -37,6 +36,7 @@ pub mod watch;
 mod props;
 
 pub use blocking::blocking;
+pub use drsd_proto as ipc;
 pub use config::Config;
 pub use io_error::IoError;
 

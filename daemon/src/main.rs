@@ -27,7 +27,7 @@ struct Cli {
     #[arg(long, global = true)]
     threshold: Option<u64>,
     #[command(flatten)]
-    socket: drsd::ipc::paths::SocketArg,
+    socket: drsd_proto::paths::SocketArg,
     /// Where the daemon keeps its registered repos [default: $XDG_STATE_HOME/drsd]
     #[arg(long, env = "DRSD_STATE_DIR", global = true)]
     state_dir: Option<PathBuf>,

@@ -1,12 +1,64 @@
 //! The git-lfs custom transfer agent: git-lfs's JSON lines on stdin and
 //! stdout, each transfer relayed to the daemon as one request.
+//!
+//! The messages are typed ([`Event`] in, [`Answer`] out) after git-lfs's
+//! custom transfer protocol: an oid that is not one is refused where it is
+//! read, never sent on as text.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use drsd::ipc::{connect_or_start, Autostart, Client, Progress, Reply, Request};
-use serde_json::{json, Value};
+use drsd_proto::{
+    connect_or_start, Autostart, Client, IpcError, LfsDownloadRequest, LfsUploadRequest, Oid,
+    Progress,
+};
+use serde::{Deserialize, Serialize};
+
+/// What git-lfs sends. Fields drs-hook does not use (the operation, the
+/// remote, `action`) are left unread.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+enum Event {
+    Init,
+    Download { oid: Oid, size: u64 },
+    Upload { oid: Oid, size: u64, path: PathBuf },
+    Terminate,
+}
+
+/// What drs-hook answers a transfer with.
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+enum Answer<'a> {
+    Progress {
+        oid: &'a str,
+        #[serde(rename = "bytesSoFar")]
+        so_far: u64,
+        /// git-lfs wants both the total and the step since the last event.
+        #[serde(rename = "bytesSinceLast")]
+        since_last: u64,
+    },
+    Complete {
+        oid: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        path: Option<PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<AgentError>,
+    },
+}
+
+/// The answer to `init`: `{}`, or the error that stops git-lfs.
+#[derive(Debug, Default, Serialize)]
+struct InitAnswer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<AgentError>,
+}
+
+#[derive(Debug, Serialize)]
+struct AgentError {
+    code: u32,
+    message: String,
+}
 
 /// Serves git-lfs until `terminate` (or the end of its input).
 pub async fn run(socket: &Path) -> Result<()> {
@@ -15,69 +67,115 @@ pub async fn run(socket: &Path) -> Result<()> {
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line.context("reading git-lfs's request")?;
-        let event: Value = serde_json::from_str(&line)
-            .with_context(|| format!("git-lfs sent a line that is not JSON: {line:.200}"))?;
-        match event["event"].as_str() {
-            Some("init") => {
+        let event = match serde_json::from_str::<Event>(&line) {
+            Ok(event) => event,
+            Err(e) => {
+                refuse_unreadable(&line, &e)?;
+                continue;
+            }
+        };
+        match event {
+            Event::Init => {
                 let who = concat!("drs-hook agent ", env!("CARGO_PKG_VERSION"));
                 match connect_or_start(socket, who, Some(&Autostart::from_env())).await {
                     Ok(c) => {
                         client = Some(c);
-                        send(&json!({}))?;
+                        send(&InitAnswer::default())?;
                     }
-                    Err(e) => send(&json!({"error": {"code": 1, "message": e.to_string()}}))?,
+                    Err(e) => send(&InitAnswer {
+                        error: Some(AgentError {
+                            code: 1,
+                            message: e.to_string(),
+                        }),
+                    })?,
                 }
             }
-            Some("download") | Some("upload") => {
+            Event::Terminate => break,
+            transfer_event => {
                 let Some(client) = client.as_mut() else {
                     bail!("git-lfs sent a transfer before init");
                 };
-                transfer(client, &repo, &event).await?;
+                transfer(client, &repo, transfer_event).await?;
             }
-            Some("terminate") => break,
-            other => bail!("git-lfs sent an unknown event {other:?}"),
         }
     }
     Ok(())
 }
 
-async fn transfer(client: &mut Client, repo: &Path, event: &Value) -> Result<()> {
-    let oid = event["oid"].as_str().unwrap_or_default().to_string();
-    let size = event["size"].as_u64().unwrap_or_default();
-    let request = if event["event"] == "download" {
-        Request::LfsDownload {
-            repo: repo.to_path_buf(),
-            oid: oid.clone(),
-            size,
-        }
-    } else {
-        Request::LfsUpload {
-            repo: repo.to_path_buf(),
-            oid: oid.clone(),
-            size,
-            path: PathBuf::from(event["path"].as_str().unwrap_or_default()),
-        }
+/// A line that is not one of git-lfs's events: a transfer with a malformed
+/// oid fails alone (git-lfs names its object), anything else stops the agent.
+fn refuse_unreadable(line: &str, error: &serde_json::Error) -> Result<()> {
+    #[derive(Deserialize)]
+    struct JustOid {
+        oid: String,
+    }
+    let Ok(JustOid { oid }) = serde_json::from_str::<JustOid>(line) else {
+        bail!("git-lfs sent a line drs-hook cannot read ({error}): {line:.200}");
     };
+    send(&Answer::Complete {
+        oid: &oid,
+        path: None,
+        error: Some(AgentError {
+            code: 2,
+            message: format!("drs-hook cannot take this transfer: {error}"),
+        }),
+    })
+}
+
+async fn transfer(client: &mut Client, repo: &Path, event: Event) -> Result<()> {
+    let repo = repo.to_path_buf();
     let mut last = 0;
-    let outcome = client
-        .call_with_progress(request, |p: &Progress| {
-            // git-lfs wants both the total and the step since the last event.
-            let _ = send(&json!({"event": "progress", "oid": oid, "bytesSoFar": p.done, "bytesSinceLast": p.done.saturating_sub(last)}));
-            last = p.done;
-        })
-        .await;
-    let answer = match outcome {
-        Ok(Reply::LfsObject { path, .. }) => json!({"event": "complete", "oid": oid, "path": path}),
-        Ok(_) => json!({"event": "complete", "oid": oid}),
-        Err(e) => {
-            json!({"event": "complete", "oid": oid, "error": {"code": 2, "message": e.to_string()}})
+    let mut on_progress = |oid: &str, p: &Progress| {
+        let _ = send(&Answer::Progress {
+            oid,
+            so_far: p.done,
+            since_last: p.done.saturating_sub(last),
+        });
+        last = p.done;
+    };
+    let (oid, outcome): (Oid, Result<Option<PathBuf>, IpcError>) = match event {
+        Event::Download { oid, size } => {
+            let hex = oid.to_hex();
+            let request = LfsDownloadRequest { repo, oid, size };
+            let got = client
+                .lfs_download(request, |p| on_progress(&hex, p))
+                .await;
+            (oid, got.map(|object| Some(object.path)))
         }
+        Event::Upload { oid, size, path } => {
+            let hex = oid.to_hex();
+            let request = LfsUploadRequest {
+                repo,
+                oid,
+                size,
+                path,
+            };
+            let sent = client.lfs_upload(request, |p| on_progress(&hex, p)).await;
+            (oid, sent.map(|_| None))
+        }
+        Event::Init | Event::Terminate => unreachable!("handled by run"),
+    };
+    let oid = oid.to_hex();
+    let answer = match outcome {
+        Ok(path) => Answer::Complete {
+            oid: &oid,
+            path,
+            error: None,
+        },
+        Err(e) => Answer::Complete {
+            oid: &oid,
+            path: None,
+            error: Some(AgentError {
+                code: 2,
+                message: e.to_string(),
+            }),
+        },
     };
     send(&answer)
 }
 
 /// One compact JSON line to git-lfs.
-fn send(value: &Value) -> Result<()> {
+fn send(value: &impl Serialize) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, value)?;
     out.write_all(b"\n")?;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
-use drsd::ipc::{connect_or_start, Autostart, Reply, Request};
+use drsd_proto::{connect_or_start, Autostart, PrePushRequest};
 
 pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode> {
     // Only pre-push gets input from git (the refs being pushed); git-lfs needs it too.
@@ -54,7 +54,7 @@ async fn notify_daemon(socket: &Path) -> bool {
     };
     let outcome = async {
         let mut client = connect_or_start(socket, who, Some(&Autostart::from_env())).await?;
-        client.call(Request::ReposAdd { path: repo }).await
+        client.repos_add(repo).await
     };
     match outcome.await {
         Err(e) if e.is_untrusted() => {
@@ -81,17 +81,17 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
     let Ok(repo) = std::env::current_dir() else {
         return true;
     };
-    let request = Request::PrePush {
+    let request = PrePushRequest {
         repo,
         remote,
         updates: String::from_utf8_lossy(input).into_owned(),
     };
     let outcome = async {
         let mut client = connect_or_start(socket, who, Some(&Autostart::from_env())).await?;
-        client.call(request).await
+        client.pre_push(request, |_| {}).await
     };
     match outcome.await {
-        Ok(Reply::PrePush(report)) => {
+        Ok(report) => {
             if report.copied > 0 {
                 eprintln!(
                     "drs-hook: {} foreign object(s) copied server-side into the object remote",
@@ -112,12 +112,6 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
                 );
             }
             report.refused.is_empty() && report.failed.is_empty()
-        }
-        Ok(_) => {
-            eprintln!(
-                "drs-hook: refusing the push: the daemon answered pre-push with something else"
-            );
-            false
         }
         // git-lfs lets missing objects through (allowincompletepush): without
         // the daemon's check, the push could carry pointers nobody can fetch.

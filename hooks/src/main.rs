@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use drsd::ipc::{connect_or_start, Autostart};
+use drsd_proto::{connect_or_start, Autostart};
 
 #[derive(Parser)]
 #[command(
@@ -20,7 +20,7 @@ over its socket, starting the daemon when none answers (unless DRSD_NO_AUTOSTART
 )]
 struct Cli {
     #[command(flatten)]
-    socket: drsd::ipc::paths::SocketArg,
+    socket: drsd_proto::paths::SocketArg,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         Err(error) => {
             // Not anyhow's own report: its `Caused by:` list would repeat
             // causes our errors already name.
-            eprintln!("drs-hook: {}", drsd::ipc::one_line(error.as_ref()));
+            eprintln!("drs-hook: {}", drsd_proto::one_line(error.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -240,7 +240,7 @@ impl Client {
     }
 
     /// Sends `request`, hands every progress event to `on_progress`, returns the result.
-    async fn call_with_progress(
+    pub async fn call_with_progress(
         &mut self,
         request: Request,
         mut on_progress: impl FnMut(&Progress),

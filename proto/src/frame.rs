@@ -49,7 +49,7 @@ pub enum Stage {
 
 impl std::fmt::Display for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Stage::Head => "head",
             Stage::Download => "download",
             Stage::Upload => "upload",

@@ -406,9 +406,30 @@ impl JobState {
     }
 }
 
+impl std::str::FromStr for JobState {
+    type Err = String;
+
+    /// The name [`JobState::as_str`] gives; the text itself when it is none.
+    fn from_str(s: &str) -> Result<JobState, String> {
+        const ALL: [JobState; 8] = [
+            JobState::Queued,
+            JobState::Running,
+            JobState::Retrying,
+            JobState::Failed,
+            JobState::Held,
+            JobState::Skipped,
+            JobState::Done,
+            JobState::Hashed,
+        ];
+        ALL.into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| s.to_string())
+    }
+}
+
 impl std::fmt::Display for JobState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -437,7 +458,7 @@ pub enum Tier {
 
 impl std::fmt::Display for Tier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Tier::Kv => "kv",
             Tier::Large => "large",
         })
@@ -458,6 +479,7 @@ mod tests {
     #[test]
     fn names_shown_to_people_are_the_names_on_the_wire() {
         for state in [JobState::Queued, JobState::Retrying, JobState::Hashed] {
+            assert_eq!(state.to_string().parse::<JobState>(), Ok(state));
             assert_eq!(
                 serde_json::to_value(state).unwrap(),
                 state.to_string().as_str()

@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, Context};
-use drsd::ipc::{AddUrlEntry, AddUrlReport, Client, FailedUrl, Reply, Request, MAX_REQUEST_LINE};
-use drsd::remote::ObjectUrl;
+use drsd_proto::{AddUrlEntry, AddUrlReport, AddUrlRequest, Client, FailedUrl, MAX_REQUEST_LINE};
 use indicatif::ProgressBar;
 
 use super::url_list::{ListError, UrlList};
@@ -210,21 +209,39 @@ fn earlier_line(
     cwd: &Path,
     paths: &mut HashMap<PathBuf, usize>,
 ) -> Option<FailedUrl> {
-    let url = ObjectUrl::parse(&entry.url).ok()?;
+    let (shown, file_name) = shown_and_file_name(&entry.url)?;
     let given = match &entry.path {
         Some(path) => path.clone(),
-        None => PathBuf::from(url.file_name()?),
+        None => PathBuf::from(file_name),
     };
     let line = entry.line.unwrap_or_default();
     let first = *paths.entry(lexical(&cwd.join(&given))).or_insert(line);
     (first != line).then(|| FailedUrl {
         line,
-        url: url.to_string(),
+        url: shown,
         message: format!(
             "{} is already the path of an earlier line (line {first})",
             given.display()
         ),
     })
+}
+
+/// The URL as the daemon's reports show it (no user, query or fragment:
+/// nothing secret), and its last path segment, the pointer's default file
+/// name; `None` when it is not a URL the daemon would take, which the
+/// daemon then refuses by line itself.
+fn shown_and_file_name(text: &str) -> Option<(String, String)> {
+    let url = url::Url::parse(text).ok()?;
+    if !matches!(url.scheme(), "s3" | "http" | "https") {
+        return None;
+    }
+    let mut shown = format!("{}://{}", url.scheme(), url.host_str()?);
+    if let Some(port) = url.port() {
+        shown.push_str(&format!(":{port}"));
+    }
+    shown.push_str(url.path());
+    let name = url.path().rsplit('/').next().filter(|s| !s.is_empty())?;
+    Some((shown.clone(), name.to_string()))
 }
 
 /// `path` with `.` and `..` resolved without the file system, as the daemon
@@ -270,7 +287,7 @@ async fn send(
     bar: &mut Bar,
 ) -> Result<AddUrlReport, Failure> {
     let count = entries.len() as u64;
-    let request = Request::AddUrl {
+    let request = AddUrlRequest {
         cwd: cwd.to_path_buf(),
         entries,
         from: None,
@@ -278,8 +295,8 @@ async fn send(
         no_fetch: flags.no_fetch,
     };
     let before = bar.before;
-    let reply = client
-        .call_with_progress(request, |p| {
+    let report = client
+        .add_url(request, |p| {
             if let Some(total) = p.total {
                 bar.bar.set_length(before + total);
             }
@@ -287,10 +304,7 @@ async fn send(
         })
         .await;
     bar.before += count;
-    match reply? {
-        Reply::AddUrl(report) => Ok(report),
-        _ => Err(anyhow!("the daemon answered add-url with something else").into()),
-    }
+    Ok(report?)
 }
 
 fn show(report: &AddUrlReport, out: &Output) {

@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use drsd::ipc::{Reply, Request};
+use drsd_proto::GcRequest;
 
 use crate::exit::Failure;
 use crate::output::{bytes, Output};
@@ -14,23 +14,23 @@ pub async fn run(
     grace: u64,
     out: &Output,
 ) -> Result<(), Failure> {
-    let request = Request::Gc {
+    let request = GcRequest {
         dry_run,
         force,
         grace_secs: Some(grace),
     };
-    let reply = super::call_with_spinner(socket, request, out).await;
-    let Reply::Gc(report) = reply? else {
-        return Err(anyhow::anyhow!("the daemon answered gc with something else").into());
-    };
+    let mut client = super::connect(socket).await?;
+    let bar = super::spinner(out);
+    let report = client.gc(request, super::spinner_shows(&bar)).await;
+    bar.finish_and_clear();
+    let report = report?;
     out.show(&report, || {
         if report.dry_run {
             for entry in &report.removed {
-                let tier = serde_json::to_value(entry.tier).unwrap_or_default();
-                let tier = tier.as_str().unwrap_or("?");
                 println!(
-                    "would remove {} ({tier}, {})",
+                    "would remove {} ({}, {})",
                     entry.key,
+                    entry.tier,
                     bytes(entry.bytes)
                 );
             }

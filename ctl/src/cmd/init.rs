@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{anyhow, Context};
-use drsd::ipc::{HydrateReport, Reply, Request, SetupReport};
+use drsd_proto::{HydrateReport, RepoInitRequest, SetupReport};
 
 use crate::exit::Failure;
 use crate::output::Output;
@@ -43,17 +43,14 @@ async fn request(
 ) -> Result<SetupReport, Failure> {
     let mut client = super::connect(socket).await?;
     let agent = agent_path()?;
-    let reply = client
-        .call(Request::RepoInit {
+    let report = client
+        .repo_init(RepoInitRequest {
             path,
             agent,
             remote,
             undo,
         })
         .await?;
-    let Reply::Setup(report) = reply else {
-        return Err(anyhow!("the daemon answered init with something else").into());
-    };
     Ok(report)
 }
 
@@ -121,21 +118,14 @@ pub async fn clone(
 async fn hydrate(socket: &Path, dir: &Path, out: &Output) -> Result<HydrateReport, Failure> {
     let mut client = super::connect(socket).await?;
     let bar = crate::output::progress_bar(out, "{spinner} objects {pos}/{len} [{elapsed}]");
-    let reply = client
-        .call_with_progress(
-            Request::Hydrate {
-                repo: dir.to_path_buf(),
-            },
-            |p| {
-                bar.set_length(p.total.unwrap_or(0));
-                bar.set_position(p.done);
-            },
-        )
+    let report = client
+        .hydrate(dir.to_path_buf(), |p| {
+            bar.set_length(p.total.unwrap_or(0));
+            bar.set_position(p.done);
+        })
         .await;
     bar.finish_and_clear();
-    let Reply::Hydrated(report) = reply? else {
-        return Err(anyhow!("the daemon answered hydrate with something else").into());
-    };
+    let report = report?;
     for problem in &report.failed {
         eprintln!(
             "drsctl: object {} was not hydrated: {}",

@@ -13,7 +13,8 @@ pub mod url_list;
 
 use std::path::Path;
 
-use drsd::ipc::{connect_or_start, Autostart, Client, IpcError, Reply, Request};
+use drsd_proto::{connect_or_start, Autostart, Client, IpcError, Progress};
+use indicatif::ProgressBar;
 
 use crate::output::{progress_bar, Output};
 
@@ -23,23 +24,19 @@ pub async fn connect(socket: &Path) -> Result<Client, IpcError> {
     connect_or_start(socket, CLIENT, Some(&Autostart::from_env())).await
 }
 
-/// Connects, sends `request` and waits for its reply under a spinner that
-/// shows the daemon's progress messages.
-pub async fn call_with_spinner(
-    socket: &Path,
-    request: Request,
-    out: &Output,
-) -> Result<Reply, IpcError> {
-    let mut client = connect(socket).await?;
+/// A spinner on standard error showing the daemon's progress messages
+/// while a request runs; [`spinner_shows`] feeds it.
+pub fn spinner(out: &Output) -> ProgressBar {
     let bar = progress_bar(out, "{spinner} {msg} [{elapsed}]");
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    let reply = client
-        .call_with_progress(request, |p| {
-            if let Some(message) = &p.message {
-                bar.set_message(message.clone());
-            }
-        })
-        .await;
-    bar.finish_and_clear();
-    reply
+    bar
+}
+
+/// A progress handler that puts each message on `bar`.
+pub fn spinner_shows(bar: &ProgressBar) -> impl FnMut(&Progress) + '_ {
+    |p| {
+        if let Some(message) = &p.message {
+            bar.set_message(message.clone());
+        }
+    }
 }

@@ -1,24 +1,18 @@
 use std::path::Path;
 
-use drsd::ipc::{Reply, Request};
 
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
 pub async fn verify(socket: &Path, out: &Output) -> Result<(), Failure> {
-    let reply = super::call_with_spinner(socket, Request::PoolVerify, out).await;
-    let Reply::Verify(report) = reply? else {
-        return Err(anyhow::anyhow!("the daemon answered verify with something else").into());
-    };
+    let mut client = super::connect(socket).await?;
+    let bar = super::spinner(out);
+    let report = client.pool_verify(super::spinner_shows(&bar)).await;
+    bar.finish_and_clear();
+    let report = report?;
     out.show(&report, || {
         for bad in &report.bad {
-            let tier = serde_json::to_value(bad.tier).ok();
-            let tier = tier
-                .as_ref()
-                .and_then(|v| v.as_str())
-                .unwrap_or("?")
-                .to_string();
-            println!("bad {} ({tier}): {}", bad.key, bad.problem);
+            println!("bad {} ({}): {}", bad.key, bad.tier, bad.problem);
             match &bad.quarantined {
                 Some(place) => println!("  quarantined: moved to {place}"),
                 None => println!("  gone from the pool before it could be moved aside"),

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
-use drsd::ipc::{PathWaiting, PromoteReport, Reply, Request};
-use drsd::registry::SETTLED_STATES;
+use drsd_proto::{JobState, PathWaiting, PromoteReport, PromoteRequest};
 use indicatif::ProgressBar;
 
 use crate::exit::{Failure, FAILED};
@@ -38,17 +37,14 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
     let mut retry = args.retry;
     let report = loop {
         let mut client = super::connect(socket).await?;
-        let reply = client
-            .call(Request::Promote {
+        let mut report = client
+            .promote(PromoteRequest {
                 cwd: cwd.clone(),
                 paths: args.paths.clone(),
                 all: args.all,
                 retry: std::mem::take(&mut retry),
             })
             .await?;
-        let Reply::Promoted(mut report) = reply else {
-            return Err(anyhow!("the daemon answered promote with something else").into());
-        };
         changes.note(&report);
         rewritten.append(&mut report.rewritten);
         // Failed, held (size limit) or skipped (--no-fetch) objects will
@@ -56,7 +52,7 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
         let coming = report
             .waiting
             .iter()
-            .any(|w| !SETTLED_STATES.contains(&w.state.as_str()));
+            .any(|w| !w.state.is_settled());
         if !args.wait || !coming {
             report.rewritten = std::mem::take(&mut rewritten);
             break report;
@@ -81,7 +77,7 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
 /// The error for pointers left provisional, naming each object whose job
 /// failed for good and why.
 fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
-    let failed: Vec<&PathWaiting> = waiting.iter().filter(|w| w.state == "failed").collect();
+    let failed: Vec<&PathWaiting> = waiting.iter().filter(|w| w.state == JobState::Failed).collect();
     let mut message = format!("{} pointer(s) still provisional", waiting.len());
     if failed.is_empty() {
         message.push_str(": their objects are not hashed yet (drsctl status)");
@@ -103,7 +99,7 @@ fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
 /// pointer whose state changed since the last look.
 struct Changes {
     on: bool,
-    seen: HashMap<String, String>,
+    seen: HashMap<String, JobState>,
 }
 
 impl Changes {
@@ -125,7 +121,7 @@ impl Changes {
             if self.seen.get(&w.path) != Some(&w.state) {
                 let why = w.error.as_deref().map(|e| format!(": {e}"));
                 eprintln!("drsctl: {}: {}{}", w.path, w.state, why.unwrap_or_default());
-                self.seen.insert(w.path.clone(), w.state.clone());
+                self.seen.insert(w.path.clone(), w.state);
             }
         }
     }
@@ -137,8 +133,8 @@ fn show(report: &PromoteReport, out: &Output) {
             println!("promoted {path} (commit it)");
         }
         for w in &report.waiting {
-            match (w.state.as_str(), &w.error) {
-                ("failed", why) => println!(
+            match (w.state, &w.error) {
+                (JobState::Failed, why) => println!(
                     "failed   {} ({}): {}",
                     w.path,
                     w.url,

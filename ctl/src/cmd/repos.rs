@@ -1,45 +1,36 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use drsd::ipc::{Reply, Request};
+use drsd_proto::RepoReport;
 
 use crate::exit::Failure;
 use crate::output::{repo_table, Output};
 
 pub async fn add(socket: &Path, path: Option<PathBuf>, out: &Output) -> Result<(), Failure> {
     let path = absolute(path)?;
-    one_repo(socket, Request::ReposAdd { path }, "registered", out).await
+    let repo = super::connect(socket).await?.repos_add(path).await?;
+    show_repo(&repo, "registered", out);
+    Ok(())
 }
 
 pub async fn remove(socket: &Path, path: Option<PathBuf>, out: &Output) -> Result<(), Failure> {
     let path = absolute(path)?;
-    one_repo(socket, Request::ReposRemove { path }, "unregistered", out).await
+    let repo = super::connect(socket).await?.repos_remove(path).await?;
+    show_repo(&repo, "unregistered", out);
+    Ok(())
 }
 
 pub async fn list(socket: &Path, out: &Output) -> Result<(), Failure> {
-    let mut client = super::connect(socket).await?;
-    let Reply::Repos { repos } = client.call(Request::ReposList).await? else {
-        return Err(anyhow::anyhow!("the daemon answered repos list with something else").into());
-    };
+    let repos = super::connect(socket).await?.repos_list().await?;
     out.show(&repos, || repo_table(&repos));
     Ok(())
 }
 
-async fn one_repo(
-    socket: &Path,
-    request: Request,
-    done: &str,
-    out: &Output,
-) -> Result<(), Failure> {
-    let mut client = super::connect(socket).await?;
-    let Reply::Repo { repo } = client.call(request).await? else {
-        return Err(anyhow::anyhow!("the daemon answered with something else than a repo").into());
-    };
-    out.show(&repo, || {
+fn show_repo(repo: &RepoReport, done: &str, out: &Output) {
+    out.show(repo, || {
         println!("{done} {}", repo.path.display());
-        repo_table(std::slice::from_ref(&repo));
+        repo_table(std::slice::from_ref(repo));
     });
-    Ok(())
 }
 
 /// The daemon runs elsewhere: send it absolute paths.

@@ -1,7 +1,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use drsd::ipc::{Client, Request};
+use drsd_proto::{Client, Reply};
 
 use crate::exit::Failure;
 use crate::output::Output;
@@ -14,7 +14,7 @@ const GONE_WITHIN: Duration = Duration::from_secs(15);
 pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = Client::connect(socket, super::CLIENT).await?;
     let pid = client.server_pid();
-    let reply = client.call(Request::Shutdown).await?;
+    client.shutdown().await?;
     drop(client);
     let deadline = Instant::now() + GONE_WITHIN;
     while alive(pid) {
@@ -24,7 +24,7 @@ pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    out.show(&reply, || {
+    out.show(&Reply::Done, || {
         println!("drsd (pid {pid}) on {} stopped", socket.display())
     });
     Ok(())

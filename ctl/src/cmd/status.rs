@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use drsd::ipc::{ProvisionalReport, Reply, Request, StatusReport};
+use drsd_proto::{JobState, ProvisionalReport, StatusReport};
 use serde::Serialize;
 
 use crate::exit::Failure;
@@ -17,15 +17,10 @@ struct Shown {
 
 pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
-    let Reply::Status(status) = client.call(Request::Status).await? else {
-        return Err(anyhow::anyhow!("the daemon answered status with something else").into());
-    };
+    let status = client.status().await?;
     // Outside a git work tree the daemon says so, and there is nothing to list.
     let cwd = std::env::current_dir().map_err(anyhow::Error::from)?;
-    let provisional = match client.call(Request::Provisional { cwd }).await {
-        Ok(Reply::Provisional(report)) => Some(report),
-        _ => None,
-    };
+    let provisional = client.provisional(cwd).await.ok();
     let shown = Shown {
         status,
         provisional,
@@ -48,8 +43,8 @@ fn print_provisional(p: &ProvisionalReport) {
         p.pointers.len()
     );
     for w in &p.pointers {
-        let next = match (w.state.as_str(), &w.error) {
-            ("hashed", _) => "  (drsctl promote, then commit)".to_string(),
+        let next = match (w.state, &w.error) {
+            (JobState::Hashed, _) => "  (drsctl promote, then commit)".to_string(),
             (_, Some(why)) => format!(": {why}"),
             _ => String::new(),
         };
@@ -79,10 +74,9 @@ fn print_status(s: &StatusReport) {
         "tier", "engine", "entries", "bytes"
     );
     for t in &s.pool.tiers {
-        let tier = serde_json::to_value(t.tier).ok();
-        let tier = tier.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
         println!(
-            "  {tier:<6} {:<8} {:>10} {:>12}",
+            "  {:<6} {:<8} {:>10} {:>12}",
+            t.tier.to_string(),
             t.engine,
             t.entries,
             bytes(t.bytes)
@@ -102,7 +96,7 @@ fn print_status(s: &StatusReport) {
             crate::output::bytes(a.bytes_per_sec)
         );
     }
-    for j in s.queue.open.iter().filter(|j| j.state != "running") {
+    for j in s.queue.open.iter().filter(|j| j.state != JobState::Running) {
         let why = j
             .error
             .as_deref()

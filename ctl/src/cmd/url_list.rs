@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use drsd::ipc::AddUrlEntry;
+use drsd_proto::AddUrlEntry;
 
 /// The longest line of a list (a presigned URL and a path fit many times).
 pub const MAX_LINE: usize = 64 * 1024;

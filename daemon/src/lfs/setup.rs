@@ -46,12 +46,8 @@ pub enum SetupError {
     ForeignHook { path: PathBuf, name: String },
 }
 
-/// What init or undo changed; empty when the repo was already as wanted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SetupReport {
-    pub repo: PathBuf,
-    pub changed: Vec<String>,
-}
+/// What init or undo changed: the wire's report, built here.
+pub use drsd_proto::SetupReport;
 
 /// Sets `repo` up to move LFS objects through the agent at `agent` (an
 /// absolute path to `drs-hook`), optionally recording the object remote in

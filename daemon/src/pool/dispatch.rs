@@ -18,12 +18,8 @@ pub const DEFAULT_THRESHOLD: u64 = 128 * 1024;
 /// The read and write size of streaming large puts.
 const CHUNK: usize = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    Kv,
-    Large,
-}
+/// The tier names travel as they are: the wire's own enum.
+pub use drsd_proto::Tier;
 
 /// What a put did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,6 +55,12 @@ pub enum PoolError {
     BadOid(String),
 }
 
+impl From<drsd_proto::BadOid> for PoolError {
+    fn from(bad: drsd_proto::BadOid) -> PoolError {
+        PoolError::BadOid(bad.0)
+    }
+}
+
 pub type Result<T, E = PoolError> = std::result::Result<T, E>;
 
 /// Attaches the operation and path to an I/O error.

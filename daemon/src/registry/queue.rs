@@ -42,19 +42,20 @@ pub struct Job {
 /// action (a larger size limit, `drsctl promote --retry`) changes them.
 pub const SETTLED_STATES: [&str; 3] = ["failed", "held", "skipped"];
 
-/// A job as `drsctl status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobLine {
-    /// The URL, redacted (see `remote::redacted`).
-    pub url: String,
-    pub size: u64,
-    pub state: String,
-    pub attempts: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// When a `retrying` job is tried again (seconds since the epoch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_at: Option<u64>,
+/// A job as `drsctl status` shows it: the wire's line, built here.
+pub use crate::ipc::JobLine;
+use crate::ipc::JobState;
+
+/// Column `i` of `row` as a job state; a name drsd never wrote is an error.
+fn state_at(row: &rusqlite::Row, i: usize) -> rusqlite::Result<JobState> {
+    let text: String = row.get(i)?;
+    text.parse().map_err(|bad: String| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("unknown job state {bad:?}").into(),
+        )
+    })
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,13 +108,13 @@ impl Registry {
         url: &str,
         etag: &str,
         size: u64,
-    ) -> Result<Option<(String, Option<String>)>, RegistryError> {
+    ) -> Result<Option<(JobState, Option<String>)>, RegistryError> {
         self.lock()
             .query_row(
                 "SELECT j.state, j.error FROM jobs j JOIN objects o ON o.id = j.object_id
                  WHERE o.url = ?1 AND o.etag = ?2 AND o.size = ?3",
                 params![url, etag, size],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((state_at(r, 0)?, r.get(1)?)),
             )
             .optional()
             .map_err(sql(self.path(), "look up a job"))
@@ -294,7 +295,7 @@ impl Registry {
                         .then(|| r.get::<_, i64>(5))
                         .transpose()?
                         .map(|t| t as u64),
-                    state,
+                    state: state_at(r, 2)?,
                     attempts: r.get(3)?,
                     error: r.get(4)?,
                 })

@@ -241,10 +241,13 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     let c = reg.job_counts().unwrap();
     assert_eq!((c.failed, c.retrying, c.queued), (1, 0, 0));
     let (state, why) = reg.job_state("s3://b/x", &obj.etag, 10).unwrap().unwrap();
-    assert_eq!(state, "failed");
+    assert_eq!(state, crate::ipc::JobState::Failed);
     assert_eq!(why.as_deref(), Some("GET s3://b/x: HTTP 404"));
     let open = reg.open_jobs(10).unwrap();
-    assert_eq!((open[0].state.as_str(), open[0].retry_at), ("failed", None));
+    assert_eq!(
+        (open[0].state, open[0].retry_at),
+        (crate::ipc::JobState::Failed, None)
+    );
 
     assert_eq!(
         reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))

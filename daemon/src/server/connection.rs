@@ -82,7 +82,7 @@ async fn read_requests(
             },
         };
         match (&frame.request, greeted) {
-            (Request::Hello { version, client }, false) => {
+            (Request::Hello(HelloRequest { version, client }), false) => {
                 let answer = hello(frame.id, *version, client);
                 let ok = matches!(answer.body, Body::Result { .. });
                 let _ = tx.send(answer).await;
@@ -145,11 +145,11 @@ fn hello(id: u64, version: u32, client: &str) -> ResponseFrame {
         return ResponseFrame::error(Some(id), WireError::new(ErrorCode::VersionMismatch, why));
     }
     log::debug!("client {client:?} connected");
-    let reply = Reply::Hello {
+    let reply = Reply::Hello(HelloReply {
         version: PROTOCOL_VERSION,
         server: format!("drsd {}", env!("CARGO_PKG_VERSION")),
         pid: std::process::id(),
-    };
+    });
     ResponseFrame::result(id, reply)
 }
 

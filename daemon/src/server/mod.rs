@@ -17,6 +17,7 @@ mod repo_locks;
 mod repos;
 mod state;
 mod uploads;
+mod wire_error;
 
 #[cfg(test)]
 mod tests;

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ipc::PoolStatsReport;
-use crate::pool::Pool;
+use crate::ipc::{PoolStatsReport, TierLine};
+use crate::pool::{Pool, PoolStats};
 
 /// How often the background task measures the pool.
 pub(crate) const REFRESH: Duration = Duration::from_secs(10);
@@ -43,6 +43,26 @@ impl PoolStatsCache {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((Instant::now(), report.clone()));
         report
+    }
+}
+
+impl From<PoolStats> for PoolStatsReport {
+    fn from(stats: PoolStats) -> Self {
+        let tiers = stats
+            .tiers
+            .into_iter()
+            .map(|t| TierLine {
+                tier: t.tier,
+                engine: t.engine,
+                entries: t.stats.entries,
+                bytes: t.stats.bytes,
+            })
+            .collect();
+        PoolStatsReport {
+            threshold: stats.threshold,
+            tiers,
+            age_secs: 0,
+        }
     }
 }
 

@@ -122,7 +122,7 @@ impl RepoBook {
     fn save(&self, inner: &Inner) -> Result<(), WireError> {
         let paths: Vec<PathBuf> = inner.repos.keys().cloned().collect();
         state::save(&self.state_file, &paths)
-            .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::Internal, &e))
     }
 
     /// Scans `repo` again and updates its report and watch.
@@ -218,7 +218,7 @@ fn fresh(path: PathBuf) -> RepoReport {
 }
 
 fn invalid(e: &ScanError) -> WireError {
-    WireError::from_error(ErrorCode::InvalidArgument, e)
+    crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, e)
 }
 
 fn not_registered(path: &Path) -> WireError {

@@ -468,13 +468,8 @@ fn commit_bam(repo: &Path, name: &str, bytes: &[u8]) {
 }
 
 async fn add_repo(daemon: &TestDaemon, path: &Path) -> RepoReport {
-    let request = Request::ReposAdd {
-        path: path.to_path_buf(),
-    };
-    match daemon.client().await.call(request).await.unwrap() {
-        Reply::Repo { repo } => repo,
-        other => panic!("{other:?}"),
-    }
+    let mut client = daemon.client().await;
+    client.repos_add(path.to_path_buf()).await.unwrap()
 }
 
 /// Polls the daemon's record of `repo` until `done` holds (at most 10 s).
@@ -548,7 +543,7 @@ async fn a_repo_deleted_while_watched_is_reported_missing() {
     let reply = daemon
         .client()
         .await
-        .call(Request::ReposRemove { path: repo.clone() })
+        .call(Request::ReposRemove(RepoPath { path: repo.clone() }))
         .await
         .unwrap();
     assert!(matches!(reply, Reply::Repo { .. }));
@@ -611,7 +606,7 @@ async fn bad_repo_paths_get_errors_naming_them() {
     ];
     for (path, code, text) in cases {
         let err = client
-            .call(Request::ReposAdd { path: path.clone() })
+            .call(Request::ReposAdd(RepoPath { path: path.clone() }))
             .await
             .unwrap_err();
         let IpcError::Daemon(err) = err else {
@@ -625,7 +620,7 @@ async fn bad_repo_paths_get_errors_naming_them() {
         );
     }
     let err = client
-        .call(Request::ReposRemove { path: plain })
+        .call(Request::ReposRemove(RepoPath { path: plain }))
         .await
         .unwrap_err();
     assert!(
@@ -654,15 +649,12 @@ async fn gc_with(
     force: bool,
     grace_secs: u64,
 ) -> Result<GcReport, IpcError> {
-    let request = Request::Gc {
+    let request = GcRequest {
         dry_run,
         force,
         grace_secs: Some(grace_secs),
     };
-    match daemon.client().await.call(request).await? {
-        Reply::Gc(report) => Ok(report),
-        other => panic!("gc answered {other:?}"),
-    }
+    daemon.client().await.gc(request, |_| {}).await
 }
 
 fn removed(report: &GcReport) -> Vec<String> {
@@ -763,7 +755,7 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
     }
 
     // Unregistered, b no longer holds its objects in the pool.
-    let request = Request::ReposRemove { path: b.clone() };
+    let request = Request::ReposRemove(RepoPath { path: b.clone() });
     daemon.client().await.call(request).await.unwrap();
     assert_eq!(
         removed(&gc(&daemon, false).await.unwrap()),
@@ -835,7 +827,7 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
     assert!(first.removed.is_empty(), "{first:?}");
     assert_eq!((first.waiting, first.grace_secs), (1, hour), "{first:?}");
     // b unregistered: its object was referenced a moment ago, so it waits.
-    let request = Request::ReposRemove { path: b.clone() };
+    let request = Request::ReposRemove(RepoPath { path: b.clone() });
     daemon.client().await.call(request).await.unwrap();
     let dry = gc_with(&daemon, true, false, hour).await.unwrap();
     assert!(dry.removed.is_empty(), "{dry:?}");
@@ -893,14 +885,12 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
     corrupt_large(&daemon, &oid);
     let placed = crate::lfs::hydrate::object_path(&repo.join(".git/lfs/objects"), &oid);
 
-    let request = Request::Hydrate { repo: repo.clone() };
-    let Reply::Hydrated(report) = daemon.client().await.call(request).await.unwrap() else {
-        panic!("hydrate answered something else");
-    };
+    let mut client = daemon.client().await;
+    let report = client.hydrate(repo.clone(), |_| {}).await.unwrap();
     let failed = report
         .failed
         .iter()
-        .find(|p| p.oid == oid.to_hex())
+        .find(|p| p.oid == oid)
         .unwrap_or_else(|| panic!("{report:?}"));
     assert!(failed.why.contains("is corrupt"), "{}", failed.why);
     assert!(failed.why.contains("object remote"), "{}", failed.why);
@@ -917,12 +907,13 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
     // handed to git-lfs.
     pooled(&daemon, &big);
     corrupt_large(&daemon, &oid);
-    let request = Request::LfsDownload {
+    let request = LfsDownloadRequest {
         repo: repo.clone(),
-        oid: oid.to_hex(),
+        oid,
         size: big.len() as u64,
     };
-    let Err(IpcError::Daemon(e)) = daemon.client().await.call(request).await else {
+    let mut client = daemon.client().await;
+    let Err(IpcError::Daemon(e)) = client.lfs_download(request, |_| {}).await else {
         panic!("a corrupt entry was handed to git-lfs");
     };
     assert!(e.message.contains(&oid.to_hex()), "{}", e.message);
@@ -941,14 +932,14 @@ async fn add_url_error(
     entries: Vec<AddUrlEntry>,
     from: Option<PathBuf>,
 ) -> WireError {
-    let request = Request::AddUrl {
+    let request = AddUrlRequest {
         cwd: daemon.dir.path().to_path_buf(),
         entries,
         from,
         force: false,
         no_fetch: false,
     };
-    match daemon.client().await.call(request).await {
+    match daemon.client().await.add_url(request, |_| {}).await {
         Err(IpcError::Daemon(error)) => error,
         other => panic!("expected the daemon to refuse, got {other:?}"),
     }
@@ -977,13 +968,13 @@ async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
         error.message
     );
     let paths = vec![PathBuf::from("x"); MAX_REQUEST_ENTRIES + 1];
-    let promote = Request::Promote {
+    let promote = PromoteRequest {
         cwd: daemon.dir.path().to_path_buf(),
         paths,
         all: false,
         retry: false,
     };
-    match daemon.client().await.call(promote).await {
+    match daemon.client().await.promote(promote).await {
         Err(IpcError::Daemon(error)) => assert!(
             error.code == ErrorCode::InvalidArgument && error.message.contains("promote paths"),
             "{error}"

@@ -16,7 +16,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{internal, Progressor, Shared};
 use crate::ipc::{
-    AddUrlEntry, AddUrlReport, AddedUrl, ErrorCode, FailedUrl, Progress, Reply, WireError,
+    AddUrlEntry, AddUrlReport, AddedUrl, ErrorCode, FailedUrl, OidSource, Progress, Reply, WireError,
 };
 use crate::lfs::scan::git_dirs;
 use crate::lfs::{track, Pointer};
@@ -47,7 +47,7 @@ struct Target {
 struct Resolved {
     target: Target,
     entry: Entry,
-    oid_from: &'static str,
+    oid_from: OidSource,
 }
 
 pub(crate) async fn handle(
@@ -376,7 +376,7 @@ async fn head_all(
         done += 1;
         if done % 64 == 0 || done == total {
             progress.send_now(Progress {
-                stage: "head".into(),
+                stage: crate::ipc::Stage::Head,
                 done,
                 total: Some(total),
                 message: None,
@@ -442,10 +442,10 @@ fn resolve(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved,
         None => None,
     };
     let (content, oid_from) = match (&t.sha256, &meta.sha256, known.and_then(|k| k.content_oid)) {
-        (Some(user), _, _) => (Some(user.clone()), "sha256_option"),
-        (None, Some(store), _) => (Some(store.clone()), "store_checksum"),
-        (None, None, Some(known)) => (Some(known), "registry"),
-        (None, None, None) => (None, "etag"),
+        (Some(user), _, _) => (Some(user.clone()), OidSource::Sha256Option),
+        (None, Some(store), _) => (Some(store.clone()), OidSource::StoreChecksum),
+        (None, None, Some(known)) => (Some(known), OidSource::Registry),
+        (None, None, None) => (None, OidSource::Etag),
     };
     if content.is_none() && strong.is_none() {
         return Err(fail(no_identity(&t.url, &meta)));
@@ -524,7 +524,7 @@ async fn commit(
             let oids: Vec<String> = added
                 .iter()
                 .filter(|a| a.provisional)
-                .map(|a| a.oid.clone())
+                .map(|a| a.oid.to_hex())
                 .collect();
             registry.skip(&oids).map_err(internal)?;
         }
@@ -674,9 +674,13 @@ fn added(r: Resolved) -> AddedUrl {
         url: r.target.url.to_string(),
         path: r.entry.path,
         provisional: r.entry.object.content_oid.is_none(),
-        oid: r.entry.oid,
+        oid: r
+            .entry
+            .oid
+            .parse()
+            .expect("the registry holds only oids drsd made"),
         size: r.entry.object.size,
-        oid_from: r.oid_from.into(),
+        oid_from: r.oid_from,
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) async fn handle(
     let seen_path = shared.config.pool_dir.join(SEEN_FILE);
     progress
         .send(Progress {
-            stage: "gc".into(),
+            stage: crate::ipc::Stage::Gc,
             done: 0,
             total: None,
             message: Some(format!("reading the objects of {} repo(s)", repos.len())),

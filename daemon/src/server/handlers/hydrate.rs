@@ -34,7 +34,7 @@ pub(super) async fn handle(
         tokio::task::spawn_blocking(move || head_pointers(&repo))
             .await
             .map_err(internal)?
-            .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?
     };
     let total = pointers.len() as u64;
     let mut report = HydrateReport {
@@ -54,13 +54,13 @@ pub(super) async fn handle(
             Ok(Source::Pool) => report.from_pool += 1,
             Ok(Source::Remote) => report.downloaded += 1,
             Err(e) => report.failed.push(ObjectProblem {
-                oid: oid.to_hex(),
+                oid,
                 why: e.message,
             }),
         }
         done += 1;
         progress.send_now(Progress {
-            stage: "hydrate".into(),
+            stage: crate::ipc::Stage::Hydrate,
             done,
             total: Some(total),
             message: None,

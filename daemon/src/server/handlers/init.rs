@@ -30,7 +30,7 @@ pub(crate) async fn handle(
     })
     .await
     .map_err(internal)?
-    .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?;
+    .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
     if undo {
         // Not registered is fine: undo is for any repo init touched.
         let _ = shared.repos.remove(report.repo.clone()).await;

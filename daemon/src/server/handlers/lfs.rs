@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{internal, Progressor, Shared};
-use crate::ipc::{ErrorCode, Progress, Reply, WireError};
+use crate::ipc::{ErrorCode, LfsObject, LfsUploaded, ObjectSource, Progress, Reply, WireError};
 use crate::lfs::hydrate::export_to_temp;
 use crate::lfs::scan::{git_dirs, toplevel};
 use crate::lfs::setup::recorded_remote;
@@ -18,13 +18,7 @@ use crate::remote::{
 };
 
 fn s3() -> Result<Arc<S3Client>, WireError> {
-    shared_s3().map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))
-}
-
-fn parse_oid(oid: &str) -> Result<Oid, WireError> {
-    oid.parse().map_err(|e: crate::pool::PoolError| {
-        WireError::new(ErrorCode::InvalidArgument, e.to_string())
-    })
+    shared_s3().map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
 }
 
 /// What a transfer needs to know about a repo, found with git once and kept
@@ -101,21 +95,20 @@ pub(super) fn layout(repo: &Path, facts: &RepoFacts) -> Result<ObjectLayout, Wir
             ),
         )
     })?;
-    ObjectLayout::parse(url).map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))
+    ObjectLayout::parse(url).map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
 }
 
 pub(super) async fn download(
     shared: &Arc<Shared>,
     repo: PathBuf,
-    oid: &str,
+    oid: Oid,
     size: u64,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
-    let oid = parse_oid(oid)?;
     let facts = facts(&repo).await?;
     let report = |done| {
         progress.send_now(Progress {
-            stage: "download".into(),
+            stage: crate::ipc::Stage::Download,
             done,
             total: Some(size),
             message: None,
@@ -143,14 +136,11 @@ pub(super) async fn download(
             format!("object {oid} left the pool right after its download"),
         )
     })?;
-    Ok(Reply::LfsObject {
-        path,
-        from: from.into(),
-    })
+    Ok(Reply::LfsObject(LfsObject { path, from }))
 }
 
-/// Makes sure the pool holds `oid`: there already (`"pool"`), or fetched
-/// from the repo's object remote (`"remote"`).
+/// Makes sure the pool holds `oid`: there already, or fetched from the
+/// repo's object remote.
 pub(super) async fn fetch_object(
     shared: &Arc<Shared>,
     repo: &Path,
@@ -158,7 +148,7 @@ pub(super) async fn fetch_object(
     oid: Oid,
     size: u64,
     report: &(dyn Fn(u64) + Sync),
-) -> Result<&'static str, WireError> {
+) -> Result<ObjectSource, WireError> {
     // One download per object at a time: a second request (another repo's
     // pull) waits here and then finds the object in the pool.
     let gate = gate(oid);
@@ -169,7 +159,7 @@ pub(super) async fn fetch_object(
         .map_err(internal)?
         .map_err(internal)?;
     if held == Some(size) {
-        return Ok("pool");
+        return Ok(ObjectSource::Pool);
     }
     let layout = layout(repo, facts)?;
     let client = s3()?;
@@ -217,8 +207,8 @@ pub(super) async fn fetch_object(
     };
     fetch_into_pool(shared.pool.clone(), req, FetchOptions::default(), report)
         .await
-        .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))?;
-    Ok("remote")
+        .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::Internal, &e))?;
+    Ok(ObjectSource::Remote)
 }
 
 /// Objects above this size are worth a HEAD first, for an ETag to resume by.
@@ -227,23 +217,22 @@ const RESUMABLE_FROM: u64 = 8 << 20;
 pub(super) async fn upload(
     shared: &Arc<Shared>,
     repo: PathBuf,
-    oid: &str,
+    oid: Oid,
     size: u64,
     path: PathBuf,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
-    let oid = parse_oid(oid)?;
     let layout = layout(&repo, &facts(&repo).await?)?;
     let skipped = send_local(shared, &layout, oid, size, path).await?;
     progress
         .send(Progress {
-            stage: "upload".into(),
+            stage: crate::ipc::Stage::Upload,
             done: size,
             total: Some(size),
             message: None,
         })
         .await;
-    Ok(Reply::LfsUploaded { skipped })
+    Ok(Reply::LfsUploaded(LfsUploaded { skipped }))
 }
 
 /// Sends object `oid` of `size` bytes, whose repo copy is at `path`, to
@@ -288,7 +277,7 @@ async fn send_file(
                 UploadError::NotTheObject { .. } => ErrorCode::InvalidArgument,
                 _ => ErrorCode::Internal,
             };
-            WireError::from_error(code, &e)
+            crate::server::wire_error::wire_error(code, &e)
         })?;
     confirm_sent(layout, oid);
     Ok(matches!(uploaded, Uploaded::Skipped(_)))
@@ -321,7 +310,7 @@ pub(super) async fn take_in(
             ErrorCode::InvalidArgument,
             format!("{}: {e}", from.unwrap_or_default()),
         ),
-        _ => WireError::from_error(ErrorCode::Internal, &e),
+        _ => crate::server::wire_error::wire_error(ErrorCode::Internal, &e),
     })?;
     match len {
         Some(len) if len == size => Ok(()),
@@ -357,7 +346,7 @@ pub(super) async fn send_object(
         shared.config.upload,
     )
     .await
-    .map_err(|e| WireError::from_error(ErrorCode::Internal, &e))?;
+    .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::Internal, &e))?;
     confirm(place, oid);
     Ok(matches!(uploaded, Uploaded::Skipped(_)))
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::wire_error::wire_error;
 use super::Shared;
 use crate::ipc::*;
 
@@ -47,20 +48,20 @@ pub(crate) async fn handle(
     tx: mpsc::Sender<ResponseFrame>,
 ) {
     let RequestFrame { id, request } = frame;
-    let method = method_name(&request);
+    let method = request.method();
     log::debug!("request {id}: {method}");
     let progress = Progressor { id, tx: tx.clone() };
     let outcome = match request {
         Request::Status => Ok(status::handle(&shared).await),
-        Request::ReposAdd { path } => repos::add(&shared, path).await,
-        Request::ReposRemove { path } => repos::remove(&shared, path).await,
+        Request::ReposAdd(RepoPath { path }) => repos::add(&shared, path).await,
+        Request::ReposRemove(RepoPath { path }) => repos::remove(&shared, path).await,
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
-        Request::Gc {
+        Request::Gc(GcRequest {
             dry_run,
             force,
             grace_secs,
-        } => {
+        }) => {
             let grace = grace_secs.unwrap_or(crate::ipc::GC_GRACE_SECS);
             gc::handle(
                 &shared,
@@ -74,43 +75,43 @@ pub(crate) async fn handle(
             .await
         }
         Request::Shutdown => Ok(shutdown::handle(&shared)),
-        Request::RepoInit {
+        Request::RepoInit(RepoInitRequest {
             path,
             agent,
             remote,
             undo,
-        } => init::handle(&shared, path, agent, remote, undo).await,
-        Request::LfsDownload { repo, oid, size } => {
-            lfs::download(&shared, repo, &oid, size, &progress).await
+        }) => init::handle(&shared, path, agent, remote, undo).await,
+        Request::LfsDownload(LfsDownloadRequest { repo, oid, size }) => {
+            lfs::download(&shared, repo, oid, size, &progress).await
         }
-        Request::LfsUpload {
+        Request::LfsUpload(LfsUploadRequest {
             repo,
             oid,
             size,
             path,
-        } => lfs::upload(&shared, repo, &oid, size, path, &progress).await,
-        Request::PrePush {
+        }) => lfs::upload(&shared, repo, oid, size, path, &progress).await,
+        Request::PrePush(PrePushRequest {
             repo,
             remote,
             updates,
-        } => push::handle(&shared, repo, remote, updates, &progress).await,
-        Request::Promote {
+        }) => push::handle(&shared, repo, remote, updates, &progress).await,
+        Request::Promote(PromoteRequest {
             cwd,
             paths,
             all,
             retry,
-        } => promote::handle(&shared, cwd, paths, all, retry).await,
-        Request::Provisional { cwd } => provisional::handle(&shared, cwd).await,
-        Request::Hydrate { repo } => hydrate::handle(&shared, repo, &progress).await,
+        }) => promote::handle(&shared, cwd, paths, all, retry).await,
+        Request::Provisional(ProvisionalRequest { cwd }) => provisional::handle(&shared, cwd).await,
+        Request::Hydrate(HydrateRequest { repo }) => hydrate::handle(&shared, repo, &progress).await,
         // `from` is refused before this (`Request::check_bounds`).
-        Request::AddUrl {
+        Request::AddUrl(AddUrlRequest {
             cwd,
             entries,
             force,
             no_fetch,
             ..
-        } => add_url::handle(&shared, cwd, entries, force, no_fetch, &progress).await,
-        Request::Hello { .. } => Err(WireError::new(
+        }) => add_url::handle(&shared, cwd, entries, force, no_fetch, &progress).await,
+        Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
         )),
@@ -125,19 +126,11 @@ pub(crate) async fn handle(
     let _ = tx.send(answer).await;
 }
 
-/// The request's method for logs; its arguments are never logged.
-fn method_name(request: &Request) -> String {
-    serde_json::to_value(request)
-        .ok()
-        .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
-        .unwrap_or_default()
-}
-
 /// Puts back a registered repo's foreign-object entries from its mirror.
 pub(crate) use add_url::{restore as restore_registry, restore_saved};
 
 /// An error on the daemon's side: `internal`, or `no_space` when a full file
 /// system is behind it.
 pub(crate) fn internal<E: std::error::Error + 'static>(e: E) -> WireError {
-    WireError::from_error(ErrorCode::Internal, &e)
+    wire_error(ErrorCode::Internal, &e)
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::{internal, Shared};
-use crate::ipc::{ErrorCode, PathWaiting, ProvisionalReport, Reply, WireError};
+use crate::ipc::{ErrorCode, JobState, PathWaiting, ProvisionalReport, Reply, WireError};
 use crate::lfs::scan::toplevel;
 use crate::registry::{Entry, Registry};
 
@@ -13,7 +13,7 @@ pub(super) async fn handle(shared: &Shared, cwd: PathBuf) -> Result<Reply, WireE
     let registry = shared.registry.clone();
     tokio::task::spawn_blocking(move || {
         let top =
-            toplevel(&cwd).map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?;
+            toplevel(&cwd).map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
         let mut pointers = Vec::new();
         for e in registry.for_repo(&top).map_err(internal)? {
             if is_provisional(&e) {
@@ -38,11 +38,11 @@ fn is_provisional(e: &Entry) -> bool {
 pub(super) fn standing(registry: &Registry, e: &Entry) -> Result<PathWaiting, WireError> {
     let o = &e.object;
     let (state, error) = match &o.content_oid {
-        Some(_) => ("hashed".to_string(), None),
+        Some(_) => (JobState::Hashed, None),
         None => registry
             .job_state(o.url.expose(), &o.etag, o.size)
             .map_err(internal)?
-            .unwrap_or_else(|| ("queued".into(), None)),
+            .unwrap_or((JobState::Queued, None)),
     };
     Ok(PathWaiting {
         path: e.path.clone(),

@@ -37,7 +37,7 @@ pub(super) async fn handle(
         tokio::task::spawn_blocking(move || pushed_pointers(&repo, &remote, &updates))
             .await
             .map_err(internal)?
-            .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?
     };
     let foreign: BTreeMap<String, Entry> = {
         let (registry, repo) = (shared.registry.clone(), repo.clone());
@@ -72,7 +72,7 @@ pub(super) async fn handle(
         report.refused = objects
             .into_iter()
             .map(|p| RefusedPath {
-                oid: p.pointer.oid.to_hex(),
+                oid: p.pointer.oid,
                 paths: p.paths,
                 why: "the repo has no object remote to send it to: record one with drsctl init --remote s3://bucket/prefix and commit .gitattributes".into(),
             })
@@ -103,7 +103,7 @@ pub(super) async fn handle(
         .buffer_unordered(PARALLEL);
     let mut done = 0;
     while let Some((pushed, outcome)) = results.next().await {
-        let oid = pushed.pointer.oid.to_hex();
+        let oid = pushed.pointer.oid;
         match outcome {
             Outcome::Present => report.present += 1,
             Outcome::Uploaded => report.uploaded += 1,
@@ -121,7 +121,7 @@ pub(super) async fn handle(
         }
         done += 1;
         progress.send_now(Progress {
-            stage: "upload".into(),
+            stage: crate::ipc::Stage::Upload,
             done,
             total: Some(total),
             message: None,

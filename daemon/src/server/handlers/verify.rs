@@ -13,7 +13,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
     let bytes: u64 = stats.tiers.iter().map(|t| t.stats.bytes).sum();
     progress
         .send(Progress {
-            stage: "verify".into(),
+            stage: crate::ipc::Stage::Verify,
             done: 0,
             total: Some(entries),
             message: Some(format!("re-hashing {entries} entries, {bytes} bytes")),
@@ -26,7 +26,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
         .map_err(internal)?;
     progress
         .send(Progress {
-            stage: "verify".into(),
+            stage: crate::ipc::Stage::Verify,
             done: entries,
             total: Some(entries),
             message: None,
