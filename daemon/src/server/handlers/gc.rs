@@ -73,7 +73,7 @@ pub(crate) async fn handle(
             .map_or(0, |d| d.as_secs());
         let mut seen = SeenLog::open(&seen_path).map_err(internal)?;
         let last = seen
-            .settle(&listed, &live, now, !dry_run)
+            .last_referenced(&listed, &live, now, !dry_run)
             .map_err(internal)?;
         // Only entries past the grace are offered to the sweep; the others
         // are left as if listed after it began.

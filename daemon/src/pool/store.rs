@@ -25,6 +25,23 @@ pub enum Tier {
     Large,
 }
 
+impl Tier {
+    /// The tier's name, as the wire and every listing spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Kv => "kv",
+            Tier::Large => "large",
+        }
+    }
+}
+
+/// `kv` or `large`, padded as asked (`{:<6}` lines up listings).
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// What a put did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Put {
@@ -104,7 +121,7 @@ impl Pool {
         // Private (0700, the kv database 0600): what the user fetched is
         // nobody else's to read.
         crate::private::dir(dir).at("create pool folder", dir)?;
-        let threshold = Self::settle_threshold(dir, threshold)?;
+        let threshold = Self::recorded_threshold(dir, threshold)?;
         let kv_path = dir.join("kv.sqlite");
         crate::private::sqlite(&kv_path).at("make private", &kv_path)?;
         let kv = SqliteEngine::open(&kv_path)?;
@@ -116,7 +133,7 @@ impl Pool {
         Ok(pool)
     }
 
-    fn settle_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
+    fn recorded_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
         let path = dir.join("pool.json");
         match std::fs::read(&path) {
             Ok(text) => {
