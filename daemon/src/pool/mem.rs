@@ -1,3 +1,6 @@
+//! An in-memory kv engine: the reference the contract suite (`tests.rs`)
+//! holds the other engines to, and an ephemeral pool for tests.
+
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 

@@ -1,3 +1,8 @@
+//! The object id: a sha256 digest, as raw bytes in the pool (its keys) and
+//! as 64 lowercase hex digits everywhere text is involved (LFS pointers,
+//! the wire, file names). Parsing checks the form once, so code holding an
+//! `Oid` never re-validates a string.
+
 use std::fmt;
 use std::str::FromStr;
 

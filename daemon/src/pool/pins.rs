@@ -1,3 +1,9 @@
+//! Pins: the keys a sweep must leave alone right now, because a put is
+//! storing them or a batch has stored them and its caller has not yet
+//! recorded them. A sweep decides from the repos' pointers; a put in flight
+//! is not in any repo yet, so without pins gc could delete what a fetch
+//! has just stored. In memory only: pins live as long as the put or batch.
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,3 +1,8 @@
+//! The kv tier's default engine: small blobs as rows of one SQLite table.
+//! Thousands of tiny objects cost one file, not thousands. Owns the
+//! database's connection handling (one writer, pooled readers), WAL
+//! checkpointing off the request path, and compaction after a gc.
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};

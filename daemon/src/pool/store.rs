@@ -1,3 +1,12 @@
+//! [`Pool`] itself: the two-tier store every repo shares, routing each blob
+//! to the kv or the large engine by length alone, so one content never sits
+//! in two tiers and nothing ever migrates.
+//!
+//! Owns what spans both engines: hashing on the way in (nothing is stored
+//! under a key it does not hash to), pins against sweeps, sweeping and
+//! verifying, stats per tier, and the threshold fixed in `pool.json` when
+//! the pool is created. The engines only store bytes under opaque keys.
+
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
