@@ -8,8 +8,9 @@
 //! common folder" with one `git rev-parse`, so callers never mix the
 //! answers of two commands run at different moments.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Why git could not answer for a path.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,31 @@ pub fn output(repo: &Path, args: &[&str]) -> Result<Output, GitError> {
         args: args.join(" "),
         why: format!("cannot run git: {e}"),
     })
+}
+
+/// The thread writing a git's standard input ([`spawn_fed`]).
+pub type Feeder = std::thread::JoinHandle<std::io::Result<()>>;
+
+/// Starts `git args` in `repo` with `input` on its standard input and its
+/// standard output piped, `input` written from a thread: git may fill its
+/// output pipe before it has read all of its input, and a caller writing
+/// then reading would wait on git while git waits on it. Join the feeder
+/// once git's output is read: its result says whether git took all input.
+pub fn spawn_fed(
+    repo: &Path,
+    args: &[&str],
+    input: Vec<u8>,
+    stderr: Stdio,
+) -> std::io::Result<(Child, Feeder)> {
+    let mut child = git(repo)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    Ok((child, feeder))
 }
 
 /// A work tree and its git folders.

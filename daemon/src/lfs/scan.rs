@@ -5,11 +5,11 @@
 //! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 
-use crate::git::{GitError, Repo};
+use crate::git::{Feeder, GitError, Repo};
 use crate::ipc::ScanReport;
 use crate::pool::{Oid, Pool, PoolError};
 
@@ -198,29 +198,9 @@ pub(crate) fn read_pointers(
     Ok(pointers)
 }
 
-/// git with `input` on its standard input, fed from a thread: git's output
-/// may fill its pipe before it has read all of the input.
-fn spawn_fed(
-    repo: &Path,
-    args: &[&str],
-    input: String,
-) -> Result<
-    (
-        std::process::Child,
-        std::thread::JoinHandle<std::io::Result<()>>,
-    ),
-    String,
-> {
-    let mut child = git(repo)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    Ok((child, feeder))
+fn spawn_fed(repo: &Path, args: &[&str], input: String) -> Result<(Child, Feeder), String> {
+    crate::git::spawn_fed(repo, args, input.into_bytes(), Stdio::null())
+        .map_err(|e| format!("cannot run git: {e}"))
 }
 
 /// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.

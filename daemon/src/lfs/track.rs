@@ -2,7 +2,6 @@
 //! and `git add PATH` would, with one git process per step for any number
 //! of paths.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -254,15 +253,8 @@ fn run_with_bytes(
     bytes: Vec<u8>,
     what: &'static str,
 ) -> Result<Vec<u8>, TrackError> {
-    let mut child = crate::git::git(top)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let (child, feeder) = crate::git::spawn_fed(top, args, bytes, Stdio::piped())
         .map_err(|e| git_err(top, what, format!("cannot run git: {e}")))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let feeder = std::thread::spawn(move || stdin.write_all(&bytes));
     let out = child
         .wait_with_output()
         .map_err(|e| git_err(top, what, e.to_string()))?;
