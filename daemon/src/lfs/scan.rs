@@ -3,6 +3,9 @@
 //! Uses the real git binary: `ls-tree -r -l` lists HEAD's blobs with their
 //! sizes, the small ones are read through one `cat-file --batch`, and those
 //! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
+//! Running git and finding a repo's folders are `crate::git`'s; `toplevel`,
+//! `git_dirs` and `GitDirs` here only forward to it for callers not yet
+//! switched.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -89,7 +92,7 @@ pub fn scan_repo(repo: &Path, pool: &Pool) -> Result<ScanReport, ScanError> {
 }
 
 /// [`scan_repo`] with the repo's git folders already known.
-pub fn scan_in(repo: &Path, dirs: &GitDirs, pool: &Pool) -> Result<ScanReport, ScanError> {
+pub fn scan_in(repo: &Path, dirs: &Repo, pool: &Pool) -> Result<ScanReport, ScanError> {
     let mut report = ScanReport {
         scanned_at: unix_now(),
         ..ScanReport::default()
