@@ -10,6 +10,7 @@
 //!   `drsd-proto` crate (all that `drsctl` and the hooks use).
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
 //! - [`watch`]: notify-based watching of registered repos.
+//! - [`git`]: running git, and finding a repo's work tree and git folders.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
 //!   and promotion.
 //! - [`jobs`]: what a background worker does: prefetch and hash.
@@ -20,9 +21,11 @@
 
 pub mod blocking;
 pub mod config;
+pub mod git;
 pub mod io_error;
 pub mod jobs;
 pub mod lfs;
+pub(crate) mod lock;
 pub mod logging;
 pub mod pool;
 pub mod private;

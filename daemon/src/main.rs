@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use drsd::ipc::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
 use drsd::pool::{Oid, Pool};
-use drsd::{Config, Daemon, DaemonError};
+use drsd::{Config, Daemon, DaemonError, IoError};
 
 #[derive(Parser)]
 #[command(
@@ -144,11 +144,8 @@ fn serve(cli: &Cli, ready: bool, timings: Timings) -> Result<ExitCode> {
 async fn bind_and_serve(config: Config, ready: bool) -> Result<(), DaemonError> {
     let daemon = Daemon::bind(config).await?;
     // Handlers first: a SIGTERM right after "ready" must drain, not kill.
-    let stop = stop_signal().map_err(|e| DaemonError::Io {
-        op: "install signal handlers for",
-        path: daemon.socket().to_path_buf(),
-        source: e,
-    })?;
+    let stop = stop_signal()
+        .map_err(|e| IoError::new("install signal handlers for", daemon.socket(), e))?;
     if ready {
         announce_ready();
     }
@@ -210,11 +207,9 @@ fn stats(pool: &Pool, dir: &std::path::Path, json: bool) -> Result<()> {
         "tier", "engine", "entries", "bytes"
     );
     for t in &stats.tiers {
-        let tier = serde_json::to_value(t.tier)?;
-        let tier = tier.as_str().unwrap_or("?");
         println!(
-            "{tier:<6} {:<7} {:>10} {:>16}",
-            t.engine, t.stats.entries, t.stats.bytes
+            "{:<6} {:<7} {:>10} {:>16}",
+            t.tier, t.engine, t.stats.entries, t.stats.bytes
         );
     }
     Ok(())

@@ -17,6 +17,8 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use crate::IoError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SafeWriteError {
     #[error("{path} is a symbolic link: drsd does not write through links in a repo")]
@@ -27,13 +29,8 @@ pub enum SafeWriteError {
     IsAFolder { path: PathBuf },
     #[error("{rel} does not name a place inside {anchor}")]
     Outside { rel: PathBuf, anchor: PathBuf },
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 /// How a written file is created.
@@ -98,11 +95,8 @@ pub fn write(anchor: &Path, rel: &Path, bytes: &[u8], mode: Mode) -> Result<(), 
         .map_err(io("write", tmp.path()))?;
     // rename(2) replaces the name `path`, never what a symlink there points
     // at; the check above only makes a planted link an error, not a swap.
-    tmp.persist(&path).map_err(|e| SafeWriteError::Io {
-        op: "replace",
-        path: path.clone(),
-        source: e.error,
-    })?;
+    tmp.persist(&path)
+        .map_err(|e| IoError::new("replace", &path, e.error))?;
     if mode.durable {
         File::open(&dir)
             .and_then(|d| d.sync_all())
@@ -189,8 +183,8 @@ fn create_exclusive(path: &Path, bits: u32) -> std::io::Result<File> {
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SafeWriteError {
-    let path = path.to_path_buf();
-    move |source| SafeWriteError::Io { op, path, source }
+    let at = IoError::at(op, path);
+    move |source| at(source).into()
 }
 
 #[cfg(test)]

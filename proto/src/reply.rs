@@ -456,12 +456,20 @@ pub enum Tier {
     Large,
 }
 
-impl std::fmt::Display for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(match self {
+impl Tier {
+    /// The tier's name, as the wire and every listing spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Tier::Kv => "kv",
             Tier::Large => "large",
-        })
+        }
+    }
+}
+
+/// `kv` or `large`, padded as asked (`{:<6}` lines up listings).
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 

@@ -3,12 +3,16 @@
 //! Uses the real git binary: `ls-tree -r -l` lists HEAD's blobs with their
 //! sizes, the small ones are read through one `cat-file --batch`, and those
 //! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
+//! Running git and finding a repo's folders are `crate::git`'s; `toplevel`,
+//! `git_dirs` and `GitDirs` here only forward to it for callers not yet
+//! switched.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Stdio};
 
+use crate::git::{Feeder, GitError, Repo};
 use crate::ipc::ScanReport;
 use crate::pool::{Oid, Pool, PoolError};
 
@@ -34,95 +38,51 @@ pub enum ScanError {
     },
 }
 
-/// A repo's git folders: its own (HEAD, index) and the common one (refs,
-/// packed-refs, lfs objects), the same folder outside linked worktrees.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GitDirs {
-    pub git_dir: PathBuf,
-    pub common_dir: PathBuf,
-}
+// moved to git.rs: kept so callers not yet switched to `crate::git` build.
+pub(crate) use crate::git::git;
+/// A repo's git folders: now [`crate::git::Repo`] (moved to git.rs).
+pub type GitDirs = Repo;
 
-/// A git command for `repo` that ignores any `GIT_DIR` and friends in our own
-/// environment (the daemon may have been started from inside a hook).
-pub(crate) fn git(repo: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(repo);
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-    ] {
-        cmd.env_remove(var);
+impl From<GitError> for ScanError {
+    fn from(e: GitError) -> ScanError {
+        match e {
+            GitError::NoFolder { path } => ScanError::NotRepo {
+                repo: path,
+                why: "no such folder".into(),
+            },
+            GitError::NotRepo { path, why } => ScanError::NotRepo { repo: path, why },
+            GitError::Failed { repo, args, why } => ScanError::Git { repo, args, why },
+        }
     }
-    cmd.stdin(Stdio::null());
-    cmd
 }
 
 fn run(repo: &Path, args: &[&str]) -> Result<std::process::Output, ScanError> {
-    git(repo).args(args).output().map_err(|e| ScanError::Git {
-        repo: repo.to_path_buf(),
-        args: args.join(" "),
-        why: format!("cannot run git: {e}"),
-    })
+    Ok(crate::git::output(repo, args)?)
 }
 
 /// The top of the work tree containing `path`, canonical.
+// moved to git.rs: `Repo::locate(path)?.top`.
 pub fn toplevel(path: &Path) -> Result<PathBuf, ScanError> {
-    let not_repo = |why: String| ScanError::NotRepo {
-        repo: path.to_path_buf(),
-        why,
-    };
-    if !path.is_dir() {
-        return Err(not_repo("no such folder".into()));
-    }
-    let out = run(path, &["rev-parse", "--show-toplevel"])?;
-    if !out.status.success() {
-        return Err(not_repo(
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ));
-    }
-    let top = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'));
-    top.canonicalize().map_err(|e| not_repo(e.to_string()))
+    Ok(Repo::locate(path)?.top)
 }
 
 /// The repo's git folders; [`ScanError::Missing`] when the repo is gone.
+// moved to git.rs: `Repo::locate`, with its errors read as "the repo is gone".
 pub fn git_dirs(repo: &Path) -> Result<GitDirs, ScanError> {
-    if !repo.is_dir() {
-        return Err(missing(repo, "the folder no longer exists"));
-    }
-    let out = run(
-        repo,
-        &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
-    )?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        return Err(missing(
-            repo,
-            &format!("it is no longer a git repo ({why})"),
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let git_dir = PathBuf::from(lines.next().unwrap_or_default());
-    let common = PathBuf::from(lines.next().unwrap_or_default());
-    // --git-common-dir is relative to the folder git ran in.
-    let common_dir = if common.is_absolute() {
-        common
-    } else {
-        repo.join(common)
-    };
-    Ok(GitDirs {
-        git_dir,
-        common_dir,
-    })
+    Repo::locate(repo).map_err(|e| gone(repo, e))
 }
 
-fn missing(repo: &Path, why: &str) -> ScanError {
+/// A registered repo that git no longer finds is missing, not broken: it
+/// may come back (a remounted disk, a restored folder).
+fn gone(repo: &Path, e: GitError) -> ScanError {
+    let why = match e {
+        GitError::NoFolder { .. } => "the folder no longer exists".to_string(),
+        GitError::NotRepo { why, .. } => format!("it is no longer a git repo ({why})"),
+        failed @ GitError::Failed { .. } => return failed.into(),
+    };
     ScanError::Missing {
         repo: repo.to_path_buf(),
-        why: why.to_string(),
+        why,
     }
 }
 
@@ -132,7 +92,7 @@ pub fn scan_repo(repo: &Path, pool: &Pool) -> Result<ScanReport, ScanError> {
 }
 
 /// [`scan_repo`] with the repo's git folders already known.
-pub fn scan_in(repo: &Path, dirs: &GitDirs, pool: &Pool) -> Result<ScanReport, ScanError> {
+pub fn scan_in(repo: &Path, dirs: &Repo, pool: &Pool) -> Result<ScanReport, ScanError> {
     let mut report = ScanReport {
         scanned_at: unix_now(),
         ..ScanReport::default()
@@ -241,29 +201,9 @@ pub(crate) fn read_pointers(
     Ok(pointers)
 }
 
-/// git with `input` on its standard input, fed from a thread: git's output
-/// may fill its pipe before it has read all of the input.
-fn spawn_fed(
-    repo: &Path,
-    args: &[&str],
-    input: String,
-) -> Result<
-    (
-        std::process::Child,
-        std::thread::JoinHandle<std::io::Result<()>>,
-    ),
-    String,
-> {
-    let mut child = git(repo)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let feeder = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    Ok((child, feeder))
+fn spawn_fed(repo: &Path, args: &[&str], input: String) -> Result<(Child, Feeder), String> {
+    crate::git::spawn_fed(repo, args, input.into_bytes(), Stdio::null())
+        .map_err(|e| format!("cannot run git: {e}"))
 }
 
 /// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.

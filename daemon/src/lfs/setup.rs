@@ -6,8 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::scan::{git, toplevel, ScanError};
+use crate::git::{git, GitError, Repo};
 use crate::safe_write::{self, Mode};
+use crate::IoError;
 
 /// The name git-lfs knows our agent by.
 pub const AGENT: &str = "drs";
@@ -24,20 +25,16 @@ pub const REMOTE_ATTR: &str = "drs-remote";
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     #[error(transparent)]
-    Repo(#[from] ScanError),
+    Repo(#[from] GitError),
     #[error("git {args} in {repo}: {why}")]
     Git {
         repo: PathBuf,
         args: String,
         why: String,
     },
-    #[error("{path}: {op}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    // Path first, unlike `IoError`'s own text: init's messages read so.
+    #[error("{}: {}: {}", .0.path.display(), .0.op, .0.source)]
+    Io(#[from] IoError),
     #[error(
         "object remote {url:?} cannot be recorded: it must be one word, like s3://bucket/prefix"
     )]
@@ -53,7 +50,7 @@ pub use drsd_proto::SetupReport;
 /// absolute path to `drs-hook`), optionally recording the object remote in
 /// `.gitattributes`. Idempotent.
 pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupReport, SetupError> {
-    let top = toplevel(repo)?;
+    let top = Repo::locate(repo)?.top;
     let mut report = SetupReport {
         repo: top.clone(),
         changed: Vec::new(),
@@ -99,7 +96,7 @@ pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupRepo
 /// Undoes [`init`]: removes our keys and hooks and puts git-lfs's own hooks
 /// back. `.gitattributes` is committed content and stays as it is.
 pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
-    let top = toplevel(repo)?;
+    let top = Repo::locate(repo)?.top;
     let mut report = SetupReport {
         repo: top.clone(),
         changed: Vec::new(),
@@ -156,7 +153,7 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
 /// The object remote recorded in the repo's `.gitattributes`, if any: the
 /// work tree's, or HEAD's before a checkout (`drsctl clone` hydrates first).
 pub fn recorded_remote(repo: &Path) -> Result<Option<String>, SetupError> {
-    let top = toplevel(repo)?;
+    let top = Repo::locate(repo)?.top;
     let mut args = vec!["check-attr"];
     if !top.join(".gitattributes").exists() {
         args.push("--source=HEAD");
@@ -312,17 +309,9 @@ fn git_err(top: &Path, args: &[&str], why: String) -> SetupError {
 }
 
 fn io_of(path: &Path) -> impl Fn(safe_write::SafeWriteError) -> SetupError + '_ {
-    move |e| SetupError::Io {
-        op: "write",
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    }
+    move |e| IoError::new("write", path, std::io::Error::other(e.to_string())).into()
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> SetupError + 'a {
-    move |source| SetupError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| IoError::new(op, path, source).into()
 }

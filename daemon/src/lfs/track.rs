@@ -2,11 +2,11 @@
 //! and `git add PATH` would, with one git process per step for any number
 //! of paths.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
 use crate::safe_write::{self, Mode, SafeWriteError};
+use crate::IoError;
 
 /// The attributes `git lfs track` writes.
 pub const LFS_ATTRIBUTES: &str = "filter=lfs diff=lfs merge=lfs -text";
@@ -19,13 +19,8 @@ pub enum TrackError {
         repo: std::path::PathBuf,
         why: String,
     },
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error(transparent)]
     Write(#[from] SafeWriteError),
     #[error("{path:?} cannot be tracked: {why}")]
@@ -117,13 +112,7 @@ fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     let mut text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => {
-            return Err(TrackError::Io {
-                op: "read",
-                path: file,
-                source,
-            })
-        }
+        Err(source) => return Err(IoError::new("read", file, source).into()),
     };
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
@@ -264,15 +253,8 @@ fn run_with_bytes(
     bytes: Vec<u8>,
     what: &'static str,
 ) -> Result<Vec<u8>, TrackError> {
-    let mut child = super::scan::git(top)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let (child, feeder) = crate::git::spawn_fed(top, args, bytes, Stdio::piped())
         .map_err(|e| git_err(top, what, format!("cannot run git: {e}")))?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let feeder = std::thread::spawn(move || stdin.write_all(&bytes));
     let out = child
         .wait_with_output()
         .map_err(|e| git_err(top, what, e.to_string()))?;
@@ -296,11 +278,7 @@ fn pack_blobs(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     let mut stream = Vec::with_capacity(paths.len() * 160);
     for p in paths {
         let path = top.join(p);
-        let bytes = std::fs::read(&path).map_err(|source| TrackError::Io {
-            op: "read",
-            path,
-            source,
-        })?;
+        let bytes = std::fs::read(&path).map_err(IoError::at("read", &path))?;
         stream.extend_from_slice(format!("blob\ndata {}\n", bytes.len()).as_bytes());
         stream.extend_from_slice(&bytes);
         stream.push(b'\n');

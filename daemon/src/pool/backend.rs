@@ -1,3 +1,9 @@
+//! The [`Backend`] trait every engine of either tier implements, and the
+//! shapes it hands out ([`Blob`], [`Staged`], [`TierStats`]). Kept small so
+//! a new engine (another kv store, an object store for a team) only stores
+//! and lists bytes under opaque keys; routing, hashing and pins stay in
+//! [`crate::pool::Pool`].
+
 use std::fs::File;
 use std::io::{Cursor, Read};
 use std::os::unix::fs::FileExt;

@@ -1,3 +1,6 @@
+//! [`PoolError`]: every way a pool operation fails, naming the path or key
+//! and what was being done, so a message read in a log says where to look.
+
 use std::path::PathBuf;
 
 use super::Oid;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::dispatch::{check, Put, Tier};
 use super::error::{IoContext, Result};
+use super::store::{check, Put, Tier};
 use super::{Blob, Oid, Pool};
 
 /// How an entry reached its destination.

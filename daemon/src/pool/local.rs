@@ -1,3 +1,9 @@
+//! The large tier's engine: plain read-only files on the local disk, one
+//! per blob, so they can be hard-linked or reflinked into repos instead of
+//! copied. Owns the on-disk layout (`{hex[0:2]}/{hex[2:4]}/{hex}`), the
+//! stage folder where files are written before they are committed, and
+//! the quarantine folder for entries that no longer match their key.
+
 use std::fs::{self, File, Permissions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -1,8 +1,12 @@
+//! An in-memory kv engine: the reference the contract suite (`tests.rs`)
+//! holds the other engines to, and an ephemeral pool for tests.
+
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
 use super::backend::{Backend, Blob, MemStage, Staged};
 use super::error::Result;
+use crate::lock::{read, write};
 
 /// The kv engine that keeps everything in a `BTreeMap`: the contract's
 /// reference, and an ephemeral pool for tests.
@@ -33,19 +37,19 @@ impl Backend for MemEngine {
     }
 
     fn has(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.map.read().unwrap().contains_key(key))
+        Ok(read(&self.map).contains_key(key))
     }
 
     fn size(&self, key: &[u8]) -> Result<Option<u64>> {
-        Ok(self.map.read().unwrap().get(key).map(|v| v.len() as u64))
+        Ok(read(&self.map).get(key).map(|v| v.len() as u64))
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Blob>> {
-        Ok(self.map.read().unwrap().get(key).cloned().map(Blob::Bytes))
+        Ok(read(&self.map).get(key).cloned().map(Blob::Bytes))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        let mut map = self.map.write().unwrap();
+        let mut map = write(&self.map);
         if map.contains_key(key) {
             return Ok(false);
         }
@@ -54,11 +58,11 @@ impl Backend for MemEngine {
     }
 
     fn delete(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.map.write().unwrap().remove(key).is_some())
+        Ok(write(&self.map).remove(key).is_some())
     }
 
     fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
-        let Some(value) = self.map.write().unwrap().remove(key) else {
+        let Some(value) = write(&self.map).remove(key) else {
             return Ok(None);
         };
         self.quarantined
@@ -69,7 +73,7 @@ impl Backend for MemEngine {
     }
 
     fn list(&self) -> Result<Vec<Vec<u8>>> {
-        Ok(self.map.read().unwrap().keys().cloned().collect())
+        Ok(read(&self.map).keys().cloned().collect())
     }
 
     fn stage(&self) -> Result<Box<dyn Staged + '_>> {

@@ -5,7 +5,6 @@
 //! [`Backend`], and every engine passes one contract suite (`tests.rs`).
 
 mod backend;
-mod dispatch;
 mod error;
 mod files;
 mod local;
@@ -13,15 +12,13 @@ mod mem;
 mod pins;
 mod seen;
 mod sqlite;
+mod store;
 mod verified;
 
 #[cfg(test)]
 mod tests;
 
 pub use backend::{Backend, Blob, Staged, TierStats};
-pub use dispatch::{
-    BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Swept, Tier, TierReport, DEFAULT_THRESHOLD,
-};
 pub use error::{PoolError, Result};
 pub use files::Placed;
 pub use local::LocalEngine;
@@ -31,3 +28,6 @@ pub use drsd_proto::Oid;
 pub use pins::Pin;
 pub use seen::SeenLog;
 pub use sqlite::SqliteEngine;
+pub use store::{
+    BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Swept, Tier, TierReport, DEFAULT_THRESHOLD,
+};

@@ -1,7 +1,14 @@
+//! Pins: the keys a sweep must leave alone right now, because a put is
+//! storing them or a batch has stored them and its caller has not yet
+//! recorded them. A sweep decides from the repos' pointers; a put in flight
+//! is not in any repo yet, so without pins gc could delete what a fetch
+//! has just stored. In memory only: pins live as long as the put or batch.
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Oid;
+use crate::lock::lock;
 
 /// Keys that a sweep must not delete: held by puts in flight and by batches
 /// until their caller has recorded what it stored.
@@ -10,7 +17,7 @@ pub(crate) struct Pins(Arc<Mutex<HashMap<Oid, usize>>>);
 
 impl Pins {
     pub(crate) fn pin(&self, oid: Oid) -> Pin {
-        *self.0.lock().unwrap().entry(oid).or_insert(0) += 1;
+        *lock(&self.0).entry(oid).or_insert(0) += 1;
         Pin {
             pins: self.clone(),
             oid,
@@ -20,7 +27,7 @@ impl Pins {
     /// Held by a sweep across each check-then-delete, so a put cannot pin a
     /// key between the check and the delete.
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Oid, usize>> {
-        self.0.lock().unwrap()
+        lock(&self.0)
     }
 }
 
@@ -38,7 +45,7 @@ impl Pin {
 
 impl Drop for Pin {
     fn drop(&mut self) {
-        let mut map = self.pins.0.lock().unwrap();
+        let mut map = lock(&self.pins.0);
         if let Some(n) = map.get_mut(&self.oid) {
             *n -= 1;
             if *n == 0 {

@@ -46,7 +46,7 @@ impl SeenLog {
     /// seen referenced: `now` for those in `live`, else the recorded time,
     /// else `now` (first seen). With `record`, that is written, and records
     /// of keys no longer listed (gone from the pool) are dropped.
-    pub fn settle(
+    pub fn last_referenced(
         &mut self,
         listed: &HashSet<Vec<u8>>,
         live: &HashSet<Oid>,
@@ -119,19 +119,28 @@ mod tests {
         let listed: HashSet<Vec<u8>> = [key(&a), key(&b)].into();
         let mut log = SeenLog::open(&path).unwrap();
         // First gc: a referenced, b first seen; both at 100.
-        let last = log.settle(&listed, &[a].into(), 100, true).unwrap();
+        let last = log
+            .last_referenced(&listed, &[a].into(), 100, true)
+            .unwrap();
         assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
         // A dry run at 150 with a referenced: computed, not written.
-        let last = log.settle(&listed, &[a].into(), 150, false).unwrap();
+        let last = log
+            .last_referenced(&listed, &[a].into(), 150, false)
+            .unwrap();
         assert_eq!((last[&key(&a)], last[&key(&b)]), (150, 100));
         // Reopened (a restarted daemon): neither referenced at 200.
         let mut log = SeenLog::open(&path).unwrap();
-        let last = log.settle(&listed, &HashSet::new(), 200, true).unwrap();
+        let last = log
+            .last_referenced(&listed, &HashSet::new(), 200, true)
+            .unwrap();
         assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
         // b left the pool: its record goes; a new sighting of it starts over.
         let only_a: HashSet<Vec<u8>> = [key(&a)].into();
-        log.settle(&only_a, &HashSet::new(), 300, true).unwrap();
-        let last = log.settle(&listed, &HashSet::new(), 400, true).unwrap();
+        log.last_referenced(&only_a, &HashSet::new(), 300, true)
+            .unwrap();
+        let last = log
+            .last_referenced(&listed, &HashSet::new(), 400, true)
+            .unwrap();
         assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 400));
     }
 }

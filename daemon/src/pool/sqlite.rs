@@ -1,3 +1,8 @@
+//! The kv tier's default engine: small blobs as rows of one SQLite table.
+//! Thousands of tiny objects cost one file, not thousands. Owns the
+//! database's connection handling (one writer, pooled readers), WAL
+//! checkpointing off the request path, and compaction after a gc.
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -7,6 +12,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::backend::{Backend, Blob, MemStage, Staged, TierStats};
 use super::error::{PoolError, Result};
+use crate::lock::lock;
 
 const CREATE: &str =
     "CREATE TABLE IF NOT EXISTS blobs (key BLOB PRIMARY KEY NOT NULL, value BLOB NOT NULL)";
@@ -90,12 +96,12 @@ impl SqliteEngine {
         empty: T,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T> {
-        let conn = match self.readers.lock().unwrap().pop() {
+        let conn = match lock(&self.readers).pop() {
             Some(conn) => conn,
             None => Self::connect(&self.path)?,
         };
         let out = f(&conn);
-        self.readers.lock().unwrap().push(conn);
+        lock(&self.readers).push(conn);
         match out {
             Err(e) if is_missing_table(&e) => Ok(empty),
             other => other.map_err(self.error(op)),
@@ -164,7 +170,7 @@ impl Backend for SqliteEngine {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        let conn = self.writer.lock().unwrap();
+        let conn = lock(&self.writer);
         self.ensure_table(&conn)?;
         let changed = conn
             .prepare_cached("INSERT OR IGNORE INTO blobs (key, value) VALUES (?1, ?2)")
@@ -178,7 +184,7 @@ impl Backend for SqliteEngine {
     }
 
     fn delete(&self, key: &[u8]) -> Result<bool> {
-        let conn = self.writer.lock().unwrap();
+        let conn = lock(&self.writer);
         let out = conn
             .prepare_cached("DELETE FROM blobs WHERE key = ?1")
             .and_then(|mut s| s.execute([key]));
@@ -191,7 +197,7 @@ impl Backend for SqliteEngine {
     /// Copies the row into the `quarantine` table and deletes it from
     /// `blobs`, in one transaction.
     fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
-        let mut conn = self.writer.lock().unwrap();
+        let mut conn = lock(&self.writer);
         self.ensure_table(&conn)?;
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -249,7 +255,7 @@ impl Backend for SqliteEngine {
     /// (gc is the caller: puts wait meanwhile), then a WAL checkpoint that
     /// truncates, so the file on disk shrinks.
     fn compact(&self) -> Result<u64> {
-        let conn = self.writer.lock().unwrap();
+        let conn = lock(&self.writer);
         let pages = |what: &str| -> rusqlite::Result<i64> {
             conn.query_row(&format!("PRAGMA {what}"), [], |r| r.get(0))
         };

@@ -58,12 +58,11 @@ impl Stamp {
 pub(crate) struct Verified(Mutex<HashMap<Oid, Stamp>>);
 
 impl Verified {
-    /// The map, taken over from a panicked holder: it only ever holds whole
-    /// entries, and a wrong miss costs one more hash, never a wrong hit.
+    /// The map, taken over from a panicked holder (`crate::lock`): it only
+    /// ever holds whole entries, and a wrong miss costs one more hash,
+    /// never a wrong hit.
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Oid, Stamp>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock::lock(&self.0)
     }
 
     pub(crate) fn record(&self, oid: Oid, stamp: Stamp) {

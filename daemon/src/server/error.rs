@@ -1,8 +1,13 @@
+//! Why a daemon could not start or stopped: the one error `run` and
+//! `Daemon::bind` return, each variant naming the path involved. Request
+//! failures are not here: they travel to clients as `WireError`s.
+
 use std::path::PathBuf;
 
 use crate::ipc::IpcError;
 use crate::pool::PoolError;
 use crate::watch::WatchError;
+use crate::IoError;
 
 /// Why a daemon could not start or stopped, naming the path involved.
 #[derive(Debug, thiserror::Error)]
@@ -13,13 +18,8 @@ pub enum DaemonError {
     NotSocket { path: PathBuf },
     #[error(transparent)]
     SocketDir(#[from] IpcError),
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("opening the pool at {path}: {source}")]
     Pool {
         path: PathBuf,
@@ -40,10 +40,6 @@ impl DaemonError {
         path: &std::path::Path,
         source: std::io::Error,
     ) -> DaemonError {
-        DaemonError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
+        DaemonError::Io(IoError::new(op, path, source))
     }
 }

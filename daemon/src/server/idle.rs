@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::Shared;
+use crate::lock::lock;
 use crate::registry::now;
 
 /// When the daemon last had something to do.
@@ -21,11 +22,11 @@ impl Default for Activity {
 
 impl Activity {
     pub fn touch(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *lock(&self.0) = Instant::now();
     }
 
     fn quiet_for(&self) -> Duration {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+        lock(&self.0).elapsed()
     }
 }
 

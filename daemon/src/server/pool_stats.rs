@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::ipc::{PoolStatsReport, TierLine};
+use crate::lock::lock;
 use crate::pool::{Pool, PoolStats};
 
 /// How often the background task measures the pool.
@@ -21,7 +22,7 @@ pub(crate) struct PoolStatsCache {
 impl PoolStatsCache {
     /// The last figures with their age in seconds; measured now if there are none yet.
     pub async fn get(&self, pool: &Arc<Pool>) -> PoolStatsReport {
-        let cached = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let cached = lock(&self.last).clone();
         match cached {
             Some((at, mut report)) => {
                 report.age_secs = at.elapsed().as_secs();
@@ -40,8 +41,7 @@ impl PoolStatsCache {
             Ok(Err(e)) => return unreadable(pool, &e),
             Err(e) => return unreadable(pool, &e),
         };
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((Instant::now(), report.clone()));
+        *lock(&self.last) = Some((Instant::now(), report.clone()));
         report
     }
 }

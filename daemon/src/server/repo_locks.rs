@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::lock::lock;
 use tokio::sync::OwnedMutexGuard;
 
 type Gate = tokio::sync::Mutex<()>;
@@ -26,7 +27,7 @@ impl RepoLocks {
     }
 
     fn gate(&self, top: &Path) -> Arc<Gate> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = lock(&self.0);
         map.retain(|_, weak| weak.strong_count() > 0);
         if let Some(gate) = map.get(top).and_then(Weak::upgrade) {
             return gate;

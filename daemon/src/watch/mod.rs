@@ -21,7 +21,8 @@ use notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::lfs::scan::GitDirs;
+use crate::git::Repo;
+use crate::lock::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -55,7 +56,7 @@ impl Watcher {
         let lookup = owners.clone();
         let handler = move |result: DebounceEventResult| match result {
             Ok(events) => {
-                let owners = lookup.lock().unwrap_or_else(|e| e.into_inner());
+                let owners = lock(&lookup);
                 let mut repos: Vec<PathBuf> = events
                     .iter()
                     .filter(|e| is_change(&e.event.kind))
@@ -79,7 +80,7 @@ impl Watcher {
     }
 
     /// Watches `repo`'s git folders. On error nothing stays watched for it.
-    pub fn watch_repo(&mut self, repo: &Path, dirs: &GitDirs) -> Result<(), WatchError> {
+    pub fn watch_repo(&mut self, repo: &Path, dirs: &Repo) -> Result<(), WatchError> {
         self.unwatch_repo(repo);
         let mut done = Vec::new();
         for (path, mode) in watch_list(dirs) {
@@ -89,7 +90,7 @@ impl Watcher {
             }
             done.push(path);
         }
-        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let mut owners = lock(&self.owners);
         for path in &done {
             owners.insert(path.clone(), repo.to_path_buf());
         }
@@ -106,7 +107,7 @@ impl Watcher {
     }
 
     fn forget(&mut self, paths: &[PathBuf]) {
-        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let mut owners = lock(&self.owners);
         for path in paths {
             owners.remove(path);
             // A deleted folder has lost its watch already; that error means nothing.
@@ -117,7 +118,7 @@ impl Watcher {
 
 /// What to watch for one repo; `lfs/objects` only once git-lfs has made it
 /// (its creation shows up in the common dir's watch and triggers a rewatch).
-fn watch_list(dirs: &GitDirs) -> Vec<(PathBuf, RecursiveMode)> {
+fn watch_list(dirs: &Repo) -> Vec<(PathBuf, RecursiveMode)> {
     let mut list = vec![(dirs.git_dir.clone(), RecursiveMode::NonRecursive)];
     if dirs.common_dir != dirs.git_dir {
         list.push((dirs.common_dir.clone(), RecursiveMode::NonRecursive));
@@ -153,7 +154,7 @@ fn owner_of(owners: &BTreeMap<PathBuf, PathBuf>, path: &Path) -> Option<PathBuf>
 impl Watcher {
     /// Whether `repo` is unwatched or its watch list has changed since (git-lfs
     /// created `lfs/objects`), so the caller should watch it again.
-    pub fn needs_rewatch(&self, repo: &Path, dirs: &GitDirs) -> bool {
+    pub fn needs_rewatch(&self, repo: &Path, dirs: &Repo) -> bool {
         let want: Vec<PathBuf> = watch_list(dirs).into_iter().map(|(p, _)| p).collect();
         self.watched.get(repo).is_none_or(|have| *have != want)
     }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{internal, Progressor, Shared};
+use crate::blocking;
 use crate::ipc::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
 use crate::pool::{Oid, SeenLog, SweepReport};
@@ -62,7 +63,7 @@ pub(crate) async fn handle(
         .await;
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
     let count = repos.len();
-    let (swept, waiting, compacted) = tokio::task::spawn_blocking(move || {
+    let (swept, waiting, compacted) = blocking(move || {
         // Listed first: an entry stored while the repos are read may be for
         // a pointer that arrived after its repo was read; it waits for the
         // next gc.
@@ -73,7 +74,7 @@ pub(crate) async fn handle(
             .map_or(0, |d| d.as_secs());
         let mut seen = SeenLog::open(&seen_path).map_err(internal)?;
         let last = seen
-            .settle(&listed, &live, now, !dry_run)
+            .last_referenced(&listed, &live, now, !dry_run)
             .map_err(internal)?;
         // Only entries past the grace are offered to the sweep; the others
         // are left as if listed after it began.
@@ -95,8 +96,7 @@ pub(crate) async fn handle(
         };
         Ok::<_, WireError>((swept, waiting, compacted))
     })
-    .await
-    .map_err(internal)??;
+    .await?;
     let mut report = report(dry_run, count, swept, compacted);
     // The sweep counted the waiting entries with those stored after the
     // listing.
@@ -119,9 +119,8 @@ pub(crate) async fn handle(
 /// The partial downloads no job will resume (`server::partials`).
 async fn sweep_partials(shared: &Shared, dry_run: bool) -> Result<PartialsRemoved, WireError> {
     let (pool, registry) = (shared.pool.clone(), shared.registry.clone());
-    tokio::task::spawn_blocking(move || crate::server::partials::sweep(&pool, &registry, dry_run))
+    blocking(move || crate::server::partials::sweep(&pool, &registry, dry_run))
         .await
-        .map_err(internal)?
         .map_err(|why| {
             WireError::new(
                 ErrorCode::Internal,

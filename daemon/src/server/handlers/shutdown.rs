@@ -1,3 +1,7 @@
+//! `shutdown`: a client asks the daemon to stop. It stops the way a
+//! SIGTERM stops it, through the shared cancellation token, so requests in
+//! flight finish first.
+
 use super::Shared;
 use crate::ipc::Reply;
 

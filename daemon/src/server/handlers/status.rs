@@ -1,3 +1,8 @@
+//! `status`: what the daemon, its pool, its repos and its job queue look
+//! like now. Built from what is kept in memory (the last pool measurement,
+//! the repos' last scans) plus two queue reads, so it stays fast with many
+//! repos and a large pool.
+
 use super::Shared;
 use crate::ipc::{QueueReport, Reply, StatusReport};
 

@@ -1,14 +1,15 @@
+//! `pool verify`: re-hashing every pool entry, moving the bad ones aside,
+//! with progress before and after (a full pass can take minutes).
+
 use super::{internal, Progressor, Shared};
+use crate::blocking;
 use crate::ipc::{BadEntryReport, Progress, Reply, VerifyReport, WireError};
 
 /// Re-hashes every pool entry and moves the bad ones aside. Progress: one event with the entry count
 /// before the work, one after it.
 pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Reply, WireError> {
     let pool = shared.pool.clone();
-    let stats = tokio::task::spawn_blocking(move || pool.stats())
-        .await
-        .map_err(internal)?
-        .map_err(internal)?;
+    let stats = blocking(move || pool.stats()).await.map_err(internal)?;
     let entries: u64 = stats.tiers.iter().map(|t| t.stats.entries).sum();
     let bytes: u64 = stats.tiers.iter().map(|t| t.stats.bytes).sum();
     progress
@@ -20,10 +21,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
         })
         .await;
     let pool = shared.pool.clone();
-    let bad = tokio::task::spawn_blocking(move || pool.verify())
-        .await
-        .map_err(internal)?
-        .map_err(internal)?;
+    let bad = blocking(move || pool.verify()).await.map_err(internal)?;
     progress
         .send(Progress {
             stage: crate::ipc::Stage::Verify,

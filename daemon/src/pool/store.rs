@@ -1,3 +1,12 @@
+//! [`Pool`] itself: the two-tier store every repo shares, routing each blob
+//! to the kv or the large engine by length alone, so one content never sits
+//! in two tiers and nothing ever migrates.
+//!
+//! Owns what spans both engines: hashing on the way in (nothing is stored
+//! under a key it does not hash to), pins against sweeps, sweeping and
+//! verifying, stats per tier, and the threshold fixed in `pool.json` when
+//! the pool is created. The engines only store bytes under opaque keys.
+
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -100,7 +109,7 @@ impl Pool {
         // Private (0700, the kv database 0600): what the user fetched is
         // nobody else's to read.
         crate::private::dir(dir).at("create pool folder", dir)?;
-        let threshold = Self::settle_threshold(dir, threshold)?;
+        let threshold = Self::recorded_threshold(dir, threshold)?;
         let kv_path = dir.join("kv.sqlite");
         crate::private::sqlite(&kv_path).at("make private", &kv_path)?;
         let kv = SqliteEngine::open(&kv_path)?;
@@ -112,7 +121,7 @@ impl Pool {
         Ok(pool)
     }
 
-    fn settle_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
+    fn recorded_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
         let path = dir.join("pool.json");
         match std::fs::read(&path) {
             Ok(text) => {
