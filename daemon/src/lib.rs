@@ -9,6 +9,8 @@
 //! - [`ipc`]: the wire protocol, socket location and client (all that
 //!   `drsctl` and the hooks use).
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
+//! - [`ops`]: the service layer: the daemon's operations, which handlers
+//!   and workers call.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
 //!   and promotion.
@@ -25,6 +27,7 @@ pub mod ipc;
 pub mod jobs;
 pub mod lfs;
 pub mod logging;
+pub mod ops;
 pub mod pool;
 pub mod private;
 pub mod registry;
