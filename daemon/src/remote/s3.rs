@@ -378,10 +378,7 @@ impl S3Client {
         self.head_after("copy", bucket, key).await
     }
 
-    /// A server-side copy in parts of `part_size` bytes (UploadPartCopy, a
-    /// few at a time), for objects past what one CopyObject may copy. The
-    /// copy's ETag is then `-N`, as if uploaded in parts of that size.
-
+    /// The object's metadata right after `what` wrote it.
     async fn head_after(
         &self,
         what: &'static str,

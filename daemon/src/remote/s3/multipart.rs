@@ -28,6 +28,9 @@ enum Parts<'a> {
 }
 
 impl S3Client {
+    /// A server-side copy in parts of `part_size` bytes (UploadPartCopy, a
+    /// few at a time), for objects past what one CopyObject may copy. The
+    /// copy's ETag is then `-N`, as if uploaded in parts of that size.
     pub async fn copy_in_parts(
         &self,
         src: &CopySource<'_>,
@@ -304,7 +307,8 @@ impl S3Client {
         Ok(())
     }
 
-    /// The object's metadata right after `what` wrote it.
+    /// Sends the file at `path` as parts of `part_size` bytes, in order;
+    /// their ETags.
     async fn upload_parts(
         &self,
         b: &Bucket,
