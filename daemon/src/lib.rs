@@ -9,6 +9,8 @@
 //! - [`ipc`]: the wire protocol, socket location and client: the
 //!   `drsd-proto` crate (all that `drsctl` and the hooks use).
 //! - [`server`]: the daemon itself; [`run`] is its entry point.
+//! - [`ops`]: the service layer: the daemon's operations, which handlers
+//!   and workers call.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`git`]: running git, and finding a repo's work tree and git folders.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
@@ -27,6 +29,7 @@ pub mod jobs;
 pub mod lfs;
 pub(crate) mod lock;
 pub mod logging;
+pub mod ops;
 pub mod pool;
 pub mod private;
 pub mod registry;

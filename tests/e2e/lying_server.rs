@@ -10,7 +10,7 @@ use std::sync::Arc;
 use drsd::jobs::{prefetch, Hashed, PrefetchError};
 use drsd::pool::{Oid, Pool};
 use drsd::registry::ForeignObject;
-use drsd::remote::FetchOptions;
+use drsd::remote::{FetchOptions, Remote};
 use drsd_e2e::liar::{Liar, Lies};
 use drsd_e2e::rt;
 
@@ -55,7 +55,8 @@ fn fetch(pool: &Arc<Pool>, object: &ForeignObject) -> Result<Hashed, PrefetchErr
         parallel: 2,
         bandwidth: None,
     };
-    rt().block_on(prefetch(pool.clone(), object, opts, None, &|_| {}))
+    let remote = Remote::new(None);
+    rt().block_on(prefetch(pool.clone(), &remote, object, opts, None, &|_| {}))
 }
 
 /// The files in the pool's folder of partial downloads.

@@ -16,8 +16,8 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, shared_http, shared_s3, Fetch, FetchError, FetchOptions, ObjectUrl, Origin,
-    Permanence, RemoteError,
+    fetch_into_pool, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
+    RemoteError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -76,27 +76,15 @@ pub struct Hashed {
 /// Fetches `object` into the pool and returns its hashes.
 pub async fn prefetch(
     pool: Arc<Pool>,
+    remote: &Remote,
     object: &ForeignObject,
     opts: FetchOptions,
     part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Hashed, PrefetchError> {
     let url = ObjectUrl::parse(object.url.expose())?;
-    let (s3, http);
-    let origin = match &url {
-        ObjectUrl::S3 { bucket, key } => {
-            s3 = shared_s3()?;
-            Origin::S3 {
-                client: &s3,
-                bucket,
-                key,
-            }
-        }
-        ObjectUrl::Https(url) => {
-            http = shared_http()?;
-            Origin::Http { client: &http, url }
-        }
-    };
+    let located = remote.locate(&url)?;
+    let origin = located.origin();
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
     let part_size = part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag));
     let last_modified = pinned_last_modified(object, part_size);

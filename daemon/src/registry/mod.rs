@@ -89,7 +89,7 @@ pub fn provisional_oid(url: &str, etag: &str) -> String {
     if is_content_etag(etag) {
         return hex::encode(Sha256::digest(etag.as_bytes()));
     }
-    let plain = url.split(['?', '#']).next().unwrap_or(url);
+    let plain = crate::remote::without_query(url);
     hex::encode(Sha256::digest(format!("{plain}\n{etag}").as_bytes()))
 }
 

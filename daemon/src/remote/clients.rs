@@ -1,7 +1,9 @@
-//! One client of each kind for a process's life: they keep connections
-//! open between objects. Built on first use from the environment (and the
-//! AWS profile files); a failure is not kept, so fixing the setup needs no
-//! restart.
+//! The clients of one daemon's remotes, one of each kind, kept for the
+//! daemon's life: they keep connections open between objects. Built on
+//! first use from the environment (and the AWS profile files); a failure is
+//! not kept, so fixing the setup needs no restart. Owned by the daemon's
+//! shared state, not the process: two daemons in one process (tests) share
+//! no client and no journal.
 
 use std::sync::{Arc, Mutex};
 
@@ -9,35 +11,74 @@ use super::{
     HttpClient, HttpConfig, RemoteError, S3Client, S3Config, S3Credentials, UploadJournal,
 };
 
-static S3: Mutex<Option<Arc<S3Client>>> = Mutex::new(None);
-static HTTP: Mutex<Option<Arc<HttpClient>>> = Mutex::new(None);
-static JOURNAL: Mutex<Option<Arc<dyn UploadJournal>>> = Mutex::new(None);
+/// A client built on first use; a failed build leaves the slot empty.
+struct Slot<T>(Mutex<Option<Arc<T>>>);
 
-pub fn shared_s3() -> Result<Arc<S3Client>, RemoteError> {
-    let mut slot = S3.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(client) = slot.as_ref() {
-        return Ok(client.clone());
+impl<T> Slot<T> {
+    fn new() -> Slot<T> {
+        Slot(Mutex::new(None))
     }
-    let mut client = S3Client::new(S3Config::from_env()?, S3Credentials::from_env()?)?;
-    if let Some(journal) = JOURNAL.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-        client = client.with_journal(journal);
+
+    fn get_or_build(
+        &self,
+        build: impl FnOnce() -> Result<T, RemoteError>,
+    ) -> Result<Arc<T>, RemoteError> {
+        // A panic while building leaves nothing half-made: take the lock over.
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        Ok(slot.insert(Arc::new(build()?)).clone())
     }
-    Ok(slot.insert(Arc::new(client)).clone())
 }
 
-/// Has the shared S3 client record its multipart uploads in `journal` (the
-/// daemon's registry), so the next start can abort those a kill left.
-pub fn record_uploads_in(journal: Arc<dyn UploadJournal>) {
-    *JOURNAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(journal);
-    // A client built before goes: the next one records.
-    *S3.lock().unwrap_or_else(|e| e.into_inner()) = None;
+pub(super) struct Clients {
+    s3: Slot<S3Client>,
+    http: Slot<HttpClient>,
+    /// Where the S3 client records its multipart uploads while in flight.
+    journal: Option<Arc<dyn UploadJournal>>,
 }
 
-pub fn shared_http() -> Result<Arc<HttpClient>, RemoteError> {
-    let mut slot = HTTP.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(client) = slot.as_ref() {
-        return Ok(client.clone());
+impl Clients {
+    pub(super) fn new(journal: Option<Arc<dyn UploadJournal>>) -> Clients {
+        Clients {
+            s3: Slot::new(),
+            http: Slot::new(),
+            journal,
+        }
     }
-    let client = HttpClient::new(HttpConfig::from_env())?;
-    Ok(slot.insert(Arc::new(client)).clone())
+
+    pub(super) fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
+        self.s3.get_or_build(|| {
+            let client = S3Client::new(S3Config::from_env()?, S3Credentials::from_env()?)?;
+            Ok(match &self.journal {
+                Some(journal) => client.with_journal(journal.clone()),
+                None => client,
+            })
+        })
+    }
+
+    pub(super) fn http(&self) -> Result<Arc<HttpClient>, RemoteError> {
+        self.http
+            .get_or_build(|| HttpClient::new(HttpConfig::from_env()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_build_is_not_kept_and_a_good_one_is() {
+        let slot = Slot::<u32>::new();
+        let failed = slot.get_or_build(|| {
+            Err(RemoteError::BadUrl {
+                url: "x".into(),
+                why: "no".into(),
+            })
+        });
+        assert!(failed.is_err());
+        assert_eq!(*slot.get_or_build(|| Ok(7)).unwrap(), 7);
+        assert_eq!(*slot.get_or_build(|| Ok(8)).unwrap(), 7);
+    }
 }

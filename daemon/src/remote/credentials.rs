@@ -1,3 +1,8 @@
+//! S3 credentials, found the way the AWS tools find them (the environment,
+//! else a profile in the shared credentials file, else anonymous), and
+//! where they came from: errors about a refused request name that source so
+//! the user knows which setting to fix, never the secret itself.
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +34,7 @@ impl fmt::Display for CredentialSource {
 /// `~/.aws/credentials`, else anonymous.
 #[derive(Clone)]
 pub struct S3Credentials {
-    pub(crate) keys: Option<rusty_s3::Credentials>,
+    pub(super) keys: Option<rusty_s3::Credentials>,
     pub source: CredentialSource,
 }
 

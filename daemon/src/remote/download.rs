@@ -252,9 +252,7 @@ pub async fn fetch_into_pool(
     checked?;
     let oid = done.sha256;
     let adopt = path.clone();
-    let put = tokio::task::spawn_blocking(move || pool.adopt_verified(&adopt, &oid, done.len))
-        .await
-        .expect("adopt does not panic")?;
+    let put = crate::blocking(move || pool.adopt_verified(&adopt, &oid, done.len)).await?;
     partial.adopted();
     Ok(Fetched {
         put,
@@ -292,9 +290,7 @@ async fn attempt(
         .filter(|_| req.etag.is_some_and(|e| e.contains('-')));
     let sink = Sink::spawn(file, partial.for_writer(), start, (req.md5, parts), rx);
     let fetched = stream_in_order(req, object, start, cut, opts, tx, progress).await;
-    let done = tokio::task::spawn_blocking(move || sink.finish())
-        .await
-        .expect("the download writer does not panic")?;
+    let done = crate::blocking(move || sink.finish()).await?;
     Ok((fetched, done))
 }
 
@@ -331,9 +327,7 @@ async fn fetch_small(
         multipart: None,
     };
     verify(req, object, &done)?;
-    let put = tokio::task::spawn_blocking(move || pool.put(&done.sha256, &body))
-        .await
-        .expect("pool puts do not panic")?;
+    let put = crate::blocking(move || pool.put(&done.sha256, &body)).await?;
     Ok(Fetched {
         put,
         md5: done.md5,

@@ -1,6 +1,6 @@
 //! What went wrong talking to a remote, and whether trying again can help:
 //! one classification ([`Permanence`]) that both the request retry loop
-//! (`s3::send_retrying`) and the prefetch job's backoff read, so an error
+//! (`transport::send_retrying`) and the prefetch job's backoff read, so an error
 //! that cannot succeed on retry is neither retried five times per request
 //! nor forever per job.
 

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 
-use super::s3::{chain, head_size, header, ranged_if, send_retrying, transport, Sent};
-use super::{checksum, ObjectMeta, ObjectUrl, RemoteError, Retry};
+use super::transport::{
+    chain, head_size, header, ranged_if, send_retrying, transport, Retry, Sent,
+};
+use super::{checksum, ObjectMeta, ObjectUrl, RemoteError};
 
 /// The environment variable naming a PEM file of extra trusted roots.
 pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";

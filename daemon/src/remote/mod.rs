@@ -2,33 +2,45 @@
 //! requests (rusty-s3 signs, reqwest sends), with the credential chain of the
 //! AWS tools; plain HTTPS objects (`http.rs`). Errors name the object and the
 //! credential source, never a signed URL or a secret.
+//!
+//! [`Remote`] (`facade.rs`) is the way in for the rest of the daemon: it
+//! owns the clients and chooses one by URL. Below it: `transport.rs` sends
+//! and retries, `s3.rs` (and `s3/multipart.rs`) and `http.rs` make the
+//! requests, `download.rs` fetches into the pool (resumable, through the
+//! partial files `partial.rs` and [`partials`] own), `upload.rs` and
+//! `copy.rs` write to an object remote.
 
 mod answer;
 mod append;
 mod checksum;
 mod clients;
+mod copy;
 mod credentials;
 mod download;
 mod error;
+mod facade;
 mod http;
 mod journal;
 mod partial;
 pub mod partials;
 mod s3;
+mod transport;
 mod upload;
 mod url;
 #[cfg(test)]
 mod url_props;
 
 pub use checksum::content_sha256;
-pub use clients::{record_uploads_in, shared_http, shared_s3};
+pub use copy::CopyOutcome;
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
 pub use error::{Permanence, RemoteError};
+pub use facade::{Located, PointerFetchError, Remote};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
 pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
-pub use s3::{CopySource, ObjectMeta, PutOutcome, Retry, S3Client, S3Config, SHA256_META};
+pub use s3::{CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META};
+pub use transport::Retry;
 pub use upload::{
     holds, upload_from_file, upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded,
 };
-pub use url::{redact_text, redacted, ObjectUrl, SecretUrl, REDACTED};
+pub use url::{redact_text, redacted, without_query, ObjectUrl, SecretUrl, REDACTED};

@@ -112,11 +112,34 @@ pub fn remove_unowned(
     owned: &HashSet<String>,
     now: SystemTime,
 ) -> Result<Removed, PartialsError> {
-    let stale = list(dir)?.into_iter().filter(|p| {
+    remove(unowned(dir, owned, now)?)
+}
+
+/// What [`remove_unowned`] would remove, removing nothing: for a dry run.
+pub fn count_unowned(
+    dir: &Path,
+    owned: &HashSet<String>,
+    now: SystemTime,
+) -> Result<Removed, PartialsError> {
+    Ok(
+        unowned(dir, owned, now)?.fold(Removed::default(), |r, p| Removed {
+            files: r.files + 1,
+            bytes: r.bytes + p.bytes,
+        }),
+    )
+}
+
+/// The partial files in `dir` no name in `owned` claims and not written to
+/// within [`QUIET`] of `now`.
+fn unowned<'a>(
+    dir: &Path,
+    owned: &'a HashSet<String>,
+    now: SystemTime,
+) -> Result<impl Iterator<Item = Partial> + 'a, PartialsError> {
+    Ok(list(dir)?.into_iter().filter(move |p| {
         !owned.contains(&p.name)
             && now.duration_since(p.modified).unwrap_or(Duration::ZERO) >= QUIET
-    });
-    remove(stale)
+    }))
 }
 
 /// Of the partial files in `dir` named in `capped` (those of failed jobs),
@@ -205,12 +228,14 @@ mod tests {
         std::fs::write(dir.path().join("unknown.part.json"), "{}").unwrap();
         let other = partial(dir.path(), "adopt-x", 10, hour);
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.part")).unwrap();
-        let removed = remove_unowned(
-            dir.path(),
-            &HashSet::from([owned.clone()]),
-            SystemTime::now(),
-        )
-        .unwrap();
+        let claimed = HashSet::from([owned.clone()]);
+        let counted = count_unowned(dir.path(), &claimed, SystemTime::now()).unwrap();
+        assert!(
+            dir.path().join(&stale).exists(),
+            "a dry run removes nothing"
+        );
+        let removed = remove_unowned(dir.path(), &claimed, SystemTime::now()).unwrap();
+        assert_eq!(counted, removed);
         assert_eq!(
             removed,
             Removed {

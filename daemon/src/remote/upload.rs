@@ -128,9 +128,8 @@ pub async fn upload_from_pool(
         let (pool, oid) = (pool.clone(), *oid);
         // Checked against the oid: the bucket must not get corrupt bytes
         // under the name of good ones.
-        tokio::task::spawn_blocking(move || pool.get_verified(&oid))
-            .await
-            .expect("pool reads do not panic")?
+        crate::blocking(move || pool.get_verified(&oid))
+            .await?
             .ok_or(UploadError::Missing(oid))?
     };
     upload_blob(client, blob, layout, oid, opts).await
@@ -149,9 +148,7 @@ pub async fn upload_from_file(
 ) -> Result<Uploaded, UploadError> {
     let blob = {
         let (path, want) = (path.to_path_buf(), *oid);
-        tokio::task::spawn_blocking(move || checked_file(&path, want))
-            .await
-            .expect("hashing a file does not panic")?
+        crate::blocking(move || checked_file(&path, want)).await?
     };
     upload_blob(client, blob, layout, oid, opts).await
 }
@@ -264,9 +261,7 @@ pub async fn holds(
 }
 
 async fn read_all(blob: Blob) -> Result<Vec<u8>, UploadError> {
-    let bytes = tokio::task::spawn_blocking(move || blob.to_vec())
-        .await
-        .expect("pool reads do not panic")?;
+    let bytes = crate::blocking(move || blob.to_vec()).await?;
     Ok(bytes)
 }
 

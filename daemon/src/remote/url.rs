@@ -138,9 +138,21 @@ pub fn redact_text(text: &str) -> String {
 #[serde(transparent)]
 pub struct SecretUrl(String);
 
+/// `url` without its query and fragment: what names the object, without
+/// what a signed URL's signature changes from one day to the next.
+pub fn without_query(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or(url)
+}
+
 impl SecretUrl {
     pub fn new(url: impl Into<String>) -> SecretUrl {
         SecretUrl(url.into())
+    }
+
+    /// The URL without its query and fragment ([`without_query`]); it may
+    /// still hold user-info: not for display.
+    pub fn without_query(&self) -> &str {
+        without_query(&self.0)
     }
 
     /// The URL whole, secrets included: only for a request or private storage.
@@ -284,6 +296,17 @@ impl fmt::Display for ObjectUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_query_drops_the_query_and_the_fragment() {
+        assert_eq!(without_query("https://h/a.bam?sig=1#x"), "https://h/a.bam");
+        assert_eq!(without_query("https://h/a.bam#x?y"), "https://h/a.bam");
+        assert_eq!(without_query("s3://b/k"), "s3://b/k");
+        assert_eq!(
+            SecretUrl::new("https://h/k?t=2").without_query(),
+            "https://h/k"
+        );
+    }
 
     #[test]
     fn parses_s3_and_https_and_hides_queries() {

@@ -131,7 +131,7 @@ async fn work(shared: &Arc<Shared>, job: Job) {
     let size = job.object.size;
     let report = |done| shared.running.set(&shown, done, size);
     let outcome = tokio::select! {
-        outcome = prefetch(shared.pool.clone(), &job.object, opts, cfg.part_size, &report) => Some(outcome),
+        outcome = prefetch(shared.pool.clone(), &shared.remote, &job.object, opts, cfg.part_size, &report) => Some(outcome),
         // Stopping: the job stays `running` and is queued again at the next start.
         _ = shared.stop.cancelled() => None,
     };

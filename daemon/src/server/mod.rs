@@ -17,7 +17,7 @@ mod repo_locks;
 mod repos;
 mod state;
 mod uploads;
-mod wire_error;
+pub(crate) mod wire_error;
 
 #[cfg(test)]
 mod tests;
@@ -33,11 +33,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::ops::transfer::Transfers;
 use crate::pool::Pool;
 use crate::registry::Registry;
+use crate::remote::Remote;
 use crate::watch::Watcher;
 
 pub use error::DaemonError;
+pub(crate) use repo_locks::RepoLocks;
 pub(crate) use repos::RepoBook;
 
 /// What every connection and request shares.
@@ -61,7 +64,11 @@ pub(crate) struct Shared {
     pub activity: idle::Activity,
     /// One writer at a time per repo (`.gitattributes`, pointers, index,
     /// mirror): see `repo_locks`.
-    pub repo_locks: repo_locks::RepoLocks,
+    pub repo_locks: RepoLocks,
+    /// This daemon's clients of the object stores.
+    pub remote: Arc<Remote>,
+    /// Objects between repos, the pool and object remotes.
+    pub transfers: Transfers,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -85,8 +92,17 @@ impl Daemon {
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
         let registry = open_registry(&config).await?;
-        let left = uploads::start_recording(&registry).await;
-        tokio::spawn(uploads::abort(registry.clone(), left));
+        let left = uploads::left_over(&registry).await;
+        // Every multipart upload from now on is recorded in the registry.
+        let journal: Arc<dyn crate::remote::UploadJournal> = registry.clone();
+        let remote = Arc::new(Remote::new(Some(journal)));
+        tokio::spawn(uploads::abort(remote.clone(), registry.clone(), left));
+        let transfers = Transfers::new(
+            pool.clone(),
+            remote.clone(),
+            registry.clone(),
+            config.upload,
+        );
         let shared = Arc::new(Shared {
             config,
             pool,
@@ -100,6 +116,8 @@ impl Daemon {
             running: Default::default(),
             activity: Default::default(),
             repo_locks: Default::default(),
+            remote,
+            transfers,
         });
         log::info!(
             "drsd {} listening on {}",

@@ -51,24 +51,12 @@ pub(super) fn sweep(
         return Ok(PartialsRemoved::default());
     };
     let owned = owned_by(registry, &["queued", "running", "failed"])?;
-    if dry_run {
-        let now = std::time::SystemTime::now();
-        let stale = partials::list(dir)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .filter(|p| {
-                !owned.contains(&p.name)
-                    && now.duration_since(p.modified).unwrap_or_default() >= partials::QUIET
-            });
-        return Ok(
-            stale.fold(PartialsRemoved::default(), |r, p| PartialsRemoved {
-                files: r.files + 1,
-                bytes: r.bytes + p.bytes,
-            }),
-        );
+    let now = std::time::SystemTime::now();
+    let removed = match dry_run {
+        true => partials::count_unowned(dir, &owned, now),
+        false => partials::remove_unowned(dir, &owned, now),
     }
-    let removed = partials::remove_unowned(dir, &owned, std::time::SystemTime::now())
-        .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())?;
     Ok(PartialsRemoved {
         files: removed.files,
         bytes: removed.bytes,

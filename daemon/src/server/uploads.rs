@@ -5,21 +5,15 @@
 use std::sync::Arc;
 
 use crate::registry::Registry;
-use crate::remote::{abort_left_over, record_uploads_in, shared_s3, MultipartUpload};
+use crate::remote::{abort_left_over, MultipartUpload, Remote};
 
-/// Has every multipart upload from now on recorded in `registry`, and
-/// returns those an earlier daemon recorded and never ended. Called before
-/// any request is served, so none of this daemon's own is among them.
-pub(super) async fn start_recording(registry: &Arc<Registry>) -> Vec<MultipartUpload> {
+/// The uploads an earlier daemon recorded in `registry` and never ended.
+/// Called before any request is served (and before this daemon's remote
+/// records in the registry), so none of this daemon's own is among them.
+pub(super) async fn left_over(registry: &Arc<Registry>) -> Vec<MultipartUpload> {
     let listing = registry.clone();
-    let left = tokio::task::spawn_blocking(move || listing.open_uploads()).await;
-    record_uploads_in(registry.clone());
-    match left {
-        Ok(Ok(left)) => left,
-        Ok(Err(e)) => {
-            log::warn!("listing left-over uploads: {e}");
-            Vec::new()
-        }
+    match crate::blocking(move || listing.open_uploads()).await {
+        Ok(left) => left,
         Err(e) => {
             log::warn!("listing left-over uploads: {e}");
             Vec::new()
@@ -28,11 +22,15 @@ pub(super) async fn start_recording(registry: &Arc<Registry>) -> Vec<MultipartUp
 }
 
 /// Aborts the uploads `left` by an earlier daemon.
-pub(super) async fn abort(registry: Arc<Registry>, left: Vec<MultipartUpload>) {
+pub(super) async fn abort(
+    remote: Arc<Remote>,
+    registry: Arc<Registry>,
+    left: Vec<MultipartUpload>,
+) {
     if left.is_empty() {
         return;
     }
-    let client = match shared_s3() {
+    let client = match remote.s3() {
         Ok(client) => client,
         Err(e) => {
             log::warn!(

@@ -21,7 +21,7 @@ use crate::ipc::{
 use crate::lfs::scan::git_dirs;
 use crate::lfs::{track, Pointer};
 use crate::registry::{self, mirror, Entry, ForeignObject, Registry};
-use crate::remote::{shared_http, shared_s3, HttpClient, ObjectMeta, ObjectUrl, S3Client};
+use crate::remote::{ObjectMeta, ObjectUrl, Remote};
 
 /// HEADs in flight at once for a batch.
 const CONCURRENT_HEADS: usize = 32;
@@ -367,7 +367,7 @@ async fn head_all(
     let mut done = 0;
     let mut heads = stream::iter(targets)
         .map(|t| async move {
-            let meta = head(&t.url).await;
+            let meta = head(&shared.remote, &t.url).await;
             (t, meta)
         })
         .buffer_unordered(CONCURRENT_HEADS);
@@ -398,12 +398,8 @@ async fn head_all(
     resolved
 }
 
-async fn head(url: &ObjectUrl) -> Result<ObjectMeta, String> {
-    let found = match url {
-        ObjectUrl::S3 { bucket, key } => s3()?.head_checksummed(bucket, key).await,
-        ObjectUrl::Https(u) => http()?.head(u).await,
-    };
-    match found {
+async fn head(remote: &Remote, url: &ObjectUrl) -> Result<ObjectMeta, String> {
+    match remote.head(url).await {
         Ok(Some(meta)) => Ok(meta),
         Ok(None) => Err(format!("{url}: no such object (HTTP 404)")),
         Err(e) => Err(e.to_string()),
@@ -682,14 +678,6 @@ fn added(r: Resolved) -> AddedUrl {
         size: r.entry.object.size,
         oid_from: r.oid_from,
     }
-}
-
-fn s3() -> Result<Arc<S3Client>, String> {
-    shared_s3().map_err(|e| e.to_string())
-}
-
-fn http() -> Result<Arc<HttpClient>, String> {
-    shared_http().map_err(|e| e.to_string())
 }
 
 fn invalid(why: String) -> WireError {

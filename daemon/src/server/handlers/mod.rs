@@ -4,13 +4,13 @@ mod add_url;
 mod gc;
 mod hydrate;
 mod init;
-mod lfs;
 mod promote;
 mod provisional;
 mod push;
 mod repos;
 mod shutdown;
 mod status;
+mod transfer;
 mod verify;
 
 use std::sync::Arc;
@@ -82,14 +82,14 @@ pub(crate) async fn handle(
             undo,
         }) => init::handle(&shared, path, agent, remote, undo).await,
         Request::LfsDownload(LfsDownloadRequest { repo, oid, size }) => {
-            lfs::download(&shared, repo, oid, size, &progress).await
+            transfer::download(&shared, repo, oid, size, &progress).await
         }
         Request::LfsUpload(LfsUploadRequest {
             repo,
             oid,
             size,
             path,
-        }) => lfs::upload(&shared, repo, oid, size, path, &progress).await,
+        }) => transfer::upload(&shared, repo, oid, size, path, &progress).await,
         Request::PrePush(PrePushRequest {
             repo,
             remote,

@@ -1,0 +1,100 @@
+//! What a transfer needs to know about a repo, found with git once and kept
+//! until the repo's `.gitattributes` (where the object remote is recorded)
+//! changes: thousands of small objects must not cost three git processes
+//! each.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use crate::blocking;
+use crate::ipc::{ErrorCode, WireError};
+use crate::lfs::scan::{git_dirs, toplevel};
+use crate::lfs::setup::recorded_remote;
+use crate::remote::ObjectLayout;
+
+#[derive(Clone)]
+pub struct RepoFacts {
+    /// The work tree's canonical top: the key of the repo's write lock.
+    pub top: PathBuf,
+    /// `<common git dir>/lfs`: git-lfs's objects and tmp folders.
+    pub lfs: PathBuf,
+    /// `<lfs>/tmp`: on the repo's filesystem, where git-lfs renames what
+    /// the agent hands it.
+    pub tmp: PathBuf,
+    /// The object remote recorded in `.gitattributes`, if any.
+    pub remote: Option<String>,
+    attributes: PathBuf,
+    stamp: Option<SystemTime>,
+}
+
+impl RepoFacts {
+    /// The repo's object remote (`repo` as the request named it, for the
+    /// advice when there is none).
+    pub fn layout(&self, repo: &Path) -> Result<ObjectLayout, WireError> {
+        let url = self.remote.as_deref().ok_or_else(|| {
+            WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} has no object remote: record one with drsctl init --remote s3://bucket/prefix (it goes in .gitattributes)",
+                    repo.display()
+                ),
+            )
+        })?;
+        ObjectLayout::parse(url).map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
+    }
+
+    /// Found with git: the top, the common git dir, the recorded remote.
+    fn find(repo: &Path) -> Result<RepoFacts, WireError> {
+        let bad =
+            |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
+        let top = toplevel(repo).map_err(|e| bad(&e))?;
+        let common = git_dirs(&top).map_err(|e| bad(&e))?.common_dir;
+        let lfs = common.join("lfs");
+        // Not through a link planted in `.git`: objects are handed out here.
+        let tmp = crate::safe_write::create_dirs(&common, Path::new("lfs/tmp"))
+            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+        let attributes = top.join(".gitattributes");
+        let stamp = modified(&attributes);
+        let remote = recorded_remote(&top).map_err(|e| bad(&e))?;
+        Ok(RepoFacts {
+            top,
+            lfs,
+            tmp,
+            remote,
+            attributes,
+            stamp,
+        })
+    }
+
+    fn still_current(&self) -> bool {
+        modified(&self.attributes) == self.stamp
+    }
+}
+
+/// The facts of the repos transfers were asked for, by the path asked with.
+#[derive(Default)]
+pub(super) struct FactsCache(Mutex<BTreeMap<PathBuf, RepoFacts>>);
+
+impl FactsCache {
+    pub(super) async fn get(&self, repo: &Path) -> Result<RepoFacts, WireError> {
+        let cached = self.lock().get(repo).cloned();
+        if let Some(facts) = cached.filter(RepoFacts::still_current) {
+            return Ok(facts);
+        }
+        let path = repo.to_path_buf();
+        let facts = blocking(move || RepoFacts::find(&path)).await?;
+        self.lock().insert(repo.to_path_buf(), facts.clone());
+        Ok(facts)
+    }
+
+    /// A panic elsewhere cannot leave a half-written entry: take it over.
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, RepoFacts>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}

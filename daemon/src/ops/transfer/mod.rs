@@ -1,0 +1,181 @@
+//! The transfer service: objects between repos, the pool and the repos'
+//! object remotes. The git-lfs transfer agent's requests (download, upload),
+//! the pre-push hook's batch and `drsctl clone`'s hydration all come here.
+//!
+//! [`Transfers`] is owned by the daemon's shared state and keeps what makes
+//! thousands of small objects cheap: each repo's facts from git
+//! (`facts.rs`), the objects lately confirmed in an object remote
+//! (`confirmed.rs`), and one download per object at a time (`gates.rs`).
+//! Sending is in `send.rs`, the pre-push work in `push.rs`, hydration in
+//! `hydrate.rs`.
+
+mod confirmed;
+mod facts;
+mod gates;
+mod hydrate;
+mod push;
+mod send;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::blocking;
+use crate::ipc::{ErrorCode, WireError};
+use crate::lfs::hydrate::export_to_temp;
+use crate::pool::{Oid, Pool, PoolError};
+use crate::registry::Registry;
+use crate::remote::{PointerFetchError, Remote, UploadOptions};
+
+pub use facts::RepoFacts;
+
+/// Objects in flight at once in a batch (pre-push, hydrate): RGW's
+/// small-object rate stops growing past about 32 (docs/benchmarks.md).
+pub const PARALLEL: usize = 32;
+
+/// The daemon's transfers and what they remember between requests.
+pub struct Transfers {
+    pool: Arc<Pool>,
+    remote: Arc<Remote>,
+    /// Foreign objects (added by URL), which a push copies server-side.
+    registry: Arc<Registry>,
+    upload: UploadOptions,
+    facts: facts::FactsCache,
+    confirmed: confirmed::Confirmed,
+    gates: gates::Gates,
+}
+
+/// Where the object a download hands out came from (the wire's enum).
+pub use crate::ipc::ObjectSource;
+
+impl Transfers {
+    pub fn new(
+        pool: Arc<Pool>,
+        remote: Arc<Remote>,
+        registry: Arc<Registry>,
+        upload: UploadOptions,
+    ) -> Transfers {
+        Transfers {
+            pool,
+            remote,
+            registry,
+            upload,
+            facts: Default::default(),
+            confirmed: Default::default(),
+            gates: Default::default(),
+        }
+    }
+
+    /// The repo's facts, from git the first time and after `.gitattributes`
+    /// changed.
+    pub async fn facts(&self, repo: &Path) -> Result<RepoFacts, WireError> {
+        self.facts.get(repo).await
+    }
+
+    /// Object `oid` of `size` bytes for git-lfs: in the pool (fetched from
+    /// the repo's object remote when it is not), then handed out as a fresh
+    /// file in the repo's `lfs/tmp` for git-lfs to rename into place. A pool
+    /// entry found corrupt on its way out has been moved aside: the object
+    /// is fetched again, and if that fails too, the error says both.
+    pub async fn download(
+        &self,
+        repo: &Path,
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<(PathBuf, ObjectSource), WireError> {
+        let facts = self.facts(repo).await?;
+        let mut from = self.fetch(repo, &facts, oid, size, report).await?;
+        let mut exported = self.export(oid, &facts.tmp).await?;
+        if let Err(corrupt @ PoolError::Corrupt { .. }) = &exported {
+            from = self
+                .fetch(repo, &facts, oid, size, report)
+                .await
+                .map_err(|e| and_from_remote(corrupt, &e))?;
+            exported = self.export(oid, &facts.tmp).await?;
+        }
+        let exported = exported.map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+        let path = exported.ok_or_else(|| left_the_pool(oid))?;
+        Ok((path, from))
+    }
+
+    /// Makes sure the pool holds `oid`: there already, or fetched from the
+    /// repo's object remote. One download per object at a time: a second
+    /// request waits, then finds the object in the pool.
+    pub async fn fetch(
+        &self,
+        repo: &Path,
+        facts: &RepoFacts,
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<ObjectSource, WireError> {
+        let _turn = self.gates.turn(oid).await;
+        let pool = self.pool.clone();
+        let held = blocking(move || pool.size(&oid)).await.map_err(internal)?;
+        if held == Some(size) {
+            return Ok(ObjectSource::Pool);
+        }
+        let layout = facts.layout(repo)?;
+        self.remote
+            .fetch_for_pointer(self.pool.clone(), &layout, oid, size, report)
+            .await
+            .map_err(fetch_error)?;
+        Ok(ObjectSource::Remote)
+    }
+
+    /// Links (else copies) the pool's entry to a fresh random name in `tmp`,
+    /// created exclusively (git-lfs renames it into place), checked against
+    /// its oid first (a corrupt entry is moved aside: the error says so).
+    async fn export(
+        &self,
+        oid: Oid,
+        tmp: &Path,
+    ) -> Result<Result<Option<PathBuf>, PoolError>, WireError> {
+        let (pool, tmp) = (self.pool.clone(), tmp.to_path_buf());
+        blocking(move || match export_to_temp(&pool, &oid, &tmp) {
+            Ok(Some(path)) => path
+                .keep()
+                .map(|p| Ok(Some(p)))
+                .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string())),
+            Ok(None) => Ok(Ok(None)),
+            Err(e) => Ok(Err(e)),
+        })
+        .await
+    }
+}
+
+/// A fetch's failure as the agent hears it: a missing object is
+/// `not_found`, a bad setup or a size other than the pointer's
+/// `invalid_argument`, the rest `internal`.
+fn fetch_error(e: PointerFetchError) -> WireError {
+    let code = match &e {
+        PointerFetchError::Setup(_) | PointerFetchError::WrongSize { .. } => {
+            ErrorCode::InvalidArgument
+        }
+        PointerFetchError::Missing { .. } => ErrorCode::NotFound,
+        PointerFetchError::Head(_) => return WireError::new(ErrorCode::Internal, e.to_string()),
+        PointerFetchError::Fetch(_) => ErrorCode::Internal,
+    };
+    crate::server::wire_error::wire_error(code, &e)
+}
+
+/// A corrupt pool entry, and then the failure to fetch the object again.
+fn and_from_remote(corrupt: &PoolError, e: &WireError) -> WireError {
+    WireError::new(
+        e.code,
+        format!("{corrupt}; and from the object remote: {}", e.message),
+    )
+}
+
+fn left_the_pool(oid: Oid) -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        format!("object {oid} left the pool right after its download"),
+    )
+}
+
+/// An error on the daemon's side: `internal`, or `no_space` when a full file
+/// system is behind it.
+fn internal<E: std::error::Error + 'static>(e: E) -> WireError {
+    crate::server::wire_error::wire_error(ErrorCode::Internal, &e)
+}

@@ -1,0 +1,298 @@
+//! The pre-push work: before git-lfs runs, every object the push introduces
+//! goes to the repo's object remote, many at a time; git-lfs then hands the
+//! agent one object after another, and each is answered from what this did
+//! (`confirmed.rs`). An object not shown to be in the object remote is
+//! refused or failed, with what to do: a clone must be able to get every
+//! object it is given.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use futures_util::stream::{self, StreamExt};
+
+use super::{internal, Transfers, PARALLEL};
+use crate::blocking;
+use crate::ipc::{ErrorCode, PushReport, RefusedPath, WireError};
+use crate::lfs::hydrate::object_path;
+use crate::lfs::{pushed_pointers, Pointer, Pushed};
+use crate::registry::Entry;
+use crate::remote::{holds, CopyOutcome, CopySource, ObjectLayout, ObjectUrl};
+
+/// What became of one pushed object. Only the first three let the push go
+/// on: an object not shown to be in the object remote must not be
+/// published, whatever the reason.
+pub enum PushOutcome {
+    Present,
+    Uploaded,
+    Copied,
+    /// Could not be sent or checked now (the store unreachable, a disk
+    /// full): the push fails with the reason; pushing again may succeed.
+    Failed(String),
+    /// Must not be pushed as it is: the reason says what to do.
+    Refused(String),
+}
+
+/// Where the push's objects go and come from.
+pub struct PushTarget<'a> {
+    pub layout: &'a ObjectLayout,
+    /// The repo's `lfs/objects`.
+    pub lfs_objects: &'a Path,
+    /// The git remote pushed to, for the advice in a refusal.
+    pub remote: &'a str,
+}
+
+impl Transfers {
+    /// Sends every object the push of `updates` (git's pre-push lines) to
+    /// `remote` introduces to the repo's object remote, `PARALLEL` at a
+    /// time; `progress(done, total)` after each.
+    pub async fn pre_push(
+        &self,
+        repo: &Path,
+        remote: &str,
+        updates: String,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<PushReport, WireError> {
+        let started = std::time::Instant::now();
+        let facts = self.facts(repo).await?;
+        let objects = {
+            let (repo, remote) = (repo.to_path_buf(), remote.to_string());
+            blocking(move || pushed_pointers(&repo, &remote, &updates))
+                .await
+                .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?
+        };
+        let foreign = self.foreign_objects(repo).await?;
+        let superseded = superseded(&foreign, &objects);
+        let total = objects.len() as u64;
+        let mut report = PushReport {
+            objects: total,
+            ..PushReport::default()
+        };
+        if facts.remote.is_none() {
+            report.refused = objects.into_iter().map(no_object_remote).collect();
+            return Ok(report);
+        }
+        let layout = facts.layout(repo)?;
+        let lfs_objects = facts.lfs.join("objects");
+        let target = PushTarget {
+            layout: &layout,
+            lfs_objects: &lfs_objects,
+            remote,
+        };
+        let mut results = stream::iter(objects)
+            .map(|pushed| {
+                let (target, foreign, superseded) = (&target, &foreign, &superseded);
+                async move {
+                    let hex = pushed.pointer.oid.to_hex();
+                    if superseded.contains(&hex) {
+                        return (pushed, PushOutcome::Present);
+                    }
+                    let entry = foreign.get(&hex);
+                    let outcome = self.push_object(target, entry, &pushed.pointer).await;
+                    (pushed, outcome)
+                }
+            })
+            .buffer_unordered(PARALLEL);
+        let mut done = 0;
+        while let Some((pushed, outcome)) = results.next().await {
+            tally(&mut report, pushed, outcome);
+            done += 1;
+            progress(done, total);
+        }
+        log::info!(
+            "pre-push {}: {} objects, {} uploaded, {} copied, {} present, {} failed, {} refused, in {:.2} s",
+            repo.display(),
+            report.objects,
+            report.uploaded,
+            report.copied,
+            report.present,
+            report.failed.len(),
+            report.refused.len(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(report)
+    }
+
+    /// The repo's foreign objects (added by URL), by oid.
+    async fn foreign_objects(&self, repo: &Path) -> Result<BTreeMap<String, Entry>, WireError> {
+        let (registry, repo) = (self.registry.clone(), repo.to_path_buf());
+        Ok(blocking(move || registry.for_repo(&repo))
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|e| (e.oid.clone(), e))
+            .collect())
+    }
+
+    /// Puts one pushed object in the object remote: a foreign object by a
+    /// server-side copy of its source, else from `.git/lfs/objects` or the
+    /// pool; present when the object remote holds it already.
+    pub async fn push_object(
+        &self,
+        target: &PushTarget<'_>,
+        foreign: Option<&Entry>,
+        pointer: &Pointer,
+    ) -> PushOutcome {
+        let oid_hex = pointer.oid.to_hex();
+        if let Some(entry) = foreign {
+            let o = &entry.object;
+            if o.content_oid.as_deref() != Some(oid_hex.as_str()) {
+                return PushOutcome::Refused(format!(
+                    "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
+                    o.url
+                ));
+            }
+            if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(o.url.expose()) {
+                let source = CopySource {
+                    bucket: &bucket,
+                    key: &key,
+                    etag: Some(o.etag.as_str()).filter(|e| !e.is_empty()),
+                    size: o.size,
+                };
+                let why = match self.copy(target, &source, pointer).await {
+                    Err(why) => why,
+                    Ok(outcome) => return outcome,
+                };
+                // The source changed or is gone; the bytes its prefetch
+                // verified may still be here, and they are what the
+                // pointer names.
+                return match self.push_local(target, pointer).await {
+                    Some(outcome) => outcome,
+                    None => self.unless_in_remote(target, pointer, why).await,
+                };
+            }
+        }
+        if let Some(outcome) = self.push_local(target, pointer).await {
+            return outcome;
+        }
+        let why = match foreign {
+            Some(_) => "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".to_string(),
+            None => format!(
+                "the object is in neither .git/lfs/objects, the pool, nor the object remote s3://{}/{}, and is not an object this repo added by URL: a clone could not get it. \
+                 Fetch it here (git lfs fetch {remote} --all), or push it from a clone that has it (git lfs push --object-id {remote} {oid_hex}), or remove the commit that adds it",
+                target.layout.bucket,
+                target.layout.prefix,
+                remote = target.remote,
+            ),
+        };
+        self.unless_in_remote(target, pointer, why).await
+    }
+
+    /// The server-side copy of a foreign object's source; `Err` with the
+    /// reason when the source is no longer the version added.
+    async fn copy(
+        &self,
+        target: &PushTarget<'_>,
+        source: &CopySource<'_>,
+        pointer: &Pointer,
+    ) -> Result<PushOutcome, String> {
+        let copied = self
+            .remote
+            .copy_verified(source, target.layout, pointer.oid, self.upload)
+            .await;
+        Ok(match copied {
+            CopyOutcome::Present => {
+                self.confirmed.record(target.layout, pointer.oid);
+                PushOutcome::Present
+            }
+            CopyOutcome::Copied => {
+                self.confirmed.record(target.layout, pointer.oid);
+                PushOutcome::Copied
+            }
+            CopyOutcome::Failed(why) => PushOutcome::Failed(why),
+            CopyOutcome::SourceChanged(why) => return Err(why),
+        })
+    }
+
+    /// Present when the object remote holds the object whole (pushed from
+    /// another clone, say); else refused with `why`. A store that cannot be
+    /// asked fails the push: an object not shown to be there is not
+    /// published.
+    async fn unless_in_remote(
+        &self,
+        target: &PushTarget<'_>,
+        pointer: &Pointer,
+        why: String,
+    ) -> PushOutcome {
+        let client = match self.remote.s3() {
+            Ok(c) => c,
+            Err(e) => {
+                return PushOutcome::Failed(format!(
+                    "{why}; and the object remote cannot be checked: {e}"
+                ))
+            }
+        };
+        match holds(&client, target.layout, &pointer.oid, pointer.size).await {
+            Ok(Some(_)) => {
+                self.confirmed.record(target.layout, pointer.oid);
+                PushOutcome::Present
+            }
+            Ok(None) => PushOutcome::Refused(why),
+            Err(e) => PushOutcome::Failed(format!(
+                "not on this machine, and the object remote could not be checked for it: {e}"
+            )),
+        }
+    }
+
+    /// Sends the object from `.git/lfs/objects` or the pool; `None` when
+    /// neither has it.
+    async fn push_local(&self, target: &PushTarget<'_>, pointer: &Pointer) -> Option<PushOutcome> {
+        let path = object_path(target.lfs_objects, &pointer.oid);
+        match self
+            .send_local(target.layout, pointer.oid, pointer.size, path)
+            .await
+        {
+            Ok(true) => Some(PushOutcome::Present),
+            Ok(false) => Some(PushOutcome::Uploaded),
+            Err(e) if e.code == ErrorCode::NotFound => None,
+            Err(e) if e.code == ErrorCode::InvalidArgument => Some(PushOutcome::Refused(format!(
+                "{}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it",
+                e.message,
+                remote = target.remote
+            ))),
+            Err(e) => Some(PushOutcome::Failed(format!(
+                "could not be sent to the object remote: {}",
+                e.message
+            ))),
+        }
+    }
+}
+
+/// A provisional oid left in history by a commit before its promotion:
+/// superseded by its content oid, which this push must then carry too.
+fn superseded(foreign: &BTreeMap<String, Entry>, objects: &[Pushed]) -> HashSet<String> {
+    let pushed_oids: HashSet<String> = objects.iter().map(|p| p.pointer.oid.to_hex()).collect();
+    foreign
+        .values()
+        .filter_map(|e| {
+            let o = &e.object;
+            let content = o.content_oid.as_ref()?;
+            (o.provisional_oid != *content && pushed_oids.contains(content))
+                .then(|| o.provisional_oid.clone())
+        })
+        .collect()
+}
+
+/// No object remote recorded: nothing can be shown to be where a clone
+/// would look, and the agent would have nowhere to send it.
+fn no_object_remote(p: Pushed) -> RefusedPath {
+    RefusedPath {
+        oid: p.pointer.oid,
+        paths: p.paths,
+        why: "the repo has no object remote to send it to: record one with drsctl init --remote s3://bucket/prefix and commit .gitattributes".into(),
+    }
+}
+
+fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
+    let refused = |why| RefusedPath {
+        oid: pushed.pointer.oid,
+        paths: pushed.paths,
+        why,
+    };
+    match outcome {
+        PushOutcome::Present => report.present += 1,
+        PushOutcome::Uploaded => report.uploaded += 1,
+        PushOutcome::Copied => report.copied += 1,
+        PushOutcome::Failed(why) => report.failed.push(refused(why)),
+        PushOutcome::Refused(why) => report.refused.push(refused(why)),
+    }
+}

@@ -1,0 +1,135 @@
+//! Sending objects to an object remote: through the pool (taking the repo's
+//! copy in), or straight from the repo's copy when the pool cannot take it,
+//! skipping what the remote holds already.
+
+use std::path::{Path, PathBuf};
+
+use super::{internal, Transfers};
+use crate::blocking;
+use crate::ipc::{ErrorCode, WireError};
+use crate::pool::{Oid, PoolError};
+use crate::remote::{upload_from_file, upload_from_pool, ObjectLayout, UploadError, Uploaded};
+
+impl Transfers {
+    /// The agent's upload: object `oid` of `size` bytes, whose repo copy is
+    /// at `path`, to the repo's object remote; true when it was there.
+    pub async fn upload(
+        &self,
+        repo: &Path,
+        oid: Oid,
+        size: u64,
+        path: PathBuf,
+    ) -> Result<bool, WireError> {
+        let layout = self.facts(repo).await?.layout(repo)?;
+        self.send_local(&layout, oid, size, path).await
+    }
+
+    /// Sends object `oid` of `size` bytes, whose repo copy is at `path`, to
+    /// `layout` unless it is there; true when it was. It goes through the
+    /// pool (taking the repo's copy in), or, when the pool cannot take it (a
+    /// full disk, a broken pool), straight from the repo's copy: the pool is
+    /// a cache, and a push must not depend on it.
+    pub async fn send_local(
+        &self,
+        layout: &ObjectLayout,
+        oid: Oid,
+        size: u64,
+        path: PathBuf,
+    ) -> Result<bool, WireError> {
+        match self.take_in(oid, size, Some(path.clone())).await {
+            Ok(()) => self.send_from_pool(layout, oid).await,
+            Err(e)
+                if matches!(e.code, ErrorCode::Internal | ErrorCode::NoSpace) && path.is_file() =>
+            {
+                log::warn!(
+                    "object {oid}: the pool could not take it ({}); uploading it from {}",
+                    e.message,
+                    path.display()
+                );
+                self.send_file(layout, oid, &path).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Uploads the repo's copy of `oid` at `path` (checked against the oid
+    /// on the way) to `layout` unless it is there; true when it was.
+    async fn send_file(
+        &self,
+        layout: &ObjectLayout,
+        oid: Oid,
+        path: &Path,
+    ) -> Result<bool, WireError> {
+        let client = self.s3()?;
+        let uploaded = upload_from_file(&client, path, layout, &oid, self.upload)
+            .await
+            .map_err(|e| {
+                let code = match e {
+                    UploadError::NotTheObject { .. } => ErrorCode::InvalidArgument,
+                    _ => ErrorCode::Internal,
+                };
+                crate::server::wire_error::wire_error(code, &e)
+            })?;
+        self.confirmed.record(layout, oid);
+        Ok(matches!(uploaded, Uploaded::Skipped(_)))
+    }
+
+    /// Makes sure the pool holds `oid` of `size` bytes, adopting the repo's
+    /// file at `path` when it does not (hashed on the way in). The pool's
+    /// own copy is verified already and is not read again. `not_found` when
+    /// neither has it, `invalid_argument` when the repo's copy is not the
+    /// object, `internal` or `no_space` when the pool failed to take it.
+    async fn take_in(&self, oid: Oid, size: u64, path: Option<PathBuf>) -> Result<(), WireError> {
+        let pool = self.pool.clone();
+        let from = path.as_ref().map(|p| p.display().to_string());
+        let len = blocking(move || match (pool.size(&oid)?, path) {
+            (Some(len), _) => Ok(Some(len)),
+            (None, Some(path)) if path.is_file() => {
+                pool.adopt_file(&path, Some(&oid)).map(|put| Some(put.len))
+            }
+            (None, _) => Ok(None),
+        })
+        .await
+        .map_err(|e| match e {
+            PoolError::HashMismatch { .. } => WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("{}: {e}", from.unwrap_or_default()),
+            ),
+            _ => internal(e),
+        })?;
+        match len {
+            Some(len) if len == size => Ok(()),
+            Some(len) => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("object {oid} has {len} bytes, the pointer says {size}"),
+            )),
+            None => Err(WireError::new(
+                ErrorCode::NotFound,
+                format!("object {oid} is neither in the pool nor in the repo"),
+            )),
+        }
+    }
+
+    /// Uploads pool entry `oid` to `layout` unless it is there; true when it
+    /// was (or this daemon sent or saw it there in the last few minutes: the
+    /// pre-push hook's batch is not checked again when git-lfs asks per
+    /// object).
+    async fn send_from_pool(&self, layout: &ObjectLayout, oid: Oid) -> Result<bool, WireError> {
+        if self.confirmed.holds(layout, oid) {
+            return Ok(true);
+        }
+        let client = self.s3()?;
+        let uploaded = upload_from_pool(&client, self.pool.clone(), layout, &oid, self.upload)
+            .await
+            .map_err(internal)?;
+        self.confirmed.record(layout, oid);
+        Ok(matches!(uploaded, Uploaded::Skipped(_)))
+    }
+
+    /// The S3 client; a setup that cannot make one is the caller's to fix.
+    fn s3(&self) -> Result<std::sync::Arc<crate::remote::S3Client>, WireError> {
+        self.remote
+            .s3()
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
+    }
+}

@@ -1,0 +1,183 @@
+//! One face for every remote object: [`Remote`] chooses the client an
+//! object's URL wants (the S3 client for `s3://`, the HTTPS client for
+//! `https://` and `http://`) and holds the decisions that take more than
+//! one request: whether a download HEADs first ([`Remote::fetch_for_pointer`])
+//! and how a server-side copy is verified ([`Remote::copy_verified`],
+//! `copy.rs`). A new kind of remote (DRS) is a variant of [`Located`] and
+//! of `ObjectUrl`: the callers above do not change.
+
+use std::sync::Arc;
+
+use super::clients::Clients;
+use super::{
+    fetch_into_pool, Fetch, FetchError, FetchOptions, HttpClient, ObjectLayout, ObjectMeta,
+    ObjectUrl, Origin, RemoteError, S3Client, UploadJournal,
+};
+use crate::pool::{Oid, Pool};
+
+/// The daemon's way to its remotes, with the clients it keeps.
+pub struct Remote {
+    clients: Clients,
+}
+
+/// An object and the client that reaches it, as its URL chose.
+pub enum Located<'a> {
+    S3 {
+        client: Arc<S3Client>,
+        bucket: &'a str,
+        key: &'a str,
+    },
+    Http {
+        client: Arc<HttpClient>,
+        url: &'a url::Url,
+    },
+}
+
+impl Located<'_> {
+    /// Where a download of the object reads from.
+    pub fn origin(&self) -> Origin<'_> {
+        match self {
+            Located::S3 {
+                client,
+                bucket,
+                key,
+            } => Origin::S3 {
+                client,
+                bucket,
+                key,
+            },
+            Located::Http { client, url } => Origin::Http { client, url },
+        }
+    }
+}
+
+/// Why an object a pointer names could not be fetched from the object remote.
+#[derive(Debug, thiserror::Error)]
+pub enum PointerFetchError {
+    /// No client: the S3 setup (endpoint, credentials) is wrong.
+    #[error(transparent)]
+    Setup(RemoteError),
+    #[error("object {oid} is not in {object}")]
+    Missing { oid: Oid, object: String },
+    #[error("{object} holds {held} bytes, the pointer says {size}")]
+    WrongSize {
+        object: String,
+        held: u64,
+        size: u64,
+    },
+    /// The HEAD before a resumable download failed.
+    #[error(transparent)]
+    Head(RemoteError),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+}
+
+/// Objects above this size are worth a HEAD first, for an ETag to resume by.
+const RESUMABLE_FROM: u64 = 8 << 20;
+
+impl Remote {
+    /// No client is built yet; the S3 one will record its multipart uploads
+    /// in `journal` (the daemon's registry), so the next start can abort
+    /// those a kill left.
+    pub fn new(journal: Option<Arc<dyn UploadJournal>>) -> Remote {
+        Remote {
+            clients: Clients::new(journal),
+        }
+    }
+
+    /// The S3 client: the object remote of every repo is an S3 store.
+    pub fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
+        self.clients.s3()
+    }
+
+    /// The object at `url` and the client its scheme wants.
+    pub fn locate<'a>(&self, url: &'a ObjectUrl) -> Result<Located<'a>, RemoteError> {
+        Ok(match url {
+            ObjectUrl::S3 { bucket, key } => Located::S3 {
+                client: self.clients.s3()?,
+                bucket,
+                key,
+            },
+            ObjectUrl::Https(url) => Located::Http {
+                client: self.clients.http()?,
+                url,
+            },
+        })
+    }
+
+    /// What the store says about the object at `url` (`None`: not there),
+    /// asking an S3 store for its checksum too, so `sha256` is filled where
+    /// the store keeps one.
+    pub async fn head(&self, url: &ObjectUrl) -> Result<Option<ObjectMeta>, RemoteError> {
+        match self.locate(url)? {
+            Located::S3 {
+                client,
+                bucket,
+                key,
+            } => client.head_checksummed(bucket, key).await,
+            Located::Http { client, url } => client.head(url).await,
+        }
+    }
+
+    /// Fetches the object a pointer names (`oid`, `size` bytes) from the
+    /// object remote `layout` into `pool`, its sha256 checked. A large
+    /// object is HEADed first for its ETag, so ranges ask `If-Match` it and
+    /// a partial download can resume; a small one comes in one GET.
+    pub async fn fetch_for_pointer(
+        &self,
+        pool: Arc<Pool>,
+        layout: &ObjectLayout,
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<(), PointerFetchError> {
+        let client = self.s3().map_err(PointerFetchError::Setup)?;
+        let key = layout.key(&oid);
+        let etag = if size > RESUMABLE_FROM {
+            resumable_etag(&client, layout, &key, oid, size).await?
+        } else {
+            None
+        };
+        let req = Fetch {
+            origin: Origin::S3 {
+                client: &client,
+                bucket: &layout.bucket,
+                key: &key,
+            },
+            size,
+            etag: etag.as_deref(),
+            last_modified: None, // the sha256 is the check
+            expect: Some(oid),
+            md5: false,
+            part_size: None, // the sha256 is known: it is the check
+        };
+        fetch_into_pool(pool, req, FetchOptions::default(), report).await?;
+        Ok(())
+    }
+}
+
+/// The ETag of the object at `key`, which must be there with `size` bytes.
+async fn resumable_etag(
+    client: &S3Client,
+    layout: &ObjectLayout,
+    key: &str,
+    oid: Oid,
+    size: u64,
+) -> Result<Option<String>, PointerFetchError> {
+    let object = format!("s3://{}/{key}", layout.bucket);
+    let meta = client
+        .head(&layout.bucket, key)
+        .await
+        .map_err(PointerFetchError::Head)?;
+    let Some(meta) = meta else {
+        return Err(PointerFetchError::Missing { oid, object });
+    };
+    if meta.size != size {
+        return Err(PointerFetchError::WrongSize {
+            object,
+            held: meta.size,
+            size,
+        });
+    }
+    Ok(meta.etag)
+}
