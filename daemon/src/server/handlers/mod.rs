@@ -133,9 +133,6 @@ fn method_name(request: &Request) -> String {
         .unwrap_or_default()
 }
 
-/// Puts back a registered repo's foreign-object entries from its mirror.
-pub(crate) use add_url::{restore as restore_registry, restore_saved};
-
 /// An error on the daemon's side: `internal`, or `no_space` when a full file
 /// system is behind it.
 pub(crate) fn internal<E: std::error::Error + 'static>(e: E) -> WireError {

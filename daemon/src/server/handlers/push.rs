@@ -39,26 +39,26 @@ pub(super) async fn handle(
             .map_err(internal)?
             .map_err(|e| WireError::from_error(ErrorCode::InvalidArgument, &e))?
     };
-    let foreign: BTreeMap<String, Entry> = {
+    let foreign: BTreeMap<Oid, Entry> = {
         let (registry, repo) = (shared.registry.clone(), repo.clone());
         tokio::task::spawn_blocking(move || registry.for_repo(&repo))
             .await
             .map_err(internal)?
             .map_err(internal)?
             .into_iter()
-            .map(|e| (e.oid.clone(), e))
+            .map(|e| (e.oid, e))
             .collect()
     };
     // A provisional oid left in history by a commit before its promotion:
     // superseded by its content oid, which this push must then carry too.
-    let pushed_oids: HashSet<String> = objects.iter().map(|p| p.pointer.oid.to_hex()).collect();
-    let superseded: HashSet<String> = foreign
+    let pushed_oids: HashSet<Oid> = objects.iter().map(|p| p.pointer.oid).collect();
+    let superseded: HashSet<Oid> = foreign
         .values()
         .filter_map(|e| {
             let o = &e.object;
-            let content = o.content_oid.as_ref()?;
-            (o.provisional_oid != *content && pushed_oids.contains(content))
-                .then(|| o.provisional_oid.clone())
+            let content = o.content_oid?;
+            (o.provisional_oid != content && pushed_oids.contains(&content))
+                .then_some(o.provisional_oid)
         })
         .collect();
     let total = objects.len() as u64;
@@ -87,10 +87,10 @@ pub(super) async fn handle(
             let remote = remote.as_str();
             let superseded = &superseded;
             async move {
-                if superseded.contains(&pushed.pointer.oid.to_hex()) {
+                if superseded.contains(&pushed.pointer.oid) {
                     return (pushed, Outcome::Present);
                 }
-                let entry = foreign.get(&pushed.pointer.oid.to_hex());
+                let entry = foreign.get(&pushed.pointer.oid);
                 let here = Here {
                     layout,
                     lfs_objects,
@@ -172,7 +172,7 @@ async fn one(
     let oid_hex = pointer.oid.to_hex();
     if let Some(entry) = foreign {
         let o = &entry.object;
-        if o.content_oid.as_deref() != Some(oid_hex.as_str()) {
+        if o.content_oid != Some(pointer.oid) {
             return Outcome::Refused(format!(
                 "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
                 o.url
