@@ -310,3 +310,18 @@ fn a_mirror_line_keeps_its_oids_as_hex_and_a_line_with_a_bad_oid_is_named() {
         .to_string();
     assert!(err.contains("registry.jsonl line 1"), "{err}");
 }
+
+#[test]
+fn a_pointer_is_provisional_until_it_carries_its_object_s_content_oid() {
+    let mut o = object("https://h/x", "1-1", 1);
+    let mut e = entry("x", &o);
+    assert!(e.is_provisional(), "nothing hashed yet");
+    o.content_oid = Some(Oid::of(b"x"));
+    e.object = o.clone();
+    assert!(e.is_provisional(), "hashed, not promoted");
+    e.oid = Oid::of(b"x");
+    assert!(!e.is_provisional(), "promoted");
+    // Added by its checksum, with no ETag: the content oid from the start.
+    o.provisional_oid = Oid::of(b"x");
+    assert!(!entry("x", &o).is_provisional());
+}

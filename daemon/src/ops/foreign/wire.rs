@@ -38,3 +38,33 @@ impl From<Waiting> for PathWaiting {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::foreign::{OidFrom, Standing};
+    use crate::pool::Oid;
+    use crate::registry::JobState;
+
+    #[test]
+    fn results_reach_the_wire_with_oids_in_hex_and_states_by_name() {
+        let added = AddedUrl::from(Added {
+            line: 3,
+            url: "s3://b/k".into(),
+            path: "k".into(),
+            oid: Oid::of(b"k"),
+            size: 1,
+            provisional: true,
+            oid_from: OidFrom::Etag,
+        });
+        assert_eq!(added.oid, Oid::of(b"k").to_hex());
+        assert_eq!(added.oid_from, "etag");
+        let waiting = PathWaiting::from(Waiting {
+            path: "k".into(),
+            url: "s3://b/k".into(),
+            standing: Standing::Job(JobState::Retrying),
+            error: Some("store down".into()),
+        });
+        assert_eq!(waiting.state, "retrying");
+    }
+}

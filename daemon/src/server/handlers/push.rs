@@ -172,7 +172,7 @@ async fn one(
     let oid_hex = pointer.oid.to_hex();
     if let Some(entry) = foreign {
         let o = &entry.object;
-        if o.content_oid != Some(pointer.oid) {
+        if entry.is_provisional() {
             return Outcome::Refused(format!(
                 "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
                 o.url
