@@ -15,7 +15,9 @@
 //! - [`git`]: running git, and finding a repo's work tree and git folders.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
 //!   and promotion.
-//! - [`jobs`]: what a background worker does: prefetch and hash.
+//! - [`prefetch`]: what a background worker does: prefetch and hash.
+//! - [`ops`]: the service layer under the server's handlers (foreign
+//!   objects, repo registration).
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 //! - [`private`]: files and folders only their owner may read.
 //! - [`safe_write`]: every file written in a repo, created exclusively and
@@ -25,12 +27,12 @@ pub mod blocking;
 pub mod config;
 pub mod git;
 pub mod io_error;
-pub mod jobs;
 pub mod lfs;
 pub(crate) mod lock;
 pub mod logging;
 pub mod ops;
 pub mod pool;
+pub mod prefetch;
 pub mod private;
 pub mod registry;
 pub mod remote;

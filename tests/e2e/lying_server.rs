@@ -1,14 +1,14 @@
 //! Servers that ignore what a request asks, or lie about the object: the
 //! prefetch checks every answer against its request and keeps nothing of
 //! a download that does not fit. The lying server (`tests/liar.rs`) runs in
-//! this process; the prefetch is the daemon's own (`drsd::jobs::prefetch`),
+//! this process; the prefetch is the daemon's own (`drsd::prefetch`),
 //! into a pool of the test's own, and the daemon runs for add-url.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use drsd::jobs::{prefetch, Hashed, PrefetchError};
 use drsd::pool::{Oid, Pool};
+use drsd::prefetch::{prefetch, Hashed, PrefetchError};
 use drsd::registry::ForeignObject;
 use drsd::remote::{FetchOptions, Remote};
 use drsd_e2e::liar::{Liar, Lies};
@@ -40,7 +40,7 @@ fn recorded(liar: &Liar, size: usize) -> ForeignObject {
         version_id: None,
         etag: "5f0-1a".into(),
         size: size as u64,
-        provisional_oid: "0".repeat(64),
+        provisional_oid: "0".repeat(64).parse().unwrap(),
         content_oid: None,
         drs_id: None,
         last_modified: Some(LM.into()),

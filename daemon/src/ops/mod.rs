@@ -1,7 +1,10 @@
-//! The service layer: the daemon's operations, owned by its shared state
-//! and holding no statics. A request handler only validates its request,
-//! calls one operation here and maps the result to a reply; workers call
-//! the same operations. Operations use the stores below them (the pool,
-//! the remotes, the registry, git) and never a handler.
+//! The service layer: what the daemon does, below the handlers that speak
+//! the wire and above the pool, the remotes, the registry and git. Each
+//! service is a struct the daemon's shared state owns, holding what it
+//! needs (no statics); a handler validates a request, calls one operation
+//! and maps its result to a reply, and the workers call the same
+//! operations. Operations never call a handler.
 
+pub mod foreign;
+pub mod repos;
 pub mod transfer;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Entry, RegistryError};
 use crate::safe_write::{self, Mode};
+use crate::IoError;
 
 /// The mirror's place for a repo whose common git folder is `common_dir`.
 pub fn path_in(common_dir: &Path) -> PathBuf {
@@ -29,11 +30,8 @@ pub fn write(common_dir: &Path, entries: &[Entry]) -> Result<(), RegistryError> 
         text.push(b'\n');
     }
     safe_write::write(common_dir, Path::new(MIRROR), &text, Mode::PRIVATE).map_err(|e| {
-        RegistryError::Io {
-            op: "write",
-            path: path_in(common_dir),
-            source: std::io::Error::other(e.to_string()),
-        }
+        let why = std::io::Error::other(e.to_string());
+        IoError::new("write", path_in(common_dir), why)
     })?;
     // Its folder private too (the write above found it a real folder, not a
     // link). A folder that is not ours (a shared repo) keeps its mode: the
@@ -49,13 +47,7 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, RegistryError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(RegistryError::Io {
-                op: "read",
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(IoError::new("read", path, source).into()),
     };
     let lines = text
         .lines()

@@ -14,7 +14,9 @@
 //! (any add-url there) catches it up; a restore only inserts what is missing,
 //! so running it twice, or after a partial run, changes nothing more.
 
+mod job_state;
 pub mod mirror;
+mod oid_text;
 mod partial_owners;
 mod queue;
 mod store;
@@ -23,9 +25,12 @@ mod uploads;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::pool::Oid;
 use crate::remote::SecretUrl;
+use crate::IoError;
 
-pub use queue::{Job, JobCounts, JobLine, SETTLED_STATES};
+pub use job_state::JobState;
+pub use queue::{Job, JobCounts, JobLine, OpenJob};
 pub use store::Registry;
 
 /// Where a foreign object lives and what it was when recorded.
@@ -46,12 +51,17 @@ pub struct ForeignObject {
     /// added by a checksum or `--sha256`).
     pub etag: String,
     pub size: u64,
-    /// [`provisional_oid`] of the URL and ETag, hex; the content oid when
-    /// the store sent no ETag (the object was added by its checksum).
-    pub provisional_oid: String,
-    /// `sha256(content)`, hex, once known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content_oid: Option<String>,
+    /// [`provisional_oid`] of the URL and ETag; the content oid when the
+    /// store sent no ETag (the object was added by its checksum).
+    #[serde(with = "oid_text::hex")]
+    pub provisional_oid: Oid,
+    /// `sha256(content)`, once known.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "oid_text::optional_hex"
+    )]
+    pub content_oid: Option<Oid>,
     /// The GA4GH DRS id, once the object is registered with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drs_id: Option<String>,
@@ -69,10 +79,20 @@ pub struct ForeignObject {
 pub struct Entry {
     /// Relative to the repo's top, `/`-separated.
     pub path: String,
-    /// The oid written in the pointer at `path` (content or provisional), hex.
-    pub oid: String,
+    /// The oid written in the pointer at `path`: content or provisional.
+    #[serde(with = "oid_text::hex")]
+    pub oid: Oid,
     #[serde(flatten)]
     pub object: ForeignObject,
+}
+
+impl Entry {
+    /// Whether the pointer at `path` still names its object by something
+    /// else than its content (the provisional oid from the ETag, or nothing
+    /// is hashed yet): the one test of "is this provisional?".
+    pub fn is_provisional(&self) -> bool {
+        self.object.content_oid != Some(self.oid)
+    }
 }
 
 /// The provisional oid of the object at `url` with this (strong) ETag.
@@ -84,13 +104,13 @@ pub struct Entry {
 /// Measured: nginx's ETag is hex(mtime)-hex(size), so two different files
 /// written in the same second with the same size have the same ETag, and
 /// `sha256(etag)` alone would give their pointers one oid for two contents.
-pub fn provisional_oid(url: &str, etag: &str) -> String {
+pub fn provisional_oid(url: &str, etag: &str) -> Oid {
     let etag = etag.trim_matches('"');
     if is_content_etag(etag) {
-        return hex::encode(Sha256::digest(etag.as_bytes()));
+        return Oid::from_digest(Sha256::digest(etag.as_bytes()).into());
     }
     let plain = crate::remote::without_query(url);
-    hex::encode(Sha256::digest(format!("{plain}\n{etag}").as_bytes()))
+    Oid::from_digest(Sha256::digest(format!("{plain}\n{etag}").as_bytes()).into())
 }
 
 /// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
@@ -119,13 +139,8 @@ pub enum RegistryError {
         #[source]
         source: rusqlite::Error,
     },
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("{path} line {line}: {why}")]
     BadMirror {
         path: std::path::PathBuf,

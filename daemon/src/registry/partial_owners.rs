@@ -2,12 +2,11 @@
 //! of partial files (`remote::partials`).
 
 use super::store::{object_at, sql, OBJECT_COLUMNS};
-use super::{ForeignObject, Registry, RegistryError};
+use super::{ForeignObject, JobState, Registry, RegistryError};
 
 impl Registry {
-    /// The objects of the jobs in any of `states` (`queued`, `running`,
-    /// `failed`...).
-    pub fn job_objects(&self, states: &[&str]) -> Result<Vec<ForeignObject>, RegistryError> {
+    /// The objects of the jobs in any of `states`.
+    pub fn job_objects(&self, states: &[JobState]) -> Result<Vec<ForeignObject>, RegistryError> {
         let conn = self.lock();
         let err = sql(self.path(), "list jobs");
         let mut stmt = conn
@@ -21,7 +20,7 @@ impl Registry {
         let mut found = Vec::new();
         for row in rows {
             let (object, state) = row.map_err(&err)?;
-            if states.contains(&state.as_str()) {
+            if JobState::parse(&state).is_some_and(|s| states.contains(&s)) {
                 found.push(object);
             }
         }

@@ -15,7 +15,8 @@ use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::store::{object_at, sql, OBJECT_COLUMNS};
-use super::{now, ForeignObject, Registry, RegistryError};
+use super::{now, ForeignObject, JobState, Registry, RegistryError};
+use crate::pool::Oid;
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE jobs (
@@ -38,24 +39,34 @@ pub struct Job {
     pub attempts: u32,
 }
 
-/// The job states a worker will not take up by itself: only a user's
-/// action (a larger size limit, `drsctl promote --retry`) changes them.
-pub const SETTLED_STATES: [&str; 3] = ["failed", "held", "skipped"];
+/// A job not done, for `drsctl status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenJob {
+    /// The URL, redacted (see `remote::redacted`).
+    pub url: String,
+    pub size: u64,
+    pub state: JobState,
+    pub attempts: u32,
+    pub error: Option<String>,
+    /// When a `retrying` job is tried again (seconds since the epoch).
+    pub retry_at: Option<u64>,
+}
 
-/// A job as `drsctl status` shows it: the wire's line, built here.
+/// A job as `drsctl status` shows it: the wire's form of [`OpenJob`].
 pub use crate::ipc::JobLine;
-use crate::ipc::JobState;
 
-/// Column `i` of `row` as a job state; a name drsd never wrote is an error.
-fn state_at(row: &rusqlite::Row, i: usize) -> rusqlite::Result<JobState> {
-    let text: String = row.get(i)?;
-    text.parse().map_err(|bad: String| {
-        rusqlite::Error::FromSqlConversionFailure(
-            i,
-            rusqlite::types::Type::Text,
-            format!("unknown job state {bad:?}").into(),
-        )
-    })
+/// The one conversion of a job's domain form to the wire's.
+impl From<OpenJob> for JobLine {
+    fn from(job: OpenJob) -> JobLine {
+        JobLine {
+            url: job.url,
+            size: job.size,
+            state: job.state.into(),
+            attempts: job.attempts,
+            error: job.error,
+            retry_at: job.retry_at,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,24 +88,24 @@ impl Registry {
             let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
             tx.execute(
                 "INSERT INTO jobs (object_id, state, updated_at)
-                 SELECT id, CASE WHEN size > ?1 THEN 'held' ELSE 'queued' END, ?2 FROM objects
+                 SELECT id, CASE WHEN size > ?1 THEN ?3 ELSE ?4 END, ?2 FROM objects
                  WHERE content_oid IS NULL AND id NOT IN (SELECT object_id FROM jobs)",
-                params![limit, now() as i64],
+                params![limit, now() as i64, JobState::Held, JobState::Queued],
             )
         })
     }
 
     /// Records that the objects with these provisional oids are not to be
     /// prefetched (`add-url --no-fetch`): their jobs are `skipped`.
-    pub fn skip(&self, provisional_oids: &[String]) -> Result<(), RegistryError> {
+    pub fn skip(&self, provisional_oids: &[Oid]) -> Result<(), RegistryError> {
         self.write("skip jobs", |tx| {
             for oid in provisional_oids {
                 tx.execute(
                     "INSERT INTO jobs (object_id, state, updated_at)
-                     SELECT id, 'skipped', ?2 FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL
-                     ON CONFLICT (object_id) DO UPDATE SET state = 'skipped', updated_at = ?2
-                     WHERE state != 'done'",
-                    params![oid, now() as i64],
+                     SELECT id, ?3, ?2 FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL
+                     ON CONFLICT (object_id) DO UPDATE SET state = ?3, updated_at = ?2
+                     WHERE state != ?4",
+                    params![oid.to_hex(), now() as i64, JobState::Skipped, JobState::Done],
                 )?;
             }
             Ok(())
@@ -114,7 +125,7 @@ impl Registry {
                 "SELECT j.state, j.error FROM jobs j JOIN objects o ON o.id = j.object_id
                  WHERE o.url = ?1 AND o.etag = ?2 AND o.size = ?3",
                 params![url, etag, size],
-                |r| Ok((state_at(r, 0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(sql(self.path(), "look up a job"))
@@ -125,25 +136,30 @@ impl Registry {
         let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
         self.write("release held jobs", |tx| {
             tx.execute(
-                "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE state = 'held'
+                "UPDATE jobs SET state = ?3, updated_at = ?2 WHERE state = ?4
                  AND object_id IN (SELECT id FROM objects WHERE size <= ?1)",
-                params![limit, now() as i64],
+                params![limit, now() as i64, JobState::Queued, JobState::Held],
             )
         })
     }
 
     /// Queues again the `failed` jobs of the unhashed objects with these
     /// provisional oids, as new (no earlier tries); returns how many.
-    pub fn retry_failed(&self, provisional_oids: &[String]) -> Result<usize, RegistryError> {
+    pub fn retry_failed(&self, provisional_oids: &[Oid]) -> Result<usize, RegistryError> {
         self.write("retry failed jobs", |tx| {
             let mut n = 0;
             for oid in provisional_oids {
                 n += tx.execute(
-                    "UPDATE jobs SET state = 'queued', attempts = 0, error = NULL, next_at = 0,
+                    "UPDATE jobs SET state = ?3, attempts = 0, error = NULL, next_at = 0,
                         updated_at = ?2
-                     WHERE state = 'failed' AND object_id IN (
+                     WHERE state = ?4 AND object_id IN (
                         SELECT id FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL)",
-                    params![oid, now() as i64],
+                    params![
+                        oid.to_hex(),
+                        now() as i64,
+                        JobState::Queued,
+                        JobState::Failed
+                    ],
                 )?;
             }
             Ok(n)
@@ -154,21 +170,26 @@ impl Registry {
     pub fn requeue_running(&self) -> Result<usize, RegistryError> {
         self.write("requeue jobs", |tx| {
             tx.execute(
-                "UPDATE jobs SET state = 'queued', updated_at = ?1 WHERE state = 'running'",
-                params![now() as i64],
+                "UPDATE jobs SET state = ?2, updated_at = ?1 WHERE state = ?3",
+                params![now() as i64, JobState::Queued, JobState::Running],
             )
         })
     }
 
     /// Takes the job due first, if any is due by `at`, and marks it running.
     pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
-        let query = "UPDATE jobs SET state = 'running', updated_at = ?1 WHERE object_id = (
-                SELECT object_id FROM jobs WHERE state IN ('queued', 'retrying') AND next_at <= ?1
+        let query = "UPDATE jobs SET state = ?2, updated_at = ?1 WHERE object_id = (
+                SELECT object_id FROM jobs WHERE state IN (?3, ?4) AND next_at <= ?1
                 ORDER BY next_at, object_id LIMIT 1)
              RETURNING object_id, attempts";
+        let states = (JobState::Running, JobState::Queued, JobState::Retrying);
         self.write("claim a job", |tx| {
             let claimed: Option<(i64, u32)> = tx
-                .query_row(query, params![at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(
+                    query,
+                    params![at as i64, states.0, states.1, states.2],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .optional()?;
             let Some((id, attempts)) = claimed else {
                 return Ok(None);
@@ -192,20 +213,21 @@ impl Registry {
     pub fn job_done(
         &self,
         job: &Job,
-        content_oid: &str,
+        content_oid: &Oid,
         md5: Option<&str>,
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
         self.write("finish a job", |tx| {
             tx.execute(
                 "UPDATE objects SET content_oid = ?2, md5 = COALESCE(?3, md5), updated_at = ?4
                  WHERE id = ?1",
-                params![job.id, content_oid, md5, now() as i64],
+                params![job.id, content_oid.to_hex(), md5, now() as i64],
             )?;
             tx.execute(
-                "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE object_id = ?1",
-                params![job.id, now() as i64],
+                "UPDATE jobs SET state = ?3, error = NULL, updated_at = ?2 WHERE object_id = ?1",
+                params![job.id, now() as i64, JobState::Done],
             )?;
-            let mut stmt = tx.prepare("SELECT DISTINCT repo FROM repo_refs WHERE object_id = ?1")?;
+            let mut stmt =
+                tx.prepare("SELECT DISTINCT repo FROM repo_refs WHERE object_id = ?1")?;
             let repos = stmt.query_map([job.id], |r| r.get::<_, String>(0))?;
             repos.map(|r| r.map(std::path::PathBuf::from)).collect()
         })
@@ -220,8 +242,8 @@ impl Registry {
         retry_at: Option<u64>,
     ) -> Result<(), RegistryError> {
         let state = match retry_at {
-            Some(_) => "retrying",
-            None => "failed",
+            Some(_) => JobState::Retrying,
+            None => JobState::Failed,
         };
         self.write("fail a job", |tx| {
             tx.execute(
@@ -243,8 +265,8 @@ impl Registry {
     pub fn next_due(&self) -> Result<Option<u64>, RegistryError> {
         self.lock()
             .query_row(
-                "SELECT MIN(next_at) FROM jobs WHERE state IN ('queued', 'retrying')",
-                [],
+                "SELECT MIN(next_at) FROM jobs WHERE state IN (?1, ?2)",
+                [JobState::Queued, JobState::Retrying],
                 |r| r.get::<_, Option<i64>>(0),
             )
             .map(|t| t.map(|t| t.max(0) as u64))
@@ -262,40 +284,41 @@ impl Registry {
         let mut counts = JobCounts::default();
         for row in rows {
             let (state, n) = row.map_err(sql(self.path(), "count jobs"))?;
-            match state.as_str() {
-                "queued" => counts.queued = n,
-                "running" => counts.running = n,
-                "retrying" => counts.retrying = n,
-                "failed" => counts.failed = n,
-                "held" | "skipped" => counts.held += n,
-                _ => counts.done += n,
+            // A state this daemon does not know counts as done, as it always has.
+            match JobState::parse(&state) {
+                Some(JobState::Queued) => counts.queued = n,
+                Some(JobState::Running) => counts.running = n,
+                Some(JobState::Retrying) => counts.retrying = n,
+                Some(JobState::Failed) => counts.failed = n,
+                Some(JobState::Held | JobState::Skipped) => counts.held += n,
+                Some(JobState::Done) | None => counts.done += n,
             }
         }
         Ok(counts)
     }
 
     /// Jobs not done, for `drsctl status` (at most `limit`).
-    pub fn open_jobs(&self, limit: usize) -> Result<Vec<JobLine>, RegistryError> {
+    pub fn open_jobs(&self, limit: usize) -> Result<Vec<OpenJob>, RegistryError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT o.url, o.size, j.state, j.attempts, j.error, j.next_at
                  FROM jobs j JOIN objects o ON o.id = j.object_id
-                 WHERE j.state != 'done' ORDER BY j.state, o.url LIMIT ?1",
+                 WHERE j.state != ?2 ORDER BY j.state, o.url LIMIT ?1",
             )
             .map_err(sql(self.path(), "list jobs"))?;
         let rows = stmt
-            .query_map([limit as i64], |r| {
-                let state: String = r.get(2)?;
+            .query_map(params![limit as i64, JobState::Done], |r| {
+                let state: JobState = r.get(2)?;
                 let url: String = r.get(0)?;
-                Ok(JobLine {
+                Ok(OpenJob {
                     url: crate::remote::redacted(&url),
                     size: r.get(1)?,
-                    retry_at: (state == "retrying")
+                    retry_at: (state == JobState::Retrying)
                         .then(|| r.get::<_, i64>(5))
                         .transpose()?
                         .map(|t| t as u64),
-                    state: state_at(r, 2)?,
+                    state,
                     attempts: r.get(3)?,
                     error: r.get(4)?,
                 })

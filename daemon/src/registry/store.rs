@@ -6,7 +6,10 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use super::oid_text::{oid_column, optional_oid_column};
 use super::{Entry, ForeignObject, RegistryError};
+use crate::pool::Oid;
+use crate::IoError;
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts the
 /// applied ones. The job queue's tables come as the next migration.
@@ -67,17 +70,9 @@ impl Registry {
     /// user (it holds signed URLs): 0600 files in a 0700 folder.
     pub fn open(path: &Path) -> Result<Registry, RegistryError> {
         if let Some(dir) = path.parent() {
-            crate::private::dir(dir).map_err(|source| RegistryError::Io {
-                op: "create the private folder of",
-                path: path.to_path_buf(),
-                source,
-            })?;
+            crate::private::dir(dir).map_err(IoError::at("create the private folder of", path))?;
         }
-        crate::private::sqlite(path).map_err(|source| RegistryError::Io {
-            op: "make private",
-            path: path.to_path_buf(),
-            source,
-        })?;
+        crate::private::sqlite(path).map_err(IoError::at("make private", path))?;
         let registry = Registry {
             path: path.to_path_buf(),
             conn: Mutex::new(Connection::open(path).map_err(sql(path, "open"))?),
@@ -127,7 +122,7 @@ impl Registry {
                      ON CONFLICT (repo, path) DO UPDATE SET oid = excluded.oid,
                         object_id = excluded.object_id, added_at = excluded.added_at",
                 )?
-                .execute(params![repo_key(repo), entry.path, entry.oid, id, super::now()])?;
+                .execute(params![repo_key(repo), entry.path, entry.oid.to_hex(), id, super::now()])?;
             }
             Ok(())
         })
@@ -148,7 +143,7 @@ impl Registry {
                     .execute(params![
                         repo_key(repo),
                         entry.path,
-                        entry.oid,
+                        entry.oid.to_hex(),
                         id,
                         entry.object.recorded_at
                     ])?;
@@ -180,12 +175,12 @@ impl Registry {
         url: &str,
         etag: &str,
         size: u64,
-        content_oid: &str,
+        content_oid: &Oid,
     ) -> Result<Vec<PathBuf>, RegistryError> {
         self.write("set the content oid", |tx| {
             tx.execute(
                 "UPDATE objects SET content_oid = ?4, updated_at = ?5 WHERE url = ?1 AND etag = ?2 AND size = ?3",
-                params![url, etag, size, content_oid, super::now()],
+                params![url, etag, size, content_oid.to_hex(), super::now()],
             )?;
             let mut stmt = tx.prepare(
                 "SELECT DISTINCT r.repo FROM repo_refs r JOIN objects o ON o.id = r.object_id
@@ -208,7 +203,7 @@ impl Registry {
             let rows = stmt.query_map([repo_key(repo)], |row| {
                 Ok(Entry {
                     path: row.get(0)?,
-                    oid: row.get(1)?,
+                    oid: oid_column(row, 1)?,
                     object: object_at(row, 2)?,
                 })
             })?;
@@ -218,13 +213,13 @@ impl Registry {
     }
 
     /// Provisional oid -> content oid, for every object hashed so far.
-    pub fn hashed(&self) -> Result<HashMap<String, String>, RegistryError> {
+    pub fn hashed(&self) -> Result<HashMap<Oid, Oid>, RegistryError> {
         let conn = self.lock();
-        let read = |conn: &Connection| -> rusqlite::Result<HashMap<String, String>> {
+        let read = |conn: &Connection| -> rusqlite::Result<HashMap<Oid, Oid>> {
             let mut stmt = conn.prepare_cached(
                 "SELECT provisional_oid, content_oid FROM objects WHERE content_oid IS NOT NULL",
             )?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let rows = stmt.query_map([], |r| Ok((oid_column(r, 0)?, oid_column(r, 1)?)))?;
             rows.collect()
         };
         read(&conn).map_err(sql(&self.path, "list hashed objects"))
@@ -279,8 +274,8 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
             o.version_id,
             o.etag,
             o.size,
-            o.provisional_oid,
-            o.content_oid,
+            o.provisional_oid.to_hex(),
+            o.content_oid.map(|c| c.to_hex()),
             o.drs_id,
             o.last_modified,
             o.recorded_at,
@@ -302,8 +297,8 @@ pub(super) fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<Fore
         version_id: row.get(at + 3)?,
         etag: row.get(at + 4)?,
         size: row.get(at + 5)?,
-        provisional_oid: row.get(at + 6)?,
-        content_oid: row.get(at + 7)?,
+        provisional_oid: oid_column(row, at + 6)?,
+        content_oid: optional_oid_column(row, at + 7)?,
         drs_id: row.get(at + 8)?,
         last_modified: row.get(at + 9)?,
         recorded_at: row.get(at + 10)?,

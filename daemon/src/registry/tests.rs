@@ -3,6 +3,11 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::*;
+use crate::pool::Oid;
+
+fn oid(hex: &str) -> Oid {
+    hex.parse().unwrap()
+}
 
 fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
     ForeignObject {
@@ -24,7 +29,7 @@ fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
 fn entry(path: &str, o: &ForeignObject) -> Entry {
     Entry {
         path: path.into(),
-        oid: o.content_oid.clone().unwrap_or(o.provisional_oid.clone()),
+        oid: o.content_oid.unwrap_or(o.provisional_oid),
         object: o.clone(),
     }
 }
@@ -35,16 +40,20 @@ fn the_provisional_oid_is_the_etag_s_sha256_only_for_content_etags() {
     let sha = |s: &str| hex::encode(Sha256::digest(s.as_bytes()));
     for etag in [md5.to_string(), format!("\"{md5}\""), format!("{md5}-12")] {
         let bare = etag.trim_matches('"');
-        assert_eq!(provisional_oid("s3://b/k", &etag), sha(bare), "{etag}");
         assert_eq!(
-            provisional_oid("https://h/k?sig=1", &etag),
+            provisional_oid("s3://b/k", &etag).to_hex(),
+            sha(bare),
+            "{etag}"
+        );
+        assert_eq!(
+            provisional_oid("https://h/k?sig=1", &etag).to_hex(),
             sha(bare),
             "{etag}"
         );
     }
     // nginx-style: scoped by the URL without its query.
     let a = provisional_oid("https://h/a.bam?X-Amz-Signature=1", "5f0-1a");
-    assert_eq!(a, sha("https://h/a.bam\n5f0-1a"));
+    assert_eq!(a.to_hex(), sha("https://h/a.bam\n5f0-1a"));
     assert_ne!(a, provisional_oid("https://h/b.bam", "5f0-1a"));
     for not_md5 in ["5f0-1a", &md5[1..], &format!("{md5}-"), &format!("{md5}-x")] {
         assert!(!is_content_etag(not_md5), "{not_md5}");
@@ -69,7 +78,7 @@ fn recorded_objects_are_found_by_location_and_remember_their_content_oid() {
         None
     );
     reg.record(b, &[entry("dir/y.bam", &o)]).unwrap();
-    let content = "11".repeat(32);
+    let content = oid(&"11".repeat(32));
     let mut repos = reg
         .set_content_oid("https://h/x.bam", "5f-10", 16, &content)
         .unwrap();
@@ -79,12 +88,12 @@ fn recorded_objects_are_found_by_location_and_remember_their_content_oid() {
         .lookup_by_location("https://h/x.bam", "5f-10", 16)
         .unwrap()
         .unwrap();
-    assert_eq!(found.content_oid.as_deref(), Some(&content[..]));
+    assert_eq!(found.content_oid, Some(content));
     // Recording the object again without a content oid keeps the known one.
     reg.record(a, &[entry("x.bam", &o)]).unwrap();
     assert_eq!(
-        reg.for_repo(a).unwrap()[0].object.content_oid.as_deref(),
-        Some(&content[..])
+        reg.for_repo(a).unwrap()[0].object.content_oid,
+        Some(content)
     );
     assert_eq!(reg.counts().unwrap(), (1, 1));
     assert_eq!(reg.for_repo(b).unwrap()[0].path, "dir/y.bam");
@@ -206,14 +215,14 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     assert_eq!(reg.requeue_running().unwrap(), 1);
     let job = reg.claim(100).unwrap().unwrap();
     let repos = reg
-        .job_done(&job, &"ab".repeat(32), Some(&"cd".repeat(16)))
+        .job_done(&job, &oid(&"ab".repeat(32)), Some(&"cd".repeat(16)))
         .unwrap();
     assert_eq!(repos, vec![std::path::PathBuf::from("/r")]);
     let known = reg
         .lookup_by_location("s3://b/small", &small.etag, 10)
         .unwrap();
     let known = known.unwrap();
-    assert_eq!(known.content_oid, Some("ab".repeat(32)));
+    assert_eq!(known.content_oid, Some(oid(&"ab".repeat(32))));
     assert_eq!(known.md5, Some("cd".repeat(16)), "the md5 of the same pass");
     assert_eq!(reg.queue_unhashed(Some(100)).unwrap(), 0);
 
@@ -241,12 +250,12 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     let c = reg.job_counts().unwrap();
     assert_eq!((c.failed, c.retrying, c.queued), (1, 0, 0));
     let (state, why) = reg.job_state("s3://b/x", &obj.etag, 10).unwrap().unwrap();
-    assert_eq!(state, crate::ipc::JobState::Failed);
+    assert_eq!(state, JobState::Failed);
     assert_eq!(why.as_deref(), Some("GET s3://b/x: HTTP 404"));
     let open = reg.open_jobs(10).unwrap();
     assert_eq!(
         (open[0].state, open[0].retry_at),
-        (crate::ipc::JobState::Failed, None)
+        (JobState::Failed, None)
     );
 
     assert_eq!(
@@ -282,4 +291,40 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     let reg = Registry::open(&path).unwrap();
     assert_eq!(reg.job_counts().unwrap().retrying, 1);
     assert!(reg.claim(5).unwrap().is_some());
+}
+
+#[test]
+fn a_mirror_line_keeps_its_oids_as_hex_and_a_line_with_a_bad_oid_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let common = tmp.path().join(".git");
+    std::fs::create_dir(&common).unwrap();
+    let mut o = object("https://h/x", "1-1", 1);
+    o.content_oid = Some(Oid::of(b"x"));
+    mirror::write(&common, &[entry("x", &o)]).unwrap();
+    let text = std::fs::read_to_string(mirror::path_in(&common)).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(line["oid"], Oid::of(b"x").to_hex());
+    assert_eq!(line["provisional_oid"], o.provisional_oid.to_hex());
+    assert_eq!(line["content_oid"], Oid::of(b"x").to_hex());
+    let bad = text.replace(&Oid::of(b"x").to_hex(), "not-an-oid");
+    std::fs::write(mirror::path_in(&common), bad).unwrap();
+    let err = mirror::read(&mirror::path_in(&common))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("registry.jsonl line 1"), "{err}");
+}
+
+#[test]
+fn a_pointer_is_provisional_until_it_carries_its_object_s_content_oid() {
+    let mut o = object("https://h/x", "1-1", 1);
+    let mut e = entry("x", &o);
+    assert!(e.is_provisional(), "nothing hashed yet");
+    o.content_oid = Some(Oid::of(b"x"));
+    e.object = o.clone();
+    assert!(e.is_provisional(), "hashed, not promoted");
+    e.oid = Oid::of(b"x");
+    assert!(!e.is_provisional(), "promoted");
+    // Added by its checksum, with no ETag: the content oid from the start.
+    o.provisional_oid = Oid::of(b"x");
+    assert!(!entry("x", &o).is_provisional());
 }

@@ -265,7 +265,7 @@ mod tests {
             version_id: None,
             etag: "abc".into(),
             size: 42,
-            provisional_oid: String::new(),
+            provisional_oid: crate::pool::Oid::of(b"etag"),
             content_oid: None,
             drs_id: None,
             last_modified: None,

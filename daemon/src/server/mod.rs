@@ -9,15 +9,15 @@ mod connection;
 mod error;
 mod handlers;
 mod idle;
-mod jobs;
 mod listen;
 mod partials;
 mod pool_stats;
+mod repo_book;
 mod repo_locks;
-mod repos;
 mod state;
 mod uploads;
 pub(crate) mod wire_error;
+mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -34,20 +34,22 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::ops::transfer::Transfers;
+use crate::ops::foreign::ForeignObjects;
+use crate::ops::repos::Registrar;
 use crate::pool::Pool;
 use crate::registry::Registry;
 use crate::remote::Remote;
 use crate::watch::Watcher;
 
 pub use error::DaemonError;
+pub(crate) use repo_book::RepoBook;
 pub(crate) use repo_locks::RepoLocks;
-pub(crate) use repos::RepoBook;
 
 /// What every connection and request shares.
 pub(crate) struct Shared {
     pub config: Config,
     pub pool: Arc<Pool>,
-    pub repos: RepoBook,
+    pub repos: Arc<RepoBook>,
     /// Foreign objects and the repos using them (`registry.sqlite` in the state folder).
     pub registry: Arc<Registry>,
     pub pool_stats: pool_stats::PoolStatsCache,
@@ -57,18 +59,22 @@ pub(crate) struct Shared {
     /// Connections and the requests they run.
     pub tasks: TaskTracker,
     /// Wakes the prefetch workers when jobs were queued.
-    pub jobs_wake: tokio::sync::Notify,
+    pub jobs_wake: Arc<tokio::sync::Notify>,
     /// Prefetches in progress, for status.
-    pub running: jobs::Running,
+    pub running: workers::Running,
     /// For the idle timer: when a client last came or work last ran.
     pub activity: idle::Activity,
     /// One writer at a time per repo (`.gitattributes`, pointers, index,
     /// mirror): see `repo_locks`.
-    pub repo_locks: RepoLocks,
+    pub repo_locks: Arc<RepoLocks>,
     /// This daemon's clients of the object stores.
     pub remote: Arc<Remote>,
     /// Objects between repos, the pool and object remotes.
     pub transfers: Transfers,
+    /// Foreign objects: add-url, restore, promotion, the prefetch queue.
+    pub foreign: Arc<ForeignObjects>,
+    /// Registering repos: the book and their foreign objects in step.
+    pub registrar: Registrar,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -91,6 +97,7 @@ impl Daemon {
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
+        let repos = Arc::new(repos);
         let registry = open_registry(&config).await?;
         let left = uploads::left_over(&registry).await;
         // Every multipart upload from now on is recorded in the registry.
@@ -103,6 +110,16 @@ impl Daemon {
             registry.clone(),
             config.upload,
         );
+        let (jobs_wake, repo_locks) = (Arc::default(), Arc::default());
+        let foreign = Arc::new(ForeignObjects::new(
+            registry.clone(),
+            remote.clone(),
+            pool.clone(),
+            Arc::clone(&repo_locks),
+            Arc::clone(&jobs_wake),
+            config.prefetch.max_size,
+        ));
+        let registrar = Registrar::new(repos.clone(), foreign.clone());
         let shared = Arc::new(Shared {
             config,
             pool,
@@ -112,12 +129,14 @@ impl Daemon {
             started: Instant::now(),
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            jobs_wake: tokio::sync::Notify::new(),
+            jobs_wake,
             running: Default::default(),
             activity: Default::default(),
-            repo_locks: Default::default(),
+            repo_locks,
             remote,
             transfers,
+            foreign,
+            registrar,
         });
         log::info!(
             "drsd {} listening on {}",
@@ -146,8 +165,9 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
-        let prefetching = tokio::spawn(jobs::run(shared.clone()));
-        tokio::spawn(handlers::restore_saved(shared.clone()));
+        let prefetching = tokio::spawn(workers::run(shared.clone()));
+        let restoring = shared.clone();
+        tokio::spawn(async move { restoring.registrar.restore_saved().await });
         let idle = idle::idle(shared.clone());
         let stop = async {
             tokio::select! {

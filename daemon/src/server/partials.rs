@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use super::Shared;
 use crate::ipc::PartialsRemoved;
 use crate::pool::Pool;
-use crate::registry::Registry;
+use crate::registry::{JobState, Registry};
 use crate::remote::partials;
 
 /// The partial file names of the jobs in any of `states`.
-fn owned_by(registry: &Registry, states: &[&str]) -> Result<HashSet<String>, String> {
+fn owned_by(registry: &Registry, states: &[JobState]) -> Result<HashSet<String>, String> {
     let objects = registry.job_objects(states).map_err(|e| e.to_string())?;
     Ok(objects.iter().filter_map(partials::name_of).collect())
 }
@@ -24,7 +24,7 @@ pub(super) async fn cap_failed(shared: &Shared) {
     };
     let (registry, max) = (shared.registry.clone(), shared.config.prefetch.partial_max);
     let capped = tokio::task::spawn_blocking(move || {
-        let failed = owned_by(&registry, &["failed"])?;
+        let failed = owned_by(&registry, &[JobState::Failed])?;
         partials::cap(&dir, &failed, max).map_err(|e| e.to_string())
     })
     .await;
@@ -50,7 +50,10 @@ pub(super) fn sweep(
     let Some(dir) = pool.partial_dir() else {
         return Ok(PartialsRemoved::default());
     };
-    let owned = owned_by(registry, &["queued", "running", "failed"])?;
+    let owned = owned_by(
+        registry,
+        &[JobState::Queued, JobState::Running, JobState::Failed],
+    )?;
     let now = std::time::SystemTime::now();
     let removed = match dry_run {
         true => partials::count_unowned(dir, &owned, now),

@@ -671,7 +671,12 @@ fn pooled(daemon: &TestDaemon, bytes: &[u8]) -> crate::pool::Oid {
 }
 
 /// A foreign object recorded for `repo` at `path`, hashed to `content`.
-fn foreign(daemon: &TestDaemon, repo: &Path, path: &str, content: &crate::pool::Oid) -> String {
+fn foreign(
+    daemon: &TestDaemon,
+    repo: &Path,
+    path: &str,
+    content: &crate::pool::Oid,
+) -> crate::pool::Oid {
     use crate::registry::{provisional_oid, Entry, ForeignObject};
     let url = format!("https://h/{path}");
     let object = ForeignObject {
@@ -682,16 +687,16 @@ fn foreign(daemon: &TestDaemon, repo: &Path, path: &str, content: &crate::pool::
         etag: format!("{path}-1"),
         size: 9,
         provisional_oid: provisional_oid(&url, &format!("{path}-1")),
-        content_oid: Some(content.to_hex()),
+        content_oid: Some(*content),
         drs_id: None,
         last_modified: None,
         recorded_at: 1,
         md5: None,
     };
-    let provisional = object.provisional_oid.clone();
+    let provisional = object.provisional_oid;
     let entry = Entry {
         path: path.into(),
-        oid: provisional.clone(),
+        oid: provisional,
         object,
     };
     daemon.shared.registry.record(repo, &[entry]).unwrap();
@@ -718,7 +723,7 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
     let hashed = pooled(&daemon, b"hashed behind a provisional pointer");
     let provisional = foreign(&daemon, &a, "p.bam", &hashed);
     let pointer = crate::lfs::Pointer {
-        oid: provisional.parse().unwrap(),
+        oid: provisional,
         size: 9,
     };
     std::fs::write(a.join("p.bam"), pointer.to_text()).unwrap();

@@ -11,6 +11,7 @@ use std::path::Path;
 use futures_util::stream::{self, StreamExt};
 
 use super::{internal, Transfers, PARALLEL};
+use crate::pool::Oid;
 use crate::blocking;
 use crate::ipc::{ErrorCode, PushReport, RefusedPath, WireError};
 use crate::lfs::hydrate::object_path;
@@ -82,11 +83,11 @@ impl Transfers {
             .map(|pushed| {
                 let (target, foreign, superseded) = (&target, &foreign, &superseded);
                 async move {
-                    let hex = pushed.pointer.oid.to_hex();
-                    if superseded.contains(&hex) {
+                    let oid = pushed.pointer.oid;
+                    if superseded.contains(&oid) {
                         return (pushed, PushOutcome::Present);
                     }
-                    let entry = foreign.get(&hex);
+                    let entry = foreign.get(&oid);
                     let outcome = self.push_object(target, entry, &pushed.pointer).await;
                     (pushed, outcome)
                 }
@@ -113,13 +114,13 @@ impl Transfers {
     }
 
     /// The repo's foreign objects (added by URL), by oid.
-    async fn foreign_objects(&self, repo: &Path) -> Result<BTreeMap<String, Entry>, WireError> {
+    async fn foreign_objects(&self, repo: &Path) -> Result<BTreeMap<Oid, Entry>, WireError> {
         let (registry, repo) = (self.registry.clone(), repo.to_path_buf());
         Ok(blocking(move || registry.for_repo(&repo))
             .await
             .map_err(internal)?
             .into_iter()
-            .map(|e| (e.oid.clone(), e))
+            .map(|e| (e.oid, e))
             .collect())
     }
 
@@ -135,7 +136,7 @@ impl Transfers {
         let oid_hex = pointer.oid.to_hex();
         if let Some(entry) = foreign {
             let o = &entry.object;
-            if o.content_oid.as_deref() != Some(oid_hex.as_str()) {
+            if entry.is_provisional() {
                 return PushOutcome::Refused(format!(
                     "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
                     o.url
@@ -259,15 +260,15 @@ impl Transfers {
 
 /// A provisional oid left in history by a commit before its promotion:
 /// superseded by its content oid, which this push must then carry too.
-fn superseded(foreign: &BTreeMap<String, Entry>, objects: &[Pushed]) -> HashSet<String> {
-    let pushed_oids: HashSet<String> = objects.iter().map(|p| p.pointer.oid.to_hex()).collect();
+fn superseded(foreign: &BTreeMap<Oid, Entry>, objects: &[Pushed]) -> HashSet<Oid> {
+    let pushed_oids: HashSet<Oid> = objects.iter().map(|p| p.pointer.oid).collect();
     foreign
         .values()
         .filter_map(|e| {
             let o = &e.object;
-            let content = o.content_oid.as_ref()?;
-            (o.provisional_oid != *content && pushed_oids.contains(content))
-                .then(|| o.provisional_oid.clone())
+            let content = o.content_oid?;
+            (o.provisional_oid != content && pushed_oids.contains(&content))
+                .then_some(o.provisional_oid)
         })
         .collect()
 }

@@ -135,16 +135,11 @@ fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, Wire
     for repo in repos {
         let pointers = stored_pointers(repo).map_err(|e| unreadable(repo, e))?;
         for oid in pointers {
-            live.extend(
-                hashed
-                    .get(&oid.to_hex())
-                    .and_then(|c| c.parse::<Oid>().ok()),
-            );
+            live.extend(hashed.get(&oid).copied());
             live.insert(oid);
         }
         for entry in registry.for_repo(repo).map_err(internal)? {
-            let content = entry.object.content_oid.as_deref();
-            live.extend(content.and_then(|c| c.parse::<Oid>().ok()));
+            live.extend(entry.object.content_oid);
         }
     }
     Ok(live)

@@ -1,10 +1,10 @@
-//! `drsctl init [--undo]`: set a repo up for drsd and register it, or back.
+//! `drsctl init [--undo]`: set a repo up for drsd and register it, or back
+//! (`ops::repos::Registrar`).
 
 use std::path::PathBuf;
 
-use super::{internal, Shared};
+use super::Shared;
 use crate::ipc::{ErrorCode, Reply, WireError};
-use crate::lfs::setup;
 
 pub(crate) async fn handle(
     shared: &Shared,
@@ -23,20 +23,9 @@ pub(crate) async fn handle(
             ),
         ));
     }
-    let repo = path.clone();
-    let report = tokio::task::spawn_blocking(move || match undo {
-        false => setup::init(&repo, &agent, remote.as_deref()),
-        true => setup::undo(&repo),
-    })
-    .await
-    .map_err(internal)?
-    .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
-    if undo {
-        // Not registered is fine: undo is for any repo init touched.
-        let _ = shared.repos.remove(report.repo.clone()).await;
-    } else {
-        shared.repos.add(report.repo.clone()).await?;
-        super::restore_registry(shared, &report.repo).await?;
-    }
+    let report = match undo {
+        false => shared.registrar.set_up(path, agent, remote).await?,
+        true => shared.registrar.take_down(path).await?,
+    };
     Ok(Reply::Setup(report))
 }

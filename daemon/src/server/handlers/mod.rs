@@ -126,8 +126,6 @@ pub(crate) async fn handle(
     let _ = tx.send(answer).await;
 }
 
-/// Puts back a registered repo's foreign-object entries from its mirror.
-pub(crate) use add_url::{restore as restore_registry, restore_saved};
 
 /// An error on the daemon's side: `internal`, or `no_space` when a full file
 /// system is behind it.

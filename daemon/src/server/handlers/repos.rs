@@ -1,24 +1,24 @@
+//! `drsctl repos add|remove|list`: the registered repos
+//! (`ops::repos::Registrar`).
+
 use std::path::PathBuf;
 
 use super::Shared;
 use crate::ipc::{ErrorCode, Reply, WireError};
 
 pub(crate) async fn add(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
-    let path = absolute(path)?;
-    let repo = shared.repos.add(path).await?;
-    super::restore_registry(shared, &repo.path).await?;
+    let repo = shared.registrar.register(absolute(path)?).await?;
     Ok(Reply::Repo { repo })
 }
 
 pub(crate) async fn remove(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
-    let path = absolute(path)?;
-    let repo = shared.repos.remove(path).await?;
+    let repo = shared.registrar.unregister(absolute(path)?).await?;
     Ok(Reply::Repo { repo })
 }
 
 pub(crate) fn list(shared: &Shared) -> Reply {
     Reply::Repos {
-        repos: shared.repos.reports(),
+        repos: shared.registrar.list(),
     }
 }
 

@@ -43,6 +43,6 @@ async fn queue(shared: &Shared) -> QueueReport {
         held: counts.held,
         done: counts.done,
         active: shared.running.report(),
-        open,
+        open: open.into_iter().map(Into::into).collect(),
     }
 }

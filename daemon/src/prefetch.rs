@@ -1,3 +1,6 @@
+//! Prefetch: what a background worker does with a job of the registry's
+//! queue ([`crate::registry::Registry::claim`]), ahead of any push.
+//!
 //! One prefetch: download a foreign object into the pool, hashing it in the
 //! same pass (sha256 and md5: the md5 checks a single-part S3 ETag, and DRS
 //! and Indexd records carry it), then HEAD it again: an object changed on
@@ -104,7 +107,7 @@ pub async fn prefetch(
     if let Err(why) = unchanged(&origin, object, last_modified).await? {
         if fetched.put.stored {
             let pool = pool.clone();
-            let _ = tokio::task::spawn_blocking(move || pool.delete(&oid)).await;
+            let _ = crate::blocking(move || pool.delete(&oid)).await;
         }
         return Err(PrefetchError::Changed {
             object: origin.describe(),

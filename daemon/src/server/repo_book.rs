@@ -1,4 +1,6 @@
-//! The registered repos: their watch state and last scan.
+//! The repo book: the registered repos, their watch state and last scan,
+//! saved across restarts (`state.rs`). Registering a repo's foreign objects
+//! along with it is `ops::repos`'s.
 //!
 //! Scans run one at a time (`scan_lock`), so a slow older scan can never
 //! overwrite a newer one's result.
@@ -7,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::blocking;
 use crate::ipc::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
 use crate::lfs::scan::{git_dirs, scan_in, toplevel, GitDirs, ScanError};
 use crate::pool::Pool;
@@ -226,11 +229,4 @@ fn not_registered(path: &Path) -> WireError {
         ErrorCode::NotFound,
         format!("{} is not a registered repo", path.display()),
     )
-}
-
-/// Runs blocking work (git, pool I/O) off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f)
-        .await
-        .expect("blocking task panicked")
 }

@@ -1,0 +1,312 @@
+//! The one path from provisional pointers to content pointers, once their
+//! objects are hashed: the bytes into the repo's `.git/lfs/objects`, the
+//! pointers rewritten in the work tree and the index (never in a commit:
+//! the user commits), the registry and the repo's mirror told the new oids.
+//!
+//! Taken for three reasons ([`Trigger`]): a worker hashed an object, a
+//! repo catches up with objects hashed while the workers could not reach
+//! it, or the user runs `drsctl promote`. Each runs as the repo's one
+//! writer, so what one of them promoted first the next finds done.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::{ForeignError, ForeignObjects, Waiting};
+use crate::lfs::hydrate::object_path;
+use crate::lfs::promote::{promote, Promoted, Rewrite, Scope};
+use crate::lfs::scan::{git_dirs, toplevel};
+use crate::lfs::{hydrate, Hydrated, Pointer};
+use crate::pool::{Oid, Pool};
+use crate::registry::{Entry, ForeignObject, Registry};
+
+use super::stage::record_and_mirror;
+
+/// Why pointers are promoted; decides which ones and what to do when the
+/// pool lacks the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The daemon on its own (an object hashed, a catch-up): only pointers
+    /// not committed yet, and only to bytes this machine holds, since a
+    /// pointer naming bytes no one here can give would break a checkout.
+    Hashed,
+    /// `drsctl promote`: committed pointers too (the user then commits),
+    /// whether or not the pool holds the bytes.
+    Asked,
+}
+
+impl Trigger {
+    fn scope(self) -> Scope {
+        match self {
+            Trigger::Hashed => Scope::Uncommitted,
+            Trigger::Asked => Scope::All,
+        }
+    }
+}
+
+/// A repo's work tree and common git folder.
+struct RepoAt<'a> {
+    top: &'a Path,
+    common: &'a Path,
+}
+
+/// What a promotion did: git's account, and how many paths the registry
+/// learnt a content oid for.
+struct Done {
+    promoted: Promoted,
+    recorded: usize,
+}
+
+/// A `drsctl promote` request.
+pub struct PromoteRequest {
+    /// The client's folder: the repo is the work tree containing it.
+    pub cwd: PathBuf,
+    /// The paths to promote (relative to `cwd`, or absolute), unless `all`.
+    pub paths: Vec<PathBuf>,
+    pub all: bool,
+    /// First queue again the prefetch jobs of these paths that failed for good.
+    pub retry: bool,
+}
+
+/// What `drsctl promote` did, by path relative to the repo's top.
+#[derive(Debug, Default)]
+pub struct PromoteOutcome {
+    pub repo: PathBuf,
+    pub rewritten: Vec<String>,
+    /// Provisional still: the object is not hashed yet.
+    pub waiting: Vec<Waiting>,
+    /// The index or the work tree no longer holds the provisional pointer.
+    pub changed: Vec<String>,
+}
+
+/// Hydrates each target's content oid into the repo and rewrites the
+/// provisional pointers among them to it, in one pass of git for all; the
+/// paths rewritten are recorded with their new oid and the mirror written.
+/// `targets` pairs an entry with the content oid its pointer becomes.
+fn promote_to_content(
+    pool: &Pool,
+    registry: &Registry,
+    at: RepoAt<'_>,
+    targets: Vec<(Entry, Oid)>,
+    trigger: Trigger,
+) -> Result<Done, ForeignError> {
+    let lfs = at.common.join("lfs");
+    let mut here: HashMap<Oid, bool> = HashMap::new();
+    let mut ready = Vec::with_capacity(targets.len());
+    for (entry, to) in targets {
+        let held = match here.get(&to) {
+            Some(held) => *held,
+            None => {
+                let placed = hydrate(pool, &lfs, &to, entry.object.size)?;
+                *here.entry(to).or_insert(placed != Hydrated::NotInPool)
+            }
+        };
+        if held || trigger == Trigger::Asked {
+            ready.push((entry, to));
+        }
+    }
+    let rewrites: Vec<Rewrite> = ready
+        .iter()
+        .filter(|(e, to)| e.oid != *to)
+        .map(|(e, to)| rewrite(e, *to))
+        .collect();
+    let promoted = promote(at.top, &rewrites, trigger.scope())?;
+    let changed: Vec<Entry> = ready
+        .into_iter()
+        .filter(|(e, to)| e.oid != *to && promoted.rewritten.contains(&e.path))
+        .map(|(e, to)| Entry { oid: to, ..e })
+        .collect();
+    record_and_mirror(registry, at.top, at.common, &changed)?;
+    Ok(Done {
+        promoted,
+        recorded: changed.len(),
+    })
+}
+
+fn rewrite(e: &Entry, to: Oid) -> Rewrite {
+    let size = e.object.size;
+    Rewrite {
+        path: e.path.clone(),
+        from: Pointer { oid: e.oid, size },
+        to: Pointer { oid: to, size },
+    }
+}
+
+impl ForeignObjects {
+    /// After a worker hashed `object` to `oid`: in `repo`, the bytes into
+    /// `.git/lfs/objects` and its uncommitted pointers promoted; the
+    /// mirror learns the content oid either way.
+    pub async fn promote_hashed(&self, repo: &Path, object: &ForeignObject, oid: Oid) {
+        let (pool, registry) = (self.pool.clone(), self.registry.clone());
+        let (top, object) = (repo.to_path_buf(), object.clone());
+        let _writing = self.repo_locks.lock(repo).await;
+        let outcome = crate::blocking(move || {
+            let common = git_dirs(&top)?.common_dir;
+            // A provisional oid names one ETag (scoped by the URL unless the
+            // ETag is an md5 of the content), so with the size it names the
+            // content: every pointer carrying it becomes `oid`.
+            let targets = registry
+                .for_repo(&top)?
+                .into_iter()
+                .filter(|e| e.oid == object.provisional_oid && e.object.size == object.size)
+                .map(|e| (e, oid))
+                .collect();
+            let at = RepoAt {
+                top: &top,
+                common: &common,
+            };
+            promote_to_content(&pool, &registry, at, targets, Trigger::Hashed)
+        })
+        .await;
+        let shown = repo.display();
+        match outcome {
+            Ok(done) if done.recorded > 0 => log::info!(
+                "{shown}: {} staged pointer(s) promoted to sha256 {oid}",
+                done.recorded
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!("{shown}: after hashing {oid}: {e}"),
+        }
+    }
+
+    /// For a repo whose foreign objects were hashed while the workers could
+    /// not reach it: a daemon killed between recording a hash and promoting,
+    /// a daemon state wiped and restored from the repo's mirror, a repo
+    /// registered late. Objects the repo lacks in `.git/lfs/objects`, or
+    /// whose pointers still carry the provisional oid, are dealt with now,
+    /// as the workers would have. Run when a repo is registered and at start.
+    pub async fn catch_up(&self, repo: &Path) {
+        let (pool, registry) = (self.pool.clone(), self.registry.clone());
+        let top = repo.to_path_buf();
+        let _writing = self.repo_locks.lock(repo).await;
+        let outcome = crate::blocking(move || {
+            let common = git_dirs(&top)?.common_dir;
+            let objects = common.join("lfs").join("objects");
+            let targets: Vec<(Entry, Oid)> = registry
+                .for_repo(&top)?
+                .into_iter()
+                .filter_map(|e| Some((e.object.content_oid?, e)))
+                .filter(|(oid, e)| e.is_provisional() || !object_path(&objects, oid).is_file())
+                .map(|(oid, e)| (e, oid))
+                .collect();
+            if targets.is_empty() {
+                return Ok((0, 0));
+            }
+            let objects = distinct_objects(&targets);
+            let at = RepoAt {
+                top: &top,
+                common: &common,
+            };
+            let done = promote_to_content(&pool, &registry, at, targets, Trigger::Hashed)?;
+            Ok::<_, ForeignError>((objects, done.recorded))
+        })
+        .await;
+        let shown = repo.display();
+        match outcome {
+            Ok((0, _)) => {}
+            Ok((n, p)) => log::info!(
+                "{shown}: caught up with {n} hashed object(s), {p} staged pointer(s) promoted"
+            ),
+            Err(e) => log::warn!("{shown}: catching up with hashed objects: {e}"),
+        }
+    }
+
+    /// `drsctl promote`: the named (or all) provisional pointers of the repo
+    /// containing `cwd` whose object was hashed become content pointers;
+    /// those whose object is not hashed yet are reported waiting. With
+    /// `retry`, their jobs that failed for good are queued again first.
+    pub async fn promote_asked(
+        &self,
+        request: PromoteRequest,
+    ) -> Result<PromoteOutcome, ForeignError> {
+        let cwd = request.cwd.clone();
+        let top = crate::blocking(move || toplevel(&cwd))
+            .await
+            .map_err(ForeignError::NotInRepo)?;
+        // The workers promote the same pointers on their own: one writer at
+        // a time, and what they promoted first is then found done, not changed.
+        let _writing = self.repo_locks.lock(&top).await;
+        let (pool, registry) = (self.pool.clone(), self.registry.clone());
+        let (outcome, retried) =
+            crate::blocking(move || promote_named(&pool, &registry, top, request)).await?;
+        if retried > 0 {
+            log::info!("{retried} failed prefetch job(s) queued again");
+            self.wake_workers();
+        }
+        Ok(outcome)
+    }
+}
+
+/// How many objects (by content oid) `targets` name.
+fn distinct_objects(targets: &[(Entry, Oid)]) -> usize {
+    let mut oids: Vec<Oid> = targets.iter().map(|(_, oid)| *oid).collect();
+    oids.sort();
+    oids.dedup();
+    oids.len()
+}
+
+/// The blocking part of [`ForeignObjects::promote_asked`]; returns the
+/// outcome and how many failed jobs were queued again.
+fn promote_named(
+    pool: &Pool,
+    registry: &Registry,
+    top: PathBuf,
+    request: PromoteRequest,
+) -> Result<(PromoteOutcome, usize), ForeignError> {
+    let wanted: Vec<String> = request
+        .paths
+        .iter()
+        .map(|p| relative(&top, &request.cwd, p))
+        .collect();
+    let entries: Vec<Entry> = registry
+        .for_repo(&top)?
+        .into_iter()
+        .filter(|e| request.all || wanted.contains(&e.path))
+        .collect();
+    let retried = match request.retry {
+        true => retry_failed(registry, &entries)?,
+        false => 0,
+    };
+    let mut outcome = PromoteOutcome {
+        repo: top.clone(),
+        ..PromoteOutcome::default()
+    };
+    let mut targets = Vec::new();
+    for e in entries.into_iter().filter(Entry::is_provisional) {
+        match e.object.content_oid {
+            Some(content) => targets.push((e, content)),
+            None => outcome
+                .waiting
+                .push(super::standing::waiting(registry, &e)?),
+        }
+    }
+    let common = git_dirs(&top)?.common_dir;
+    let at = RepoAt {
+        top: &top,
+        common: &common,
+    };
+    let done = promote_to_content(pool, registry, at, targets, Trigger::Asked)?;
+    outcome.rewritten = done.promoted.rewritten;
+    outcome.changed = done.promoted.changed;
+    Ok((outcome, retried))
+}
+
+/// Queues again the failed jobs of the entries' unhashed objects.
+fn retry_failed(registry: &Registry, entries: &[Entry]) -> Result<usize, ForeignError> {
+    let oids: Vec<Oid> = entries
+        .iter()
+        .filter(|e| e.object.content_oid.is_none())
+        .map(|e| e.object.provisional_oid)
+        .collect();
+    Ok(registry.retry_failed(&oids)?)
+}
+
+/// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.
+fn relative(top: &Path, cwd: &Path, path: &Path) -> String {
+    let full = std::path::absolute(cwd.join(path)).unwrap_or_else(|_| cwd.join(path));
+    full.strip_prefix(top)
+        .unwrap_or(&full)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}

@@ -1,0 +1,172 @@
+//! The prefetch workers: take due jobs from the registry's queue, fetch and
+//! hash each object, record its content oid, then have the foreign-object
+//! service hydrate and promote in every repo that refers to it. Failures
+//! are recorded with their reason (redacted) and retried after a backoff,
+//! unless no retry can mend them (`PrefetchError::max_tries`): those jobs
+//! are `failed` for good until the user asks again (`drsctl promote
+//! --retry`). A job interrupted by a stop or a kill is queued again at the
+//! next start and its download resumes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use crate::blocking;
+use crate::ipc::JobProgress;
+use crate::prefetch::{backoff, prefetch, Hashed};
+use crate::registry::{now, Job, Registry};
+use crate::remote::{redact_text, FetchOptions};
+
+/// How long an idle worker sleeps at most before looking at the queue again.
+const IDLE: Duration = Duration::from_secs(5);
+
+/// Downloads in progress, by URL (redacted): for `drsctl status`.
+#[derive(Default)]
+pub(crate) struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
+
+impl Running {
+    pub fn report(&self) -> Vec<JobProgress> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .map(|(url, (done, total, since))| JobProgress {
+                url: url.clone(),
+                done: *done,
+                total: *total,
+                bytes_per_sec: (*done as f64 / since.elapsed().as_secs_f64().max(0.001)) as u64,
+            })
+            .collect()
+    }
+
+    fn set(&self, url: &str, done: u64, total: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map
+            .entry(url.to_string())
+            .or_insert((0, total, Instant::now()));
+        entry.0 = done;
+    }
+
+    fn clear(&self, url: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(url);
+    }
+}
+
+/// Runs the configured number of workers until the daemon stops.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.max_size);
+    let requeued = move || {
+        registry.release_held(max)?;
+        registry.requeue_running()
+    };
+    match blocking(requeued).await {
+        Ok(n) if n > 0 => log::info!("{n} interrupted prefetch job(s) queued again"),
+        Ok(_) => {}
+        Err(e) => log::warn!("requeueing interrupted jobs: {e}"),
+    }
+    shared.foreign.queue_unhashed().await;
+    let workers = (0..shared.config.prefetch.jobs).map(|_| worker(shared.clone()));
+    futures_util::future::join_all(workers).await;
+}
+
+async fn worker(shared: Arc<Shared>) {
+    loop {
+        let registry = shared.registry.clone();
+        match blocking(move || registry.claim(now())).await {
+            Ok(Some(job)) => work(&shared, job).await,
+            Ok(None) => {
+                let wait = idle_wait(&shared.registry).await;
+                tokio::select! {
+                    _ = shared.jobs_wake.notified() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = shared.stop.cancelled() => return,
+                }
+            }
+            Err(e) => {
+                log::warn!("taking a prefetch job: {e}");
+                tokio::time::sleep(IDLE).await;
+            }
+        }
+        if shared.stop.is_cancelled() {
+            return;
+        }
+    }
+}
+
+/// Until the next failed job is due, at most [`IDLE`].
+async fn idle_wait(registry: &Arc<Registry>) -> Duration {
+    let registry = registry.clone();
+    match blocking(move || registry.next_due()).await {
+        Ok(Some(at)) => {
+            Duration::from_secs(at.saturating_sub(now())).clamp(Duration::from_millis(200), IDLE)
+        }
+        _ => IDLE,
+    }
+}
+
+/// Fetches and hashes the job's object, then records how it went.
+async fn work(shared: &Arc<Shared>, job: Job) {
+    let cfg = &shared.config.prefetch;
+    let shown = job.object.url.to_string();
+    let opts = FetchOptions {
+        bandwidth: cfg.bandwidth.map(|b| (b / cfg.jobs as u64).max(1)),
+        ..FetchOptions::default()
+    };
+    let size = job.object.size;
+    let report = |done| shared.running.set(&shown, done, size);
+    let outcome = tokio::select! {
+        outcome = prefetch(shared.pool.clone(), &shared.remote, &job.object, opts, cfg.part_size, &report) => Some(outcome),
+        // Stopping: the job stays `running` and is queued again at the next start.
+        _ = shared.stop.cancelled() => None,
+    };
+    shared.running.clear(&shown);
+    match outcome {
+        None => {}
+        Some(Ok(hashed)) => finish(shared, job, hashed, &shown).await,
+        Some(Err(e)) => {
+            // Stored, shown by `drsctl status` and `promote`: no secret in it.
+            let why = redact_text(&e.to_string());
+            let tries = job.attempts + 1;
+            let retry_at = match e.max_tries() {
+                Some(max) if tries >= max => {
+                    log::warn!(
+                        "prefetch of {shown} failed (try {tries}), not tried again (drsctl promote --retry): {why}"
+                    );
+                    None
+                }
+                _ => {
+                    let wait = backoff(cfg.retry, job.attempts);
+                    log::warn!(
+                        "prefetch of {shown} failed (try {tries}), again in {wait:?}: {why}"
+                    );
+                    Some(now() + wait.as_secs())
+                }
+            };
+            let registry = shared.registry.clone();
+            let failed = blocking(move || registry.job_failed(&job, &why, retry_at)).await;
+            if let Err(e) = failed {
+                log::warn!("recording the failure of {shown}: {e}");
+            }
+            super::partials::cap_failed(shared).await;
+        }
+    }
+}
+
+/// The job's object is hashed: its content oid recorded, then promoted in
+/// every repo that refers to it.
+async fn finish(shared: &Shared, job: Job, Hashed { oid, md5 }: Hashed, shown: &str) {
+    let md5 = hex::encode(md5);
+    log::info!("prefetched {shown}: sha256 {oid}, md5 {md5}");
+    let registry = shared.registry.clone();
+    let recorded = {
+        let job = job.clone();
+        blocking(move || registry.job_done(&job, &oid, Some(&md5))).await
+    };
+    match recorded {
+        Ok(repos) => {
+            for repo in repos {
+                shared.foreign.promote_hashed(&repo, &job.object, oid).await;
+            }
+        }
+        Err(e) => log::warn!("recording the hash of {shown}: {e}"),
+    }
+}
