@@ -29,7 +29,7 @@ pub fn spawn_ready(cmd: &mut std::process::Command) -> std::process::Child {
         .expect("read drsd's first line");
     assert_eq!(
         line.trim_end(),
-        drsd::ipc::READY_LINE,
+        drsd_proto::READY_LINE,
         "drsd did not get ready"
     );
     child

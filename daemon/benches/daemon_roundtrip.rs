@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use drsd::ipc::{Client, Reply, Request};
+use drsd_proto::{Client, Reply, Request};
 
 const REQUESTS: usize = 1000;
 const REPOS: usize = 100;
@@ -106,7 +106,7 @@ fn start_daemon(dir: &Path, socket: &Path) -> Child {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line.trim_end(), drsd::ipc::READY_LINE);
+    assert_eq!(line.trim_end(), drsd_proto::READY_LINE);
     child
 }
 

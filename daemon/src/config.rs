@@ -10,7 +10,7 @@ use crate::remote::UploadOptions;
 /// binary does; tests build one with [`Config::in_dir`].
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The local socket's path (see [`crate::ipc::paths`]).
+    /// The local socket's path (see [`drsd_proto::paths`]).
     pub socket: PathBuf,
     pub pool_dir: PathBuf,
     /// The pool's tier threshold when the pool is created here.
@@ -154,7 +154,7 @@ impl Config {
             })?,
         };
         Ok(Config {
-            socket: crate::ipc::paths::socket_path(socket),
+            socket: drsd_proto::paths::socket_path(socket),
             pool_dir,
             threshold,
             state_dir,
@@ -171,7 +171,7 @@ impl Config {
     /// throwaway daemons.
     pub fn in_dir(dir: &Path) -> Config {
         Config {
-            socket: dir.join("run").join(crate::ipc::paths::SOCKET_NAME),
+            socket: dir.join("run").join(drsd_proto::paths::SOCKET_NAME),
             pool_dir: dir.join("pool"),
             threshold: None,
             state_dir: dir.join("state"),

@@ -5,19 +5,20 @@
 //! One folder per concern, each with a small public face:
 //! - [`pool`]: the two-tier content-addressed store (kv for small blobs, large
 //!   files for the rest), dispatched by length.
-//! - [`remote`]: S3-compatible stores (Ceph RGW) and object URLs.
-//! - [`ipc`]: the wire protocol, socket location and client: the
-//!   `drsd-proto` crate (all that `drsctl` and the hooks use).
-//! - [`server`]: the daemon itself; [`run`] is its entry point.
-//! - [`ops`]: the service layer: the daemon's operations, which handlers
-//!   and workers call.
+//! - [`remote`]: object stores (S3-compatible like Ceph RGW, and HTTPS)
+//!   behind one `Remote` facade, and object URLs.
+//! - `drsd_proto` (its own crate): the wire protocol, socket location and
+//!   client, all that `drsctl` and the hooks use; the daemon converts its
+//!   types to the wire's at its edges.
+//! - [`server`]: the daemon itself (socket, connections, thin request
+//!   handlers, workers); [`run`] is its entry point.
+//! - [`ops`]: the service layer: transfers, foreign objects, repo
+//!   registration; what handlers and workers call.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`git`]: running git, and finding a repo's work tree and git folders.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
 //!   and promotion.
 //! - [`prefetch`]: what a background worker does: prefetch and hash.
-//! - [`ops`]: the service layer under the server's handlers (foreign
-//!   objects, repo registration).
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 //! - [`private`]: files and folders only their owner may read.
 //! - [`safe_write`]: every file written in a repo, created exclusively and
@@ -44,7 +45,6 @@ pub mod watch;
 mod props;
 
 pub use blocking::blocking;
-pub use drsd_proto as ipc;
 pub use config::Config;
 pub use io_error::IoError;
 

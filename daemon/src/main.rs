@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use drsd::ipc::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
+use drsd_proto::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
 use drsd::pool::{Oid, Pool};
 use drsd::{Config, Daemon, DaemonError, IoError};
 

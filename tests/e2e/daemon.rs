@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use drsd::ipc::{Client, IpcError, Reply, Request};
+use drsd_proto::{Client, IpcError, Reply, Request};
 use drsd_e2e::{alive, bin, spawn_ready};
 
 /// A private folder with a socket, pool and state for one daemon.
@@ -348,7 +348,7 @@ fn sigterm_stops_within_the_drain_bound_even_if_requests_are_stuck() {
 #[test]
 fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
     assert_eq!(
-        drsd::ipc::paths::current_uid(),
+        drsd_proto::paths::current_uid(),
         0,
         "this test runs as root (as CI does), to act as another user"
     );
@@ -713,7 +713,7 @@ fn under_systemd_the_logs_go_to_the_journal() {
     BufReader::new(daemon.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    if line.trim_end() != drsd::ipc::READY_LINE {
+    if line.trim_end() != drsd_proto::READY_LINE {
         let status = daemon.wait().unwrap();
         panic!(
             "drsd did not get ready ({status}): {}",
@@ -829,7 +829,7 @@ fn the_socket_defaults_to_the_runtime_dir_else_a_private_tmp_folder() {
             None,
             tmp.join(format!(
                 "drsd-{}/drsd.sock",
-                drsd::ipc::paths::current_uid()
+                drsd_proto::paths::current_uid()
             )),
         ),
     ];
@@ -937,7 +937,7 @@ fn python_as_nobody(script: &str) -> Command {
 fn planted_listener(socket: &Path, record: &Path) -> Served {
     let hello = format!(
         "{{\"id\":1,\"kind\":\"result\",\"result\":{{\"type\":\"hello\",\"version\":{},\"server\":\"drsd\",\"pid\":1}}}}\n",
-        drsd::ipc::PROTOCOL_VERSION
+        drsd_proto::PROTOCOL_VERSION
     );
     let script = format!(
         r#"import socket, sys
@@ -983,7 +983,7 @@ while True:
 #[test]
 fn a_socket_folder_planted_by_another_user_gets_nothing_and_drsctl_exits_3() {
     assert_eq!(
-        drsd::ipc::paths::current_uid(),
+        drsd_proto::paths::current_uid(),
         0,
         "this test runs as root (as CI does), to act as another user"
     );
@@ -994,7 +994,7 @@ fn a_socket_folder_planted_by_another_user_gets_nothing_and_drsctl_exits_3() {
     let tmp = home.dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let planted = tmp.join(format!("drsd-{}", drsd::ipc::paths::current_uid()));
+    let planted = tmp.join(format!("drsd-{}", drsd_proto::paths::current_uid()));
     std::fs::create_dir(&planted).unwrap();
     std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
     let record = planted.join("received");

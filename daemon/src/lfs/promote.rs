@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::scan::{git, read_pointers};
+use super::scan::read_pointers;
+use crate::git::git;
 use super::track::{replace, stage, TrackError};
 use super::Pointer;
 

@@ -3,9 +3,7 @@
 //! Uses the real git binary: `ls-tree -r -l` lists HEAD's blobs with their
 //! sizes, the small ones are read through one `cat-file --batch`, and those
 //! that parse as pointers are looked up in `.git/lfs/objects` and the pool.
-//! Running git and finding a repo's folders are `crate::git`'s; `toplevel`,
-//! `git_dirs` and `GitDirs` here only forward to it for callers not yet
-//! switched.
+//! Running git and finding a repo's folders are `crate::git`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -13,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use crate::git::{Feeder, GitError, Repo};
-use crate::ipc::ScanReport;
+use drsd_proto::ScanReport;
 use crate::pool::{Oid, Pool, PoolError};
 
 use super::pointer::{Pointer, MAX_POINTER_SIZE};
@@ -38,11 +36,6 @@ pub enum ScanError {
     },
 }
 
-// moved to git.rs: kept so callers not yet switched to `crate::git` build.
-pub(crate) use crate::git::git;
-/// A repo's git folders: now [`crate::git::Repo`] (moved to git.rs).
-pub type GitDirs = Repo;
-
 impl From<GitError> for ScanError {
     fn from(e: GitError) -> ScanError {
         match e {
@@ -60,15 +53,9 @@ fn run(repo: &Path, args: &[&str]) -> Result<std::process::Output, ScanError> {
     Ok(crate::git::output(repo, args)?)
 }
 
-/// The top of the work tree containing `path`, canonical.
-// moved to git.rs: `Repo::locate(path)?.top`.
-pub fn toplevel(path: &Path) -> Result<PathBuf, ScanError> {
-    Ok(Repo::locate(path)?.top)
-}
-
-/// The repo's git folders; [`ScanError::Missing`] when the repo is gone.
-// moved to git.rs: `Repo::locate`, with its errors read as "the repo is gone".
-pub fn git_dirs(repo: &Path) -> Result<GitDirs, ScanError> {
+/// A registered repo's folders ([`Repo::locate`]), its failure read as
+/// [`ScanError::Missing`]: the repo is gone, not broken.
+pub fn locate_registered(repo: &Path) -> Result<Repo, ScanError> {
     Repo::locate(repo).map_err(|e| gone(repo, e))
 }
 
@@ -88,7 +75,7 @@ fn gone(repo: &Path, e: GitError) -> ScanError {
 
 /// Scans HEAD's tree of `repo` for LFS pointers and counts where their objects are.
 pub fn scan_repo(repo: &Path, pool: &Pool) -> Result<ScanReport, ScanError> {
-    scan_in(repo, &git_dirs(repo)?, pool)
+    scan_in(repo, &locate_registered(repo)?, pool)
 }
 
 /// [`scan_repo`] with the repo's git folders already known.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::foreign::ForeignObjects;
-use crate::ipc::{ErrorCode, RepoReport, WireError};
+use drsd_proto::{ErrorCode, RepoReport, WireError};
 use crate::lfs::setup::{self, SetupReport};
 use crate::server::RepoBook;
 

@@ -62,9 +62,9 @@ impl JobState {
 }
 
 /// The wire's state: the same names, plus `hashed`, which no job row holds.
-impl From<JobState> for crate::ipc::JobState {
-    fn from(state: JobState) -> crate::ipc::JobState {
-        use crate::ipc::JobState as Wire;
+impl From<JobState> for drsd_proto::JobState {
+    fn from(state: JobState) -> drsd_proto::JobState {
+        use drsd_proto::JobState as Wire;
         match state {
             JobState::Queued => Wire::Queued,
             JobState::Running => Wire::Running,
@@ -109,7 +109,7 @@ mod tests {
         for state in JobState::ALL {
             assert_eq!(JobState::parse(state.as_str()), Some(state));
             assert_eq!(state.to_string(), state.as_str());
-            let wire = crate::ipc::JobState::from(state);
+            let wire = drsd_proto::JobState::from(state);
             assert_eq!(state.is_settled(), wire.is_settled());
             assert_eq!(state.as_str(), wire.as_str(), "the same spelling on the wire");
         }

@@ -53,7 +53,7 @@ pub struct OpenJob {
 }
 
 /// A job as `drsctl status` shows it: the wire's form of [`OpenJob`].
-pub use crate::ipc::JobLine;
+pub use drsd_proto::JobLine;
 
 /// The one conversion of a job's domain form to the wire's.
 impl From<OpenJob> for JobLine {

@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::{handlers, Shared};
-use crate::ipc::codec::{JsonLines, Line};
-use crate::ipc::paths::current_uid;
-use crate::ipc::*;
+use drsd_proto::codec::{JsonLines, Line};
+use drsd_proto::paths::current_uid;
+use drsd_proto::*;
 
 /// Answers queued for the writer before request tasks wait on it.
 pub(crate) const OUTBOX: usize = 64;

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::parse;
-use crate::ipc::codec::Line;
-use crate::ipc::*;
+use drsd_proto::codec::Line;
+use drsd_proto::*;
 use crate::props::config;
 
 /// Any JSON value, a few levels deep.

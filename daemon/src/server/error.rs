@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::ipc::IpcError;
+use drsd_proto::IpcError;
 use crate::pool::PoolError;
 use crate::watch::WatchError;
 use crate::IoError;

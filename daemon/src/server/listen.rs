@@ -15,7 +15,7 @@ use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
 
 use super::DaemonError;
-use crate::ipc::paths::{ensure_private_dir, lock_path};
+use drsd_proto::paths::{ensure_private_dir, lock_path};
 
 pub(crate) struct Claimed {
     pub listener: Listener,

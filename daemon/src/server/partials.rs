@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use super::Shared;
-use crate::ipc::PartialsRemoved;
+use drsd_proto::PartialsRemoved;
 use crate::pool::Pool;
 use crate::registry::{JobState, Registry};
 use crate::remote::partials;

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ipc::{PoolStatsReport, TierLine};
+use drsd_proto::{PoolStatsReport, TierLine};
 use crate::lock::lock;
 use crate::pool::{Pool, PoolStats};
 

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::blocking;
-use crate::ipc::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
-use crate::lfs::scan::{git_dirs, scan_in, toplevel, GitDirs, ScanError};
+use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
+use crate::git::Repo;
+use crate::lfs::scan::{locate_registered, scan_in, ScanError};
 use crate::pool::Pool;
 use crate::watch::Watcher;
 
@@ -65,7 +66,7 @@ impl RepoBook {
 
     /// Registers the work tree containing `path`, watches and scans it.
     pub async fn add(&self, path: PathBuf) -> Result<RepoReport, WireError> {
-        let top = blocking(move || toplevel(&path))
+        let top = blocking(move || Repo::locate(&path).map(|repo| repo.top))
             .await
             .map_err(|e| invalid(&e))?;
         let added = {
@@ -110,7 +111,7 @@ impl RepoBook {
         let candidates = [
             Some(path.to_path_buf()),
             path.canonicalize().ok(),
-            toplevel(path).ok(),
+            Repo::locate(path).ok().map(|repo| repo.top),
         ];
         candidates
             .into_iter()
@@ -136,7 +137,7 @@ impl RepoBook {
         }
         let (pool, path) = (self.pool.clone(), repo.to_path_buf());
         let scanned = blocking(move || {
-            let dirs = git_dirs(&path)?;
+            let dirs = locate_registered(&path)?;
             let scan = scan_in(&path, &dirs, &pool)?;
             Ok::<_, ScanError>((dirs, scan))
         })
@@ -158,7 +159,7 @@ impl RepoBook {
 }
 
 impl Inner {
-    fn apply(&mut self, repo: &Path, scanned: Result<(GitDirs, ScanReport), ScanError>) {
+    fn apply(&mut self, repo: &Path, scanned: Result<(Repo, ScanReport), ScanError>) {
         match scanned {
             Ok((dirs, scan)) => self.scanned(repo, &dirs, scan),
             Err(ScanError::Missing { why, .. }) => self.mark_missing(repo, why),
@@ -172,7 +173,7 @@ impl Inner {
         }
     }
 
-    fn scanned(&mut self, repo: &Path, dirs: &GitDirs, scan: ScanReport) {
+    fn scanned(&mut self, repo: &Path, dirs: &Repo, scan: ScanReport) {
         // Watch anew when first seen, after a refusal or after `lfs/objects` appeared.
         let watch = self
             .watcher
@@ -220,7 +221,7 @@ fn fresh(path: PathBuf) -> RepoReport {
     }
 }
 
-fn invalid(e: &ScanError) -> WireError {
+fn invalid(e: &(dyn std::error::Error + 'static)) -> WireError {
     crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, e)
 }
 

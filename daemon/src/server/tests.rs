@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::ipc::*;
+use drsd_proto::*;
 use crate::pool::Tier;
 
 mod holds;
@@ -244,7 +244,7 @@ async fn the_socket_is_0600_in_a_0700_folder_and_gone_after_stop() {
 async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
-    crate::ipc::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    drsd_proto::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
     // A socket file nobody listens on any more, as a killed daemon leaves it.
     drop(std::os::unix::net::UnixListener::bind(&config.socket).unwrap());
     assert!(config.socket.exists());
@@ -269,7 +269,7 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
 async fn a_file_that_is_not_a_socket_is_never_removed() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
-    crate::ipc::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    drsd_proto::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
     std::fs::write(&config.socket, b"precious").unwrap();
     let err = Daemon::bind(config.clone()).await.err().expect("refused");
     assert!(matches!(err, DaemonError::NotSocket { .. }), "{err}");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::blocking;
-use crate::ipc::JobProgress;
+use drsd_proto::JobProgress;
 use crate::prefetch::{backoff, prefetch, Hashed};
 use crate::registry::{now, Job, Registry};
 use crate::remote::{redact_text, FetchOptions};

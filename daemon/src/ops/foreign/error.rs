@@ -2,8 +2,8 @@
 //! failures get their wire code: the request's fault (`invalid_argument`),
 //! or the daemon's (`internal`, `no_space` when a full disk is behind it).
 
-use crate::ipc::{ErrorCode, WireError};
-use crate::lfs::scan::ScanError;
+use drsd_proto::{ErrorCode, WireError};
+use crate::git::GitError;
 use crate::lfs::track::TrackError;
 use crate::pool::PoolError;
 use crate::registry::RegistryError;
@@ -15,10 +15,10 @@ pub enum ForeignError {
     Refused(String),
     /// The client's folder is not in a git work tree.
     #[error(transparent)]
-    NotInRepo(ScanError),
+    NotInRepo(GitError),
     /// git could not tell a registered repo's folders.
     #[error(transparent)]
-    Git(#[from] ScanError),
+    Git(#[from] GitError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]

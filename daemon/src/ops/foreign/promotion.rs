@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use super::{ForeignError, ForeignObjects, Waiting};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::promote::{promote, Promoted, Rewrite, Scope};
-use crate::lfs::scan::{git_dirs, toplevel};
+use crate::git::Repo;
 use crate::lfs::{hydrate, Hydrated, Pointer};
 use crate::pool::{Oid, Pool};
 use crate::registry::{Entry, ForeignObject, Registry};
@@ -140,7 +140,7 @@ impl ForeignObjects {
         let (top, object) = (repo.to_path_buf(), object.clone());
         let _writing = self.repo_locks.lock(repo).await;
         let outcome = crate::blocking(move || {
-            let common = git_dirs(&top)?.common_dir;
+            let common = Repo::locate(&top)?.common_dir;
             // A provisional oid names one ETag (scoped by the URL unless the
             // ETag is an md5 of the content), so with the size it names the
             // content: every pointer carrying it becomes `oid`.
@@ -179,7 +179,7 @@ impl ForeignObjects {
         let top = repo.to_path_buf();
         let _writing = self.repo_locks.lock(repo).await;
         let outcome = crate::blocking(move || {
-            let common = git_dirs(&top)?.common_dir;
+            let common = Repo::locate(&top)?.common_dir;
             let objects = common.join("lfs").join("objects");
             let targets: Vec<(Entry, Oid)> = registry
                 .for_repo(&top)?
@@ -219,7 +219,7 @@ impl ForeignObjects {
         request: PromoteRequest,
     ) -> Result<PromoteOutcome, ForeignError> {
         let cwd = request.cwd.clone();
-        let top = crate::blocking(move || toplevel(&cwd))
+        let top = crate::blocking(move || Repo::locate(&cwd).map(|repo| repo.top))
             .await
             .map_err(ForeignError::NotInRepo)?;
         // The workers promote the same pointers on their own: one writer at
@@ -279,7 +279,7 @@ fn promote_named(
                 .push(super::standing::waiting(registry, &e)?),
         }
     }
-    let common = git_dirs(&top)?.common_dir;
+    let common = Repo::locate(&top)?.common_dir;
     let at = RepoAt {
         top: &top,
         common: &common,

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::{ForeignError, ForeignObjects};
-use crate::lfs::scan::git_dirs;
+use crate::git::Repo;
 use crate::registry::mirror;
 
 impl ForeignObjects {
@@ -16,7 +16,7 @@ impl ForeignObjects {
     pub async fn restore(&self, repo: &Path) -> Result<(), ForeignError> {
         let (registry, at) = (self.registry.clone(), repo.to_path_buf());
         let restored = crate::blocking(move || {
-            let file = mirror::path_in(&git_dirs(&at)?.common_dir);
+            let file = mirror::path_in(&Repo::locate(&at)?.common_dir);
             let entries = mirror::read(&file)?;
             Ok::<_, ForeignError>(registry.restore(&at, &entries)?)
         })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::plan::{check_existing, check_inside};
 use super::resolve::Resolved;
 use super::{Added, ForeignError, ForeignObjects, Refused};
-use crate::lfs::scan::git_dirs;
+use crate::git::Repo;
 use crate::lfs::{track, Pointer};
 use crate::pool::Oid;
 use crate::registry::{mirror, Entry, Registry};
@@ -119,7 +119,7 @@ fn check_attributes_file(top: &Path) -> Result<(), ForeignError> {
 /// files are not written only for staging to fail; a clear error, with
 /// nothing written, when it stays.
 fn wait_for_index(top: &Path) -> Result<(), ForeignError> {
-    let git_dir = git_dirs(top)?.git_dir;
+    let git_dir = Repo::locate(top)?.git_dir;
     let lock = git_dir.join("index.lock");
     let start = Instant::now();
     while lock.exists() {

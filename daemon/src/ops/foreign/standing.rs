@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::{ForeignError, ForeignObjects};
-use crate::lfs::scan::toplevel;
+use crate::git::Repo;
 use crate::registry::{Entry, JobState, Registry};
 
 /// Where a provisional pointer's object stands.
@@ -71,7 +71,7 @@ impl ForeignObjects {
     pub async fn provisional(&self, cwd: PathBuf) -> Result<(PathBuf, Vec<Waiting>), ForeignError> {
         let registry = self.registry.clone();
         crate::blocking(move || {
-            let top = toplevel(&cwd).map_err(ForeignError::NotInRepo)?;
+            let top = Repo::locate(&cwd).map_err(ForeignError::NotInRepo)?.top;
             let mut pointers = Vec::new();
             for e in registry.for_repo(&top)? {
                 if e.is_provisional() {

@@ -2,7 +2,7 @@
 //! of this service becomes a reply's.
 
 use super::{Added, OidFrom, Refused, Standing, Waiting};
-use crate::ipc::{AddedUrl, FailedUrl, JobState, OidSource, PathWaiting};
+use drsd_proto::{AddedUrl, FailedUrl, JobState, OidSource, PathWaiting};
 
 impl From<OidFrom> for OidSource {
     fn from(from: OidFrom) -> OidSource {

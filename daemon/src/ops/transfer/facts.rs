@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::blocking;
-use crate::ipc::{ErrorCode, WireError};
-use crate::lfs::scan::{git_dirs, toplevel};
+use drsd_proto::{ErrorCode, WireError};
+use crate::git::Repo;
 use crate::lfs::setup::recorded_remote;
 use crate::remote::ObjectLayout;
 
@@ -49,8 +49,9 @@ impl RepoFacts {
     fn find(repo: &Path) -> Result<RepoFacts, WireError> {
         let bad =
             |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
-        let top = toplevel(repo).map_err(|e| bad(&e))?;
-        let common = git_dirs(&top).map_err(|e| bad(&e))?.common_dir;
+        let Repo {
+            top, common_dir: common, ..
+        } = Repo::locate(repo).map_err(|e| bad(&e))?;
         let lfs = common.join("lfs");
         // Not through a link planted in `.git`: objects are handed out here.
         let tmp = crate::safe_write::create_dirs(&common, Path::new("lfs/tmp"))

@@ -9,7 +9,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL};
 use crate::blocking;
-use crate::ipc::{ErrorCode, HydrateReport, ObjectProblem, WireError};
+use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
 use crate::pool::PoolError;
 use crate::server::RepoLocks;

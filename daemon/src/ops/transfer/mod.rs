@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::blocking;
-use crate::ipc::{ErrorCode, WireError};
+use drsd_proto::{ErrorCode, WireError};
 use crate::lfs::hydrate::export_to_temp;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::Registry;
@@ -45,7 +45,7 @@ pub struct Transfers {
 }
 
 /// Where the object a download hands out came from (the wire's enum).
-pub use crate::ipc::ObjectSource;
+pub use drsd_proto::ObjectSource;
 
 impl Transfers {
     pub fn new(

@@ -13,7 +13,7 @@ use futures_util::stream::{self, StreamExt};
 use super::{internal, Transfers, PARALLEL};
 use crate::pool::Oid;
 use crate::blocking;
-use crate::ipc::{ErrorCode, PushReport, RefusedPath, WireError};
+use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::registry::Entry;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::{internal, Transfers};
 use crate::blocking;
-use crate::ipc::{ErrorCode, WireError};
+use drsd_proto::{ErrorCode, WireError};
 use crate::pool::{Oid, PoolError};
 use crate::remote::{upload_from_file, upload_from_pool, ObjectLayout, UploadError, Uploaded};
 

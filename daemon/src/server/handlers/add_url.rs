@@ -2,12 +2,13 @@
 //! is the foreign-object service's (`ops::foreign`); this locates the repo,
 //! registers it when first seen, and reports line by line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
 use crate::blocking;
-use crate::ipc::{AddUrlEntry, AddUrlReport, ErrorCode, Progress, Reply, WireError};
+use crate::git::Repo;
+use drsd_proto::{AddUrlEntry, AddUrlReport, ErrorCode, Progress, Reply, WireError};
 use crate::ops::foreign::{AddUrls, UrlLine};
 
 pub(crate) async fn handle(
@@ -24,9 +25,14 @@ pub(crate) async fn handle(
             cwd.display()
         )));
     }
-    let (cwd, RepoAt { top, common }) = blocking(move || locate(&cwd).map(|at| (cwd, at)))
+    let (cwd, repo) = blocking(move || Repo::locate(&cwd).map(|repo| (cwd, repo)))
         .await
-        .map_err(invalid)?;
+        .map_err(|e| invalid(e.to_string()))?;
+    let Repo {
+        top,
+        common_dir: common,
+        ..
+    } = repo;
     shared.registrar.register_if_new(&top).await?;
     let request = AddUrls {
         cwd,
@@ -38,7 +44,7 @@ pub(crate) async fn handle(
     };
     let on_head = |done, total| {
         progress.send_now(Progress {
-            stage: crate::ipc::Stage::Head,
+            stage: drsd_proto::Stage::Head,
             done,
             total: Some(total),
             message: None,
@@ -50,42 +56,6 @@ pub(crate) async fn handle(
         added: outcome.added.into_iter().map(Into::into).collect(),
         failed: outcome.refused.into_iter().map(Into::into).collect(),
     }))
-}
-
-/// The work tree containing the client's folder and its common git folder.
-struct RepoAt {
-    top: PathBuf,
-    common: PathBuf,
-}
-
-/// Both with one git process (a single add-url runs a handful in all).
-fn locate(cwd: &Path) -> Result<RepoAt, String> {
-    let out = crate::lfs::scan::git(cwd)
-        .args(["rev-parse", "--show-toplevel", "--git-common-dir"])
-        .output()
-        .map_err(|e| format!("running git in {}: {e}", cwd.display()))?;
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "{} is not in a git work tree: {}",
-            cwd.display(),
-            why.trim()
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let (top, common) = (
-        lines.next().unwrap_or_default(),
-        lines.next().unwrap_or_default(),
-    );
-    let top = Path::new(top)
-        .canonicalize()
-        .map_err(|e| format!("{top}: {e}"))?;
-    // --git-common-dir is relative to the folder git ran in.
-    Ok(RepoAt {
-        top,
-        common: cwd.join(common),
-    })
 }
 
 /// Each entry numbered by its line in the client's `--from` list, else by

@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{internal, Progressor, Shared};
 use crate::blocking;
-use crate::ipc::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
+use drsd_proto::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
 use crate::pool::{Oid, SeenLog, SweepReport};
 use crate::registry::Registry;
@@ -55,7 +55,7 @@ pub(crate) async fn handle(
     let seen_path = shared.config.pool_dir.join(SEEN_FILE);
     progress
         .send(Progress {
-            stage: crate::ipc::Stage::Gc,
+            stage: drsd_proto::Stage::Gc,
             done: 0,
             total: None,
             message: Some(format!("reading the objects of {} repo(s)", repos.len())),

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::Shared;
-use crate::ipc::{ErrorCode, Reply, WireError};
+use drsd_proto::{ErrorCode, Reply, WireError};
 
 pub(crate) async fn handle(
     shared: &Shared,

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::wire_error::wire_error;
 use super::Shared;
-use crate::ipc::*;
+use drsd_proto::*;
 
 /// Sends a request's progress events; the final answer goes through [`handle`].
 pub(crate) struct Progressor {
@@ -62,7 +62,7 @@ pub(crate) async fn handle(
             force,
             grace_secs,
         }) => {
-            let grace = grace_secs.unwrap_or(crate::ipc::GC_GRACE_SECS);
+            let grace = grace_secs.unwrap_or(drsd_proto::GC_GRACE_SECS);
             gc::handle(
                 &shared,
                 gc::Sweep {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Shared;
-use crate::ipc::{ErrorCode, PromoteReport, Reply, WireError};
+use drsd_proto::{ErrorCode, PromoteReport, Reply, WireError};
 use crate::ops::foreign::promotion::PromoteRequest;
 
 pub(super) async fn handle(

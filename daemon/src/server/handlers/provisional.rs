@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::Shared;
-use crate::ipc::{ProvisionalReport, Reply, WireError};
+use drsd_proto::{ProvisionalReport, Reply, WireError};
 
 pub(super) async fn handle(shared: &Shared, cwd: PathBuf) -> Result<Reply, WireError> {
     let (repo, pointers) = shared.foreign.provisional(cwd).await?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use crate::ipc::{Progress, Reply, WireError};
+use drsd_proto::{Progress, Reply, WireError};
 
 pub(super) async fn handle(
     shared: &Arc<Shared>,
@@ -17,7 +17,7 @@ pub(super) async fn handle(
 ) -> Result<Reply, WireError> {
     let report = |done, total| {
         progress.send_now(Progress {
-            stage: crate::ipc::Stage::Upload,
+            stage: drsd_proto::Stage::Upload,
             done,
             total: Some(total),
             message: None,

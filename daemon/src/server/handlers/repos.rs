@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::Shared;
-use crate::ipc::{ErrorCode, Reply, WireError};
+use drsd_proto::{ErrorCode, Reply, WireError};
 
 pub(crate) async fn add(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
     let repo = shared.registrar.register(absolute(path)?).await?;

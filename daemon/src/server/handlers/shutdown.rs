@@ -3,7 +3,7 @@
 //! flight finish first.
 
 use super::Shared;
-use crate::ipc::Reply;
+use drsd_proto::Reply;
 
 /// Starts the stop: the accept loop ends, requests in flight drain.
 pub(crate) fn handle(shared: &Shared) -> Reply {

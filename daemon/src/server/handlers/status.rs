@@ -4,7 +4,7 @@
 //! repos and a large pool.
 
 use super::Shared;
-use crate::ipc::{QueueReport, Reply, StatusReport};
+use drsd_proto::{QueueReport, Reply, StatusReport};
 
 /// Daemon, pool per tier (last background measurement), repos, queue.
 pub(crate) async fn handle(shared: &Shared) -> Reply {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use crate::ipc::{LfsObject, LfsUploaded, Progress, Reply, Stage, WireError};
+use drsd_proto::{LfsObject, LfsUploaded, Progress, Reply, Stage, WireError};
 use crate::pool::Oid;
 
 pub(super) async fn download(

@@ -3,7 +3,7 @@
 
 use super::{internal, Progressor, Shared};
 use crate::blocking;
-use crate::ipc::{BadEntryReport, Progress, Reply, VerifyReport, WireError};
+use drsd_proto::{BadEntryReport, Progress, Reply, VerifyReport, WireError};
 
 /// Re-hashes every pool entry and moves the bad ones aside. Progress: one event with the entry count
 /// before the work, one after it.
@@ -14,7 +14,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
     let bytes: u64 = stats.tiers.iter().map(|t| t.stats.bytes).sum();
     progress
         .send(Progress {
-            stage: crate::ipc::Stage::Verify,
+            stage: drsd_proto::Stage::Verify,
             done: 0,
             total: Some(entries),
             message: Some(format!("re-hashing {entries} entries, {bytes} bytes")),
@@ -24,7 +24,7 @@ pub(crate) async fn handle(shared: &Shared, progress: &Progressor) -> Result<Rep
     let bad = blocking(move || pool.verify()).await.map_err(internal)?;
     progress
         .send(Progress {
-            stage: crate::ipc::Stage::Verify,
+            stage: drsd_proto::Stage::Verify,
             done: entries,
             total: Some(entries),
             message: None,
