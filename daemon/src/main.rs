@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use drsd_proto::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
 use drsd::pool::{Oid, Pool};
 use drsd::{Config, Daemon, DaemonError, IoError};
+use drsd_proto::{EXIT_ALREADY_RUNNING, IDLE_TIMEOUT_ENV, READY_LINE};
 
 #[derive(Parser)]
 #[command(

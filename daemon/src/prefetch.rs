@@ -62,7 +62,7 @@ impl PrefetchError {
                 FetchError::Short { .. }
                 | FetchError::NoRanges { .. }
                 | FetchError::Pool(_)
-                | FetchError::Io { .. }
+                | FetchError::Io(_)
                 | FetchError::NoPartialDir => None,
             },
         }

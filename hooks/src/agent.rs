@@ -137,9 +137,7 @@ async fn transfer(client: &mut Client, repo: &Path, event: Event) -> Result<()> 
         Event::Download { oid, size } => {
             let hex = oid.to_hex();
             let request = LfsDownloadRequest { repo, oid, size };
-            let got = client
-                .lfs_download(request, |p| on_progress(&hex, p))
-                .await;
+            let got = client.lfs_download(request, |p| on_progress(&hex, p)).await;
             (oid, got.map(|object| Some(object.path)))
         }
         Event::Upload { oid, size, path } => {

@@ -72,29 +72,35 @@ impl Client {
 
     pub async fn status(&mut self) -> Result<StatusReport, IpcError> {
         let reply = self.call(Request::Status).await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Status(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     /// Registers the repo at `path`; its state after the first scan.
     pub async fn repos_add(&mut self, path: PathBuf) -> Result<RepoReport, IpcError> {
         let reply = self.call(Request::ReposAdd(RepoPath { path })).await?;
-        self.expect(reply, one_repo)
+        match reply {
+            Reply::Repo { repo } => Ok(repo),
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn repos_remove(&mut self, path: PathBuf) -> Result<RepoReport, IpcError> {
         let reply = self.call(Request::ReposRemove(RepoPath { path })).await?;
-        self.expect(reply, one_repo)
+        match reply {
+            Reply::Repo { repo } => Ok(repo),
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn repos_list(&mut self) -> Result<Vec<RepoReport>, IpcError> {
         let reply = self.call(Request::ReposList).await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Repos { repos } => Ok(repos),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn pool_verify(
@@ -104,10 +110,10 @@ impl Client {
         let reply = self
             .call_with_progress(Request::PoolVerify, on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Verify(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn gc(
@@ -118,24 +124,27 @@ impl Client {
         let reply = self
             .call_with_progress(Request::Gc(request), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Gc(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     /// Asks the daemon to stop; it answers before it drains.
     pub async fn shutdown(&mut self) -> Result<(), IpcError> {
         let reply = self.call(Request::Shutdown).await?;
-        self.expect(reply, done)
+        match reply {
+            Reply::Done => Ok(()),
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn repo_init(&mut self, request: RepoInitRequest) -> Result<SetupReport, IpcError> {
         let reply = self.call(Request::RepoInit(request)).await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Setup(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn lfs_download(
@@ -146,10 +155,10 @@ impl Client {
         let reply = self
             .call_with_progress(Request::LfsDownload(request), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::LfsObject(object) => Ok(object),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn lfs_upload(
@@ -160,10 +169,10 @@ impl Client {
         let reply = self
             .call_with_progress(Request::LfsUpload(request), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::LfsUploaded(uploaded) => Ok(uploaded),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn add_url(
@@ -174,10 +183,10 @@ impl Client {
         let reply = self
             .call_with_progress(Request::AddUrl(request), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::AddUrl(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn pre_push(
@@ -188,28 +197,28 @@ impl Client {
         let reply = self
             .call_with_progress(Request::PrePush(request), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::PrePush(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn promote(&mut self, request: PromoteRequest) -> Result<PromoteReport, IpcError> {
         let reply = self.call(Request::Promote(request)).await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Promoted(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn provisional(&mut self, cwd: PathBuf) -> Result<ProvisionalReport, IpcError> {
         let reply = self
             .call(Request::Provisional(ProvisionalRequest { cwd }))
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Provisional(report) => Ok(report),
-            other => Err(other),
-        })
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     pub async fn hydrate(
@@ -220,16 +229,10 @@ impl Client {
         let reply = self
             .call_with_progress(Request::Hydrate(HydrateRequest { repo }), on_progress)
             .await?;
-        self.expect(reply, |r| match r {
+        match reply {
             Reply::Hydrated(report) => Ok(report),
-            other => Err(other),
-        })
-    }
-
-    /// `reply` as the kind the request promises, else a protocol error
-    /// naming what came instead.
-    fn expect<T>(&self, reply: Reply, pick: impl FnOnce(Reply) -> Result<T, Reply>) -> Result<T, IpcError> {
-        pick(reply).map_err(|other| self.unexpected(&other))
+            other => Err(self.unexpected(&other)),
+        }
     }
 
     /// Sends `request` and waits for its result, ignoring progress. The
@@ -299,20 +302,6 @@ impl Client {
 
     fn unexpected(&self, reply: &Reply) -> IpcError {
         self.protocol(format!("an unexpected reply {reply:?}"))
-    }
-}
-
-fn one_repo(reply: Reply) -> Result<RepoReport, Reply> {
-    match reply {
-        Reply::Repo { repo } => Ok(repo),
-        other => Err(other),
-    }
-}
-
-fn done(reply: Reply) -> Result<(), Reply> {
-    match reply {
-        Reply::Done => Ok(()),
-        other => Err(other),
     }
 }
 

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-
 /// What can go wrong talking to the daemon, naming the socket or file involved.
 #[derive(Debug, thiserror::Error)]
 pub enum IpcError {

@@ -16,6 +16,9 @@ pub struct ResponseFrame {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// A frame lives only while it is encoded or decoded, one at a time: boxing
+// the reply would cost an allocation per line for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Body {
     Progress { progress: Progress },
     Result { result: Reply },
@@ -31,7 +34,6 @@ pub struct Progress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
-
 
 /// What a long request is doing while it reports progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,4 +84,3 @@ impl ResponseFrame {
         }
     }
 }
-

@@ -111,7 +111,9 @@ mod tests {
         let json = serde_json::to_string(&oid).unwrap();
         assert_eq!(json, format!("\"{oid}\""));
         assert_eq!(serde_json::from_str::<Oid>(&json).unwrap(), oid);
-        let err = serde_json::from_str::<Oid>("\"ABC\"").unwrap_err().to_string();
+        let err = serde_json::from_str::<Oid>("\"ABC\"")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a sha256 oid"), "{err}");
         assert!(serde_json::from_str::<Oid>("\"\"").is_err());
     }

@@ -15,12 +15,8 @@ use crate::Oid;
 pub enum Reply {
     Hello(HelloReply),
     Status(StatusReport),
-    Repos {
-        repos: Vec<RepoReport>,
-    },
-    Repo {
-        repo: RepoReport,
-    },
+    Repos { repos: Vec<RepoReport> },
+    Repo { repo: RepoReport },
     Verify(VerifyReport),
     Gc(GcReport),
     LfsObject(LfsObject),
@@ -494,7 +490,10 @@ mod tests {
             );
         }
         for tier in [Tier::Kv, Tier::Large] {
-            assert_eq!(serde_json::to_value(tier).unwrap(), tier.to_string().as_str());
+            assert_eq!(
+                serde_json::to_value(tier).unwrap(),
+                tier.to_string().as_str()
+            );
         }
         assert_eq!(
             serde_json::to_value(OidSource::StoreChecksum).unwrap(),
@@ -517,6 +516,9 @@ mod tests {
         .into_iter()
         .filter(|s| s.is_settled())
         .collect();
-        assert_eq!(settled, [JobState::Failed, JobState::Held, JobState::Skipped]);
+        assert_eq!(
+            settled,
+            [JobState::Failed, JobState::Held, JobState::Skipped]
+        );
     }
 }

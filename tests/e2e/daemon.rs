@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use drsd_proto::{Client, IpcError, Reply, Request};
 use drsd_e2e::{alive, bin, spawn_ready};
+use drsd_proto::{Client, IpcError, Reply, Request};
 
 /// A private folder with a socket, pool and state for one daemon.
 struct Home {

@@ -1,6 +1,5 @@
 use std::path::Path;
 
-
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 

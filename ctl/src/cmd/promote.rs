@@ -49,10 +49,7 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
         rewritten.append(&mut report.rewritten);
         // Failed, held (size limit) or skipped (--no-fetch) objects will
         // not come by themselves: no waiting for them.
-        let coming = report
-            .waiting
-            .iter()
-            .any(|w| !w.state.is_settled());
+        let coming = report.waiting.iter().any(|w| !w.state.is_settled());
         if !args.wait || !coming {
             report.rewritten = std::mem::take(&mut rewritten);
             break report;
@@ -77,7 +74,10 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
 /// The error for pointers left provisional, naming each object whose job
 /// failed for good and why.
 fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
-    let failed: Vec<&PathWaiting> = waiting.iter().filter(|w| w.state == JobState::Failed).collect();
+    let failed: Vec<&PathWaiting> = waiting
+        .iter()
+        .filter(|w| w.state == JobState::Failed)
+        .collect();
     let mut message = format!("{} pointer(s) still provisional", waiting.len());
     if failed.is_empty() {
         message.push_str(": their objects are not hashed yet (drsctl status)");

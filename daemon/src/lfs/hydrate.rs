@@ -56,11 +56,8 @@ pub fn hydrate(pool: &Pool, lfs_dir: &Path, oid: &Oid, size: u64) -> Result<Hydr
         return Ok(Hydrated::NotInPool); // swept between the check and the export
     };
     // rename(2) replaces a name, never what a link there points at.
-    tmp.persist(&dest).map_err(|e| PoolError::Io {
-        op: "rename into",
-        path: dest.clone(),
-        source: e.error,
-    })?;
+    tmp.persist(&dest)
+        .map_err(|e| PoolError::Io(crate::IoError::new("rename into", dest.clone(), e.error)))?;
     Ok(Hydrated::Placed)
 }
 
@@ -75,7 +72,9 @@ pub fn export_to_temp(pool: &Pool, oid: &Oid, dir: &Path) -> Result<Option<TempP
         .make_in(dir, |p| match pool.export(oid, p) {
             Ok(placed) => Ok(placed),
             // Taken (a name planted or raced): make_in tries another.
-            Err(PoolError::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {
+            Err(PoolError::Io(crate::IoError { source, .. }))
+                if source.kind() == ErrorKind::AlreadyExists =>
+            {
                 Err(source)
             }
             Err(e) => {
@@ -87,11 +86,11 @@ pub fn export_to_temp(pool: &Pool, oid: &Oid, dir: &Path) -> Result<Option<TempP
         (_, Some(e)) => Err(e),
         (Ok(file), None) if file.as_file().is_some() => Ok(Some(file.into_temp_path())),
         (Ok(_), None) => Ok(None),
-        (Err(source), None) => Err(PoolError::Io {
-            op: "create a temp file in",
-            path: dir.to_path_buf(),
+        (Err(source), None) => Err(PoolError::Io(crate::IoError::new(
+            "create a temp file in",
+            dir.to_path_buf(),
             source,
-        }),
+        ))),
     }
 }
 
@@ -105,21 +104,21 @@ fn split(lfs_dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn safe_dir(anchor: &Path, rel: &Path) -> Result<PathBuf, PoolError> {
-    safe_write::create_dirs(anchor, rel).map_err(|e| PoolError::Io {
-        op: "hydrate into",
-        path: anchor.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
+    safe_write::create_dirs(anchor, rel).map_err(|e| {
+        PoolError::Io(crate::IoError::new(
+            "hydrate into",
+            anchor.to_path_buf(),
+            std::io::Error::other(e.to_string()),
+        ))
     })
 }
 
 fn refused(path: &Path) -> PoolError {
-    PoolError::Io {
-        op: "hydrate",
-        path: path.to_path_buf(),
-        source: std::io::Error::other(
-            "it is a symbolic link: drsd does not write through links in a repo",
-        ),
-    }
+    PoolError::Io(crate::IoError::new(
+        "hydrate",
+        path,
+        std::io::Error::other("it is a symbolic link: drsd does not write through links in a repo"),
+    ))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::scan::read_pointers;
-use crate::git::git;
 use super::track::{replace, stage, TrackError};
 use super::Pointer;
+use crate::git::git;
 
 /// One path to rewrite from one pointer to another.
 #[derive(Debug, Clone, PartialEq, Eq)]

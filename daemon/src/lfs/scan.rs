@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use crate::git::{Feeder, GitError, Repo};
-use drsd_proto::ScanReport;
 use crate::pool::{Oid, Pool, PoolError};
+use drsd_proto::ScanReport;
 
 use super::pointer::{Pointer, MAX_POINTER_SIZE};
 

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::foreign::ForeignObjects;
-use drsd_proto::{ErrorCode, RepoReport, WireError};
 use crate::lfs::setup::{self, SetupReport};
 use crate::server::RepoBook;
+use drsd_proto::{ErrorCode, RepoReport, WireError};
 
 /// The repo-registration service.
 pub struct Registrar {

@@ -8,13 +8,8 @@ use super::Oid;
 /// What went wrong in the pool, with the path or key and what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::IoError),
     #[error("sqlite {op} in {path}: {source}")]
     Sqlite {
         op: &'static str,
@@ -73,10 +68,6 @@ pub(crate) trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
-        self.map_err(|source| PoolError::Io {
-            op,
-            path: path.into(),
-            source,
-        })
+        self.map_err(|source| PoolError::Io(crate::IoError::new(op, path.into(), source)))
     }
 }

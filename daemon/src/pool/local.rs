@@ -230,11 +230,9 @@ impl Backend for LocalEngine {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).at("move aside", path),
         };
-        let moved = moved.keep().map_err(|e| PoolError::Io {
-            op: "move aside",
-            path: path.clone(),
-            source: e.error,
-        })?;
+        let moved = moved
+            .keep()
+            .map_err(|e| PoolError::Io(crate::IoError::new("move aside", path.clone(), e.error)))?;
         fsync_dir(&dir)?;
         fsync_dir(path.parent().expect("blob paths have a shard folder"))?;
         Ok(Some(moved.display().to_string()))

@@ -19,12 +19,12 @@ mod verified;
 mod tests;
 
 pub use backend::{Backend, Blob, Staged, TierStats};
+pub use drsd_proto::Oid;
 pub use error::{PoolError, Result};
 pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
-pub use drsd_proto::Oid;
 pub use pins::Pin;
 pub use seen::SeenLog;
 pub use sqlite::SqliteEngine;

@@ -147,10 +147,8 @@ impl Pool {
                 let text = serde_json::to_vec(&PoolFile { threshold }).expect("plain struct");
                 let tmp = tempfile::NamedTempFile::new_in(dir).at("create file in", dir)?;
                 std::fs::write(tmp.path(), text).at("write", tmp.path())?;
-                tmp.persist(&path).map_err(|e| PoolError::Io {
-                    op: "write",
-                    path: path.clone(),
-                    source: e.error,
+                tmp.persist(&path).map_err(|e| {
+                    PoolError::Io(crate::IoError::new("write", path.clone(), e.error))
                 })?;
                 Ok(threshold)
             }

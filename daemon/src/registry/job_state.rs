@@ -111,7 +111,11 @@ mod tests {
             assert_eq!(state.to_string(), state.as_str());
             let wire = drsd_proto::JobState::from(state);
             assert_eq!(state.is_settled(), wire.is_settled());
-            assert_eq!(state.as_str(), wire.as_str(), "the same spelling on the wire");
+            assert_eq!(
+                state.as_str(),
+                wire.as_str(),
+                "the same spelling on the wire"
+            );
         }
         assert_eq!(JobState::parse("hashed"), None);
     }

@@ -108,7 +108,7 @@ impl Registry {
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock::lock(&self.conn)
     }
 
     /// Records `entries` of `repo` in one transaction: each object (a known

@@ -253,10 +253,7 @@ fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
     assert_eq!(state, JobState::Failed);
     assert_eq!(why.as_deref(), Some("GET s3://b/x: HTTP 404"));
     let open = reg.open_jobs(10).unwrap();
-    assert_eq!(
-        (open[0].state, open[0].retry_at),
-        (JobState::Failed, None)
-    );
+    assert_eq!((open[0].state, open[0].retry_at), (JobState::Failed, None));
 
     assert_eq!(
         reg.retry_failed(std::slice::from_ref(&obj.provisional_oid))

@@ -24,7 +24,7 @@ impl<T> Slot<T> {
         build: impl FnOnce() -> Result<T, RemoteError>,
     ) -> Result<Arc<T>, RemoteError> {
         // A panic while building leaves nothing half-made: take the lock over.
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = crate::lock::lock(&self.0);
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
         }

@@ -167,23 +167,14 @@ pub enum FetchError {
     /// whole object, so [`fetch_into_pool`] never returns it.
     #[error("{object}: the server ignores Range requests")]
     NoRanges { object: String },
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::IoError),
     #[error("the pool has no folder for partial downloads")]
     NoPartialDir,
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> FetchError + 'a {
-    move |source| FetchError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| FetchError::Io(crate::IoError::new(op, path.to_path_buf(), source))
 }
 
 /// Bodies reach the writer in pieces of this size: few enough channel hops

@@ -105,13 +105,8 @@ pub enum UploadError {
     Missing(Oid),
     #[error("{object}: after the upload the store reports {got} bytes, not {want}")]
     Size { object: String, want: u64, got: u64 },
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::IoError),
     #[error("{path} is not object {want}: its content is sha256 {got}; nothing was uploaded")]
     NotTheObject { path: PathBuf, want: Oid, got: Oid },
 }
@@ -155,13 +150,8 @@ pub async fn upload_from_file(
 
 /// The file at `path` as a blob, once its sha256 is found to be `want`.
 fn checked_file(path: &Path, want: Oid) -> Result<Blob, UploadError> {
-    let io = |op| {
-        move |source| UploadError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
+    let io =
+        |op| move |source| UploadError::Io(crate::IoError::new(op, path.to_path_buf(), source));
     let mut file = std::fs::File::open(path).map_err(io("open"))?;
     let mut hasher = Sha256::new();
     let len = std::io::copy(&mut file, &mut hasher).map_err(io("read"))?;

@@ -7,9 +7,9 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::parse;
+use crate::props::config;
 use drsd_proto::codec::Line;
 use drsd_proto::*;
-use crate::props::config;
 
 /// Any JSON value, a few levels deep.
 fn json_value() -> impl Strategy<Value = Value> {

@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use drsd_proto::IpcError;
 use crate::pool::PoolError;
 use crate::watch::WatchError;
 use crate::IoError;
+use drsd_proto::IpcError;
 
 /// Why a daemon could not start or stopped, naming the path involved.
 #[derive(Debug, thiserror::Error)]

@@ -33,9 +33,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::ops::transfer::Transfers;
 use crate::ops::foreign::ForeignObjects;
 use crate::ops::repos::Registrar;
+use crate::ops::transfer::Transfers;
 use crate::pool::Pool;
 use crate::registry::Registry;
 use crate::remote::Remote;

@@ -5,10 +5,10 @@
 use std::collections::HashSet;
 
 use super::Shared;
-use drsd_proto::PartialsRemoved;
 use crate::pool::Pool;
 use crate::registry::{JobState, Registry};
 use crate::remote::partials;
+use drsd_proto::PartialsRemoved;
 
 /// The partial file names of the jobs in any of `states`.
 fn owned_by(registry: &Registry, states: &[JobState]) -> Result<HashSet<String>, String> {

@@ -7,9 +7,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use drsd_proto::{PoolStatsReport, TierLine};
 use crate::lock::lock;
 use crate::pool::{Pool, PoolStats};
+use drsd_proto::{PoolStatsReport, TierLine};
 
 /// How often the background task measures the pool.
 pub(crate) const REFRESH: Duration = Duration::from_secs(10);

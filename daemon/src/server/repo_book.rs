@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::blocking;
-use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
 use crate::git::Repo;
 use crate::lfs::scan::{locate_registered, scan_in, ScanError};
 use crate::pool::Pool;
 use crate::watch::Watcher;
+use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
 
 use super::{state, DaemonError};
 
@@ -50,7 +50,7 @@ impl RepoBook {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock::lock(&self.inner)
     }
 
     pub fn paths(&self) -> Vec<PathBuf> {

@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::*;
-use drsd_proto::*;
 use crate::pool::Tier;
+use drsd_proto::*;
 
 mod holds;
 

@@ -48,11 +48,11 @@ mod tests {
 
     #[test]
     fn a_full_disk_anywhere_in_the_cause_chain_is_no_space() {
-        let full = PoolError::Io {
-            op: "write",
-            path: "/pool/large/stage/x".into(),
-            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
-        };
+        let full = PoolError::Io(crate::IoError::new(
+            "write",
+            "/pool/large/stage/x",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        ));
         let wire = wire_error(ErrorCode::InvalidArgument, &full);
         assert_eq!(wire.code, ErrorCode::NoSpace);
         assert!(
@@ -72,11 +72,11 @@ mod tests {
             wire_error(ErrorCode::Internal, &sqlite).code,
             ErrorCode::NoSpace
         );
-        let other = PoolError::Io {
-            op: "open",
-            path: "/x".into(),
-            source: std::io::Error::from_raw_os_error(libc::EACCES),
-        };
+        let other = PoolError::Io(crate::IoError::new(
+            "open",
+            "/x",
+            std::io::Error::from_raw_os_error(libc::EACCES),
+        ));
         assert_eq!(
             wire_error(ErrorCode::Internal, &other).code,
             ErrorCode::Internal

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::blocking;
-use drsd_proto::JobProgress;
 use crate::prefetch::{backoff, prefetch, Hashed};
 use crate::registry::{now, Job, Registry};
 use crate::remote::{redact_text, FetchOptions};
+use drsd_proto::JobProgress;
 
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
@@ -27,7 +27,7 @@ pub(crate) struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
 
 impl Running {
     pub fn report(&self) -> Vec<JobProgress> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = crate::lock::lock(&self.0);
         map.iter()
             .map(|(url, (done, total, since))| JobProgress {
                 url: url.clone(),
@@ -39,7 +39,7 @@ impl Running {
     }
 
     fn set(&self, url: &str, done: u64, total: u64) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::lock::lock(&self.0);
         let entry = map
             .entry(url.to_string())
             .or_insert((0, total, Instant::now()));
@@ -47,7 +47,7 @@ impl Running {
     }
 
     fn clear(&self, url: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(url);
+        crate::lock::lock(&self.0).remove(url);
     }
 }
 

@@ -2,11 +2,11 @@
 //! failures get their wire code: the request's fault (`invalid_argument`),
 //! or the daemon's (`internal`, `no_space` when a full disk is behind it).
 
-use drsd_proto::{ErrorCode, WireError};
 use crate::git::GitError;
 use crate::lfs::track::TrackError;
 use crate::pool::PoolError;
 use crate::registry::RegistryError;
+use drsd_proto::{ErrorCode, WireError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ForeignError {
@@ -31,7 +31,9 @@ impl From<ForeignError> for WireError {
     fn from(e: ForeignError) -> WireError {
         match e {
             ForeignError::Refused(why) => WireError::new(ErrorCode::InvalidArgument, why),
-            ForeignError::NotInRepo(e) => crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e),
+            ForeignError::NotInRepo(e) => {
+                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
+            }
             other => crate::server::wire_error::wire_error(ErrorCode::Internal, &other),
         }
     }

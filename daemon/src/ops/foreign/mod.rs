@@ -140,7 +140,8 @@ impl ForeignObjects {
         } = request;
         let mut refused = Vec::new();
         let targets = plan::plan(&top, &cwd, lines, force, &mut refused).await;
-        let resolved = resolve::resolve(&self.registry, &self.remote, targets, on_head, &mut refused).await;
+        let resolved =
+            resolve::resolve(&self.registry, &self.remote, targets, on_head, &mut refused).await;
         let staged = stage::Staging {
             top: &top,
             common: &common,

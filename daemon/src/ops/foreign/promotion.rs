@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::{ForeignError, ForeignObjects, Waiting};
+use crate::git::Repo;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::promote::{promote, Promoted, Rewrite, Scope};
-use crate::git::Repo;
 use crate::lfs::{hydrate, Hydrated, Pointer};
 use crate::pool::{Oid, Pool};
 use crate::registry::{Entry, ForeignObject, Registry};

@@ -25,13 +25,13 @@ fn place(layout: &ObjectLayout) -> String {
 
 impl Confirmed {
     pub(super) fn holds(&self, layout: &ObjectLayout, oid: Oid) -> bool {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = crate::lock::lock(&self.0);
         map.get(&(place(layout), oid))
             .is_some_and(|at| at.elapsed() < CONFIRMED_FOR)
     }
 
     pub(super) fn record(&self, layout: &ObjectLayout, oid: Oid) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::lock::lock(&self.0);
         if map.len() >= PRUNE_FROM {
             map.retain(|_, at| at.elapsed() < CONFIRMED_FOR);
         }

@@ -9,10 +9,10 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::blocking;
-use drsd_proto::{ErrorCode, WireError};
 use crate::git::Repo;
 use crate::lfs::setup::recorded_remote;
 use crate::remote::ObjectLayout;
+use drsd_proto::{ErrorCode, WireError};
 
 #[derive(Clone)]
 pub struct RepoFacts {
@@ -42,7 +42,8 @@ impl RepoFacts {
                 ),
             )
         })?;
-        ObjectLayout::parse(url).map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
+        ObjectLayout::parse(url)
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
     }
 
     /// Found with git: the top, the common git dir, the recorded remote.
@@ -50,7 +51,9 @@ impl RepoFacts {
         let bad =
             |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
         let Repo {
-            top, common_dir: common, ..
+            top,
+            common_dir: common,
+            ..
         } = Repo::locate(repo).map_err(|e| bad(&e))?;
         let lfs = common.join("lfs");
         // Not through a link planted in `.git`: objects are handed out here.
@@ -92,7 +95,7 @@ impl FactsCache {
 
     /// A panic elsewhere cannot leave a half-written entry: take it over.
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, RepoFacts>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock::lock(&self.0)
     }
 }
 

@@ -20,7 +20,7 @@ impl Gates {
     }
 
     fn gate(&self, oid: Oid) -> Arc<AsyncMutex<()>> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::lock::lock(&self.0);
         map.retain(|_, weak| weak.strong_count() > 0);
         if let Some(gate) = map.get(&oid).and_then(Weak::upgrade) {
             return gate;

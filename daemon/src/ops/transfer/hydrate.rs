@@ -9,10 +9,10 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL};
 use crate::blocking;
-use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
 use crate::pool::PoolError;
 use crate::server::RepoLocks;
+use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
 
 /// Where a hydrated object came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +37,9 @@ impl Transfers {
         let facts = self.facts(repo).await?;
         let pointers = {
             let repo = repo.to_path_buf();
-            blocking(move || head_pointers(&repo))
-                .await
-                .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?
+            blocking(move || head_pointers(&repo)).await.map_err(|e| {
+                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
+            })?
         };
         let total = pointers.len() as u64;
         let mut report = HydrateReport {

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::blocking;
-use drsd_proto::{ErrorCode, WireError};
 use crate::lfs::hydrate::export_to_temp;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::Registry;
 use crate::remote::{PointerFetchError, Remote, UploadOptions};
+use drsd_proto::{ErrorCode, WireError};
 
 pub use facts::RepoFacts;
 

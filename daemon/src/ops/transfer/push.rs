@@ -11,13 +11,13 @@ use std::path::Path;
 use futures_util::stream::{self, StreamExt};
 
 use super::{internal, Transfers, PARALLEL};
-use crate::pool::Oid;
 use crate::blocking;
-use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
+use crate::pool::Oid;
 use crate::registry::Entry;
 use crate::remote::{holds, CopyOutcome, CopySource, ObjectLayout, ObjectUrl};
+use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 
 /// What became of one pushed object. Only the first three let the push go
 /// on: an object not shown to be in the object remote must not be
@@ -59,7 +59,9 @@ impl Transfers {
             let (repo, remote) = (repo.to_path_buf(), remote.to_string());
             blocking(move || pushed_pointers(&repo, &remote, &updates))
                 .await
-                .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?
+                .map_err(|e| {
+                    crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
+                })?
         };
         let foreign = self.foreign_objects(repo).await?;
         let superseded = superseded(&foreign, &objects);

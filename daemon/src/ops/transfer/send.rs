@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::{internal, Transfers};
 use crate::blocking;
-use drsd_proto::{ErrorCode, WireError};
 use crate::pool::{Oid, PoolError};
 use crate::remote::{upload_from_file, upload_from_pool, ObjectLayout, UploadError, Uploaded};
+use drsd_proto::{ErrorCode, WireError};
 
 impl Transfers {
     /// The agent's upload: object `oid` of `size` bytes, whose repo copy is

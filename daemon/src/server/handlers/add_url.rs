@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::{Progressor, Shared};
 use crate::blocking;
 use crate::git::Repo;
-use drsd_proto::{AddUrlEntry, AddUrlReport, ErrorCode, Progress, Reply, WireError};
 use crate::ops::foreign::{AddUrls, UrlLine};
+use drsd_proto::{AddUrlEntry, AddUrlReport, ErrorCode, Progress, Reply, WireError};
 
 pub(crate) async fn handle(
     shared: &Arc<Shared>,

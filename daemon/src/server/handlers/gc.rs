@@ -21,10 +21,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{internal, Progressor, Shared};
 use crate::blocking;
-use drsd_proto::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 use crate::lfs::stored_pointers;
 use crate::pool::{Oid, SeenLog, SweepReport};
 use crate::registry::Registry;
+use drsd_proto::{ErrorCode, GcEntry, GcReport, PartialsRemoved, Progress, Reply, WireError};
 
 /// What a gc was asked to do.
 pub(crate) struct Sweep {

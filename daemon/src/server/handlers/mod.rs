@@ -102,7 +102,9 @@ pub(crate) async fn handle(
             retry,
         }) => promote::handle(&shared, cwd, paths, all, retry).await,
         Request::Provisional(ProvisionalRequest { cwd }) => provisional::handle(&shared, cwd).await,
-        Request::Hydrate(HydrateRequest { repo }) => hydrate::handle(&shared, repo, &progress).await,
+        Request::Hydrate(HydrateRequest { repo }) => {
+            hydrate::handle(&shared, repo, &progress).await
+        }
         // `from` is refused before this (`Request::check_bounds`).
         Request::AddUrl(AddUrlRequest {
             cwd,
@@ -125,7 +127,6 @@ pub(crate) async fn handle(
     };
     let _ = tx.send(answer).await;
 }
-
 
 /// An error on the daemon's side: `internal`, or `no_space` when a full file
 /// system is behind it.

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Shared;
-use drsd_proto::{ErrorCode, PromoteReport, Reply, WireError};
 use crate::ops::foreign::promotion::PromoteRequest;
+use drsd_proto::{ErrorCode, PromoteReport, Reply, WireError};
 
 pub(super) async fn handle(
     shared: &Arc<Shared>,

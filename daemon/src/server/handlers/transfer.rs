@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use drsd_proto::{LfsObject, LfsUploaded, Progress, Reply, Stage, WireError};
 use crate::pool::Oid;
+use drsd_proto::{LfsObject, LfsUploaded, Progress, Reply, Stage, WireError};
 
 pub(super) async fn download(
     shared: &Arc<Shared>,
