@@ -56,16 +56,8 @@ struct Done {
     recorded: usize,
 }
 
-/// A `drsctl promote` request.
-pub struct PromoteRequest {
-    /// The client's folder: the repo is the work tree containing it.
-    pub cwd: PathBuf,
-    /// The paths to promote (relative to `cwd`, or absolute), unless `all`.
-    pub paths: Vec<PathBuf>,
-    pub all: bool,
-    /// First queue again the prefetch jobs of these paths that failed for good.
-    pub retry: bool,
-}
+/// What `drsctl promote` asks: the wire's request, taken as it is.
+pub use drsd_proto::PromoteRequest;
 
 /// What `drsctl promote` did, by path relative to the repo's top.
 #[derive(Debug, Default)]

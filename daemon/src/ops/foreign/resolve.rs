@@ -17,30 +17,8 @@ use crate::remote::{ObjectMeta, ObjectUrl, Remote};
 /// HEADs in flight at once for a batch.
 const CONCURRENT_HEADS: usize = 32;
 
-/// Where a pointer's oid came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OidFrom {
-    /// The user's `--sha256`.
-    Sha256Option,
-    /// The store's SHA-256 checksum of the object.
-    StoreChecksum,
-    /// The registry: the same URL, ETag and size was hashed before.
-    Registry,
-    /// The ETag: a provisional oid, until the object is hashed.
-    Etag,
-}
-
-impl OidFrom {
-    /// As the wire names it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            OidFrom::Sha256Option => "sha256_option",
-            OidFrom::StoreChecksum => "store_checksum",
-            OidFrom::Registry => "registry",
-            OidFrom::Etag => "etag",
-        }
-    }
-}
+/// Where a pointer's oid came from: the wire's enum, the domain has no other.
+pub use drsd_proto::OidSource as OidFrom;
 
 /// A target with the oid its pointer gets.
 pub(super) struct Resolved {

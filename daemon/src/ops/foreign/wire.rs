@@ -1,19 +1,8 @@
 //! The service's results in the wire's words: the one place a domain type
 //! of this service becomes a reply's.
 
-use super::{Added, OidFrom, Refused, Standing, Waiting};
-use drsd_proto::{AddedUrl, FailedUrl, JobState, OidSource, PathWaiting};
-
-impl From<OidFrom> for OidSource {
-    fn from(from: OidFrom) -> OidSource {
-        match from {
-            OidFrom::Sha256Option => OidSource::Sha256Option,
-            OidFrom::StoreChecksum => OidSource::StoreChecksum,
-            OidFrom::Registry => OidSource::Registry,
-            OidFrom::Etag => OidSource::Etag,
-        }
-    }
-}
+use super::{Added, Refused, Standing, Waiting};
+use drsd_proto::{AddedUrl, FailedUrl, JobState, PathWaiting};
 
 impl From<Standing> for JobState {
     fn from(standing: Standing) -> JobState {
@@ -33,7 +22,7 @@ impl From<Added> for AddedUrl {
             oid: a.oid,
             size: a.size,
             provisional: a.provisional,
-            oid_from: a.oid_from.into(),
+            oid_from: a.oid_from,
         }
     }
 }
@@ -63,6 +52,7 @@ impl From<Waiting> for PathWaiting {
 mod tests {
     use super::*;
     use crate::pool::Oid;
+    use drsd_proto::OidSource;
 
     #[test]
     fn results_reach_the_wire_with_their_oid_source_and_state() {
@@ -73,7 +63,7 @@ mod tests {
             oid: Oid::of(b"k"),
             size: 1,
             provisional: true,
-            oid_from: OidFrom::Etag,
+            oid_from: OidSource::Etag,
         });
         assert_eq!(added.oid, Oid::of(b"k"));
         assert_eq!(added.oid_from, OidSource::Etag);

@@ -2,23 +2,27 @@
 //! is the foreign-object service's (`ops::foreign`); this locates the repo,
 //! registers it when first seen, and reports line by line.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
 use crate::blocking;
 use crate::git::Repo;
 use crate::ops::foreign::{AddUrls, UrlLine};
-use drsd_proto::{AddUrlEntry, AddUrlReport, ErrorCode, Progress, Reply, WireError};
+use drsd_proto::{AddUrlEntry, AddUrlReport, AddUrlRequest, ErrorCode, Progress, Reply, WireError};
 
 pub(crate) async fn handle(
     shared: &Arc<Shared>,
-    cwd: PathBuf,
-    entries: Vec<AddUrlEntry>,
-    force: bool,
-    no_fetch: bool,
+    request: AddUrlRequest,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    // `from` was refused before this (`Request::check_bounds`).
+    let AddUrlRequest {
+        cwd,
+        entries,
+        force,
+        no_fetch,
+        ..
+    } = request;
     if !cwd.is_absolute() {
         return Err(invalid(format!(
             "{} is relative; send an absolute folder",

@@ -2,17 +2,17 @@
 //! `.git/lfs/objects` (`ops::transfer`), so git-lfs transfers nothing when
 //! `drsctl clone` checks the files out.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use drsd_proto::{Progress, Reply, WireError};
+use drsd_proto::{HydrateRequest, Progress, Reply, WireError};
 
 pub(super) async fn handle(
     shared: &Arc<Shared>,
-    repo: PathBuf,
+    request: HydrateRequest,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let HydrateRequest { repo } = request;
     let report = |done, total| {
         progress.send_now(Progress {
             stage: drsd_proto::Stage::Hydrate,

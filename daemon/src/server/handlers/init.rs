@@ -1,18 +1,16 @@
 //! `drsctl init [--undo]`: set a repo up for drsd and register it, or back
 //! (`ops::repos::Registrar`).
 
-use std::path::PathBuf;
-
 use super::Shared;
-use drsd_proto::{ErrorCode, Reply, WireError};
+use drsd_proto::{ErrorCode, Reply, RepoInitRequest, WireError};
 
-pub(crate) async fn handle(
-    shared: &Shared,
-    path: PathBuf,
-    agent: PathBuf,
-    remote: Option<String>,
-    undo: bool,
-) -> Result<Reply, WireError> {
+pub(crate) async fn handle(shared: &Shared, request: RepoInitRequest) -> Result<Reply, WireError> {
+    let RepoInitRequest {
+        path,
+        agent,
+        remote,
+        undo,
+    } = request;
     if !path.is_absolute() || !agent.is_absolute() {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,

@@ -53,8 +53,8 @@ pub(crate) async fn handle(
     let progress = Progressor { id, tx: tx.clone() };
     let outcome = match request {
         Request::Status => Ok(status::handle(&shared).await),
-        Request::ReposAdd(RepoPath { path }) => repos::add(&shared, path).await,
-        Request::ReposRemove(RepoPath { path }) => repos::remove(&shared, path).await,
+        Request::ReposAdd(request) => repos::add(&shared, request).await,
+        Request::ReposRemove(request) => repos::remove(&shared, request).await,
         Request::ReposList => Ok(repos::list(&shared)),
         Request::PoolVerify => verify::handle(&shared, &progress).await,
         Request::Gc(GcRequest {
@@ -63,56 +63,22 @@ pub(crate) async fn handle(
             grace_secs,
         }) => {
             let grace = grace_secs.unwrap_or(drsd_proto::GC_GRACE_SECS);
-            gc::handle(
-                &shared,
-                gc::Sweep {
-                    dry_run,
-                    force,
-                    grace,
-                },
-                &progress,
-            )
-            .await
+            let sweep = gc::Sweep {
+                dry_run,
+                force,
+                grace,
+            };
+            gc::handle(&shared, sweep, &progress).await
         }
         Request::Shutdown => Ok(shutdown::handle(&shared)),
-        Request::RepoInit(RepoInitRequest {
-            path,
-            agent,
-            remote,
-            undo,
-        }) => init::handle(&shared, path, agent, remote, undo).await,
-        Request::LfsDownload(LfsDownloadRequest { repo, oid, size }) => {
-            transfer::download(&shared, repo, oid, size, &progress).await
-        }
-        Request::LfsUpload(LfsUploadRequest {
-            repo,
-            oid,
-            size,
-            path,
-        }) => transfer::upload(&shared, repo, oid, size, path, &progress).await,
-        Request::PrePush(PrePushRequest {
-            repo,
-            remote,
-            updates,
-        }) => push::handle(&shared, repo, remote, updates, &progress).await,
-        Request::Promote(PromoteRequest {
-            cwd,
-            paths,
-            all,
-            retry,
-        }) => promote::handle(&shared, cwd, paths, all, retry).await,
-        Request::Provisional(ProvisionalRequest { cwd }) => provisional::handle(&shared, cwd).await,
-        Request::Hydrate(HydrateRequest { repo }) => {
-            hydrate::handle(&shared, repo, &progress).await
-        }
-        // `from` is refused before this (`Request::check_bounds`).
-        Request::AddUrl(AddUrlRequest {
-            cwd,
-            entries,
-            force,
-            no_fetch,
-            ..
-        }) => add_url::handle(&shared, cwd, entries, force, no_fetch, &progress).await,
+        Request::RepoInit(request) => init::handle(&shared, request).await,
+        Request::LfsDownload(request) => transfer::download(&shared, request, &progress).await,
+        Request::LfsUpload(request) => transfer::upload(&shared, request, &progress).await,
+        Request::PrePush(request) => push::handle(&shared, request, &progress).await,
+        Request::Promote(request) => promote::handle(&shared, request).await,
+        Request::Provisional(request) => provisional::handle(&shared, request).await,
+        Request::Hydrate(request) => hydrate::handle(&shared, request, &progress).await,
+        Request::AddUrl(request) => add_url::handle(&shared, request, &progress).await,
         Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",

@@ -3,32 +3,21 @@
 //! `retry`, the prefetch jobs of those pointers that `failed` for good are
 //! queued again first. The work is `ops::foreign::promotion`'s.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Shared;
-use crate::ops::foreign::promotion::PromoteRequest;
-use drsd_proto::{ErrorCode, PromoteReport, Reply, WireError};
+use drsd_proto::{ErrorCode, PromoteReport, PromoteRequest, Reply, WireError};
 
 pub(super) async fn handle(
     shared: &Arc<Shared>,
-    cwd: PathBuf,
-    paths: Vec<PathBuf>,
-    all: bool,
-    retry: bool,
+    request: PromoteRequest,
 ) -> Result<Reply, WireError> {
-    if !all && paths.is_empty() {
+    if !request.all && request.paths.is_empty() {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
             "name the paths to promote, or --all",
         ));
     }
-    let request = PromoteRequest {
-        cwd,
-        paths,
-        all,
-        retry,
-    };
     let done = shared.foreign.promote_asked(request).await?;
     Ok(Reply::Promoted(PromoteReport {
         repo: done.repo,

@@ -2,19 +2,21 @@
 //! to the repo's object remote (`ops::transfer`'s pre-push work); the reply
 //! says what became of each.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use drsd_proto::{Progress, Reply, WireError};
+use drsd_proto::{PrePushRequest, Progress, Reply, WireError};
 
 pub(super) async fn handle(
     shared: &Arc<Shared>,
-    repo: PathBuf,
-    remote: String,
-    updates: String,
+    request: PrePushRequest,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let PrePushRequest {
+        repo,
+        remote,
+        updates,
+    } = request;
     let report = |done, total| {
         progress.send_now(Progress {
             stage: drsd_proto::Stage::Upload,

@@ -4,15 +4,15 @@
 use std::path::PathBuf;
 
 use super::Shared;
-use drsd_proto::{ErrorCode, Reply, WireError};
+use drsd_proto::{ErrorCode, Reply, RepoPath, WireError};
 
-pub(crate) async fn add(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
-    let repo = shared.registrar.register(absolute(path)?).await?;
+pub(crate) async fn add(shared: &Shared, request: RepoPath) -> Result<Reply, WireError> {
+    let repo = shared.registrar.register(absolute(request.path)?).await?;
     Ok(Reply::Repo { repo })
 }
 
-pub(crate) async fn remove(shared: &Shared, path: PathBuf) -> Result<Reply, WireError> {
-    let repo = shared.registrar.unregister(absolute(path)?).await?;
+pub(crate) async fn remove(shared: &Shared, request: RepoPath) -> Result<Reply, WireError> {
+    let repo = shared.registrar.unregister(absolute(request.path)?).await?;
     Ok(Reply::Repo { repo })
 }
 

@@ -2,20 +2,19 @@
 //! repo (`download`), or from a repo to its object remote (`upload`). The
 //! work is the transfer service's (`ops::transfer`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Progressor, Shared};
-use crate::pool::Oid;
-use drsd_proto::{LfsObject, LfsUploaded, Progress, Reply, Stage, WireError};
+use drsd_proto::{
+    LfsDownloadRequest, LfsObject, LfsUploadRequest, LfsUploaded, Progress, Reply, Stage, WireError,
+};
 
 pub(super) async fn download(
     shared: &Arc<Shared>,
-    repo: PathBuf,
-    oid: Oid,
-    size: u64,
+    request: LfsDownloadRequest,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let LfsDownloadRequest { repo, oid, size } = request;
     let report = |done| {
         progress.send_now(Progress {
             stage: Stage::Download,
@@ -30,12 +29,15 @@ pub(super) async fn download(
 
 pub(super) async fn upload(
     shared: &Arc<Shared>,
-    repo: PathBuf,
-    oid: Oid,
-    size: u64,
-    path: PathBuf,
+    request: LfsUploadRequest,
     progress: &Progressor,
 ) -> Result<Reply, WireError> {
+    let LfsUploadRequest {
+        repo,
+        oid,
+        size,
+        path,
+    } = request;
     let skipped = shared.transfers.upload(&repo, oid, size, path).await?;
     progress
         .send(Progress {
