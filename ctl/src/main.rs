@@ -44,8 +44,15 @@ enum Command {
         /// Record the object remote (s3://bucket/prefix) in .gitattributes, for every clone
         #[arg(long)]
         remote: Option<String>,
+        /// Record the Gen3 Indexd (https://host) that pushes register objects
+        /// with, in .gitattributes: a push skips what Indexd holds and registers the rest
+        #[arg(long, value_name = "URL")]
+        indexd: Option<String>,
+        /// Indexd authz resources for new records (/programs/P/projects/Q, comma-separated)
+        #[arg(long, value_name = "PATHS", requires = "indexd")]
+        authz: Option<String>,
         /// Put git-lfs's own setup back and unregister the repo
-        #[arg(long, conflicts_with = "remote")]
+        #[arg(long, conflicts_with_all = ["remote", "indexd"])]
         undo: bool,
     },
     /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
@@ -167,8 +174,19 @@ fn run(cli: Cli) -> Result<(), Failure> {
     runtime.block_on(async {
         match cli.command {
             Command::Status => cmd::status::run(&socket, &out).await,
-            Command::Init { path, remote, undo } => {
-                cmd::init::init(&socket, path, remote, undo, &out).await
+            Command::Init {
+                path,
+                remote,
+                indexd,
+                authz,
+                undo,
+            } => {
+                let settings = cmd::init::Settings {
+                    remote,
+                    indexd,
+                    authz,
+                };
+                cmd::init::init(&socket, path, settings, undo, &out).await
             }
             Command::Clone { url, dir } => cmd::init::clone(&socket, &url, dir, &out).await,
             Command::Repos(ReposCommand::Add { path }) => {

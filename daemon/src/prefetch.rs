@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
-    RemoteError,
+    fetch_into_pool, origin_with, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence,
+    Remote, RemoteError, ResolveError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,15 @@ pub enum PrefetchError {
     Pool(#[from] PoolError),
     #[error("{object} changed on the server during the prefetch: {why}; nothing was kept")]
     Changed { object: String, why: String },
+    /// A `drs://` object whose DRS record or access URL could not be read.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("{object}: its bytes have md5 {got}, its DRS record says {expected}; nothing was kept")]
+    Md5 {
+        object: String,
+        expected: String,
+        got: String,
+    },
 }
 
 /// Tries in all for a job whose bytes did not match what was recorded (an
@@ -51,8 +60,14 @@ impl PrefetchError {
         let remote = |e: &RemoteError| (e.permanence() == Permanence::Permanent).then_some(1);
         match self {
             PrefetchError::Remote(e) => remote(e),
-            PrefetchError::Changed { .. } => Some(MISMATCH_TRIES),
+            PrefetchError::Changed { .. } | PrefetchError::Md5 { .. } => Some(MISMATCH_TRIES),
             PrefetchError::Pool(_) => None,
+            PrefetchError::Resolve(r) => match r {
+                ResolveError::Drs(d) => (d.permanence() == Permanence::Permanent).then_some(1),
+                ResolveError::Remote(e) => remote(e),
+                ResolveError::Fetch(_) => None,
+                ResolveError::Disagrees { .. } | ResolveError::Nested { .. } => Some(1),
+            },
             // Every kind named, so a new one has to be placed here.
             PrefetchError::Fetch(f) => match f {
                 FetchError::Remote(e) => remote(e),
@@ -85,9 +100,15 @@ pub async fn prefetch(
     part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Hashed, PrefetchError> {
-    let url = ObjectUrl::parse(object.url.expose())?;
+    let (url, headers) = match ObjectUrl::parse(object.url.expose())? {
+        ObjectUrl::Drs(uri) => {
+            let access = remote.access(&uri).await?;
+            (access.url, access.headers)
+        }
+        plain => (plain, Vec::new()),
+    };
     let located = remote.locate(&url)?;
-    let origin = located.origin();
+    let origin = origin_with(&located, &headers);
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
     let part_size = part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag));
     let last_modified = pinned_last_modified(object, part_size);
@@ -115,6 +136,20 @@ pub async fn prefetch(
         });
     }
     let md5 = fetched.md5.expect("asked for");
+    if let Some(expected) = object.md5.as_deref() {
+        let got = hex::encode(md5);
+        if !got.eq_ignore_ascii_case(expected) {
+            if fetched.put.stored {
+                let pool = pool.clone();
+                let _ = crate::blocking(move || pool.delete(&oid)).await;
+            }
+            return Err(PrefetchError::Md5 {
+                object: origin.describe(),
+                expected: expected.to_string(),
+                got,
+            });
+        }
+    }
     Ok(Hashed { oid, md5 })
 }
 

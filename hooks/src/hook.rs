@@ -98,6 +98,12 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
                     report.copied
                 );
             }
+            if report.in_indexd > 0 || report.registered > 0 {
+                eprintln!(
+                    "drs-hook: Indexd: {} object(s) held there already (not sent), {} registered",
+                    report.in_indexd, report.registered
+                );
+            }
             for stopped in report.refused.iter().chain(&report.failed) {
                 eprintln!(
                     "drs-hook: refusing the push: {} (object {}): {}",

@@ -143,6 +143,7 @@ fn oid_source() -> impl Strategy<Value = OidSource> {
     prop_oneof![
         Just(OidSource::Sha256Option),
         Just(OidSource::StoreChecksum),
+        Just(OidSource::DrsChecksum),
         Just(OidSource::Registry),
         Just(OidSource::Etag),
     ]
@@ -173,14 +174,18 @@ fn request() -> impl Strategy<Value = Request> {
             }
         )),
         Just(Request::Shutdown),
-        (path(), path(), opt(text()), any::<bool>()).prop_map(|(path, agent, remote, undo)| {
-            Request::RepoInit(RepoInitRequest {
-                path,
-                agent,
-                remote,
-                undo,
-            })
-        }),
+        (path(), path(), [opt(text()), opt(text()), opt(text())], any::<bool>()).prop_map(
+            |(path, agent, [remote, indexd, authz], undo)| {
+                Request::RepoInit(RepoInitRequest {
+                    path,
+                    agent,
+                    remote,
+                    indexd,
+                    authz,
+                    undo,
+                })
+            }
+        ),
         (path(), oid(), any::<u64>()).prop_map(|(repo, oid, size)| Request::LfsDownload(
             LfsDownloadRequest { repo, oid, size }
         )),
@@ -436,12 +441,14 @@ fn reply() -> impl Strategy<Value = Reply> {
         })),
         any::<bool>().prop_map(|skipped| Reply::LfsUploaded(LfsUploaded { skipped })),
         (path(), strings()).prop_map(|(repo, changed)| Reply::Setup(SetupReport { repo, changed })),
-        (any::<[u64; 4]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
+        (any::<[u64; 6]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
             PushReport {
                 objects: n[0],
                 uploaded: n[1],
                 present: n[2],
                 copied: n[3],
+                in_indexd: n[4],
+                registered: n[5],
                 failed,
                 refused,
             }

@@ -105,6 +105,13 @@ pub struct PushReport {
     /// copy (no byte through this machine).
     #[serde(default)]
     pub copied: u64,
+    /// Objects a Gen3 Indexd holds already at a readable location: neither
+    /// sent nor registered again (counted in `present` too).
+    #[serde(default)]
+    pub in_indexd: u64,
+    /// Objects registered with the repo's Indexd by this push.
+    #[serde(default)]
+    pub registered: u64,
     /// Objects that could not be sent or checked now (the store
     /// unreachable, a disk full), with the reason and paths: the push must
     /// not go on, but may succeed when tried again.
@@ -354,6 +361,8 @@ pub enum OidSource {
     /// The store's own sha256 checksum (`x-amz-checksum-sha256`, or drsd's
     /// `x-amz-meta-sha256`).
     StoreChecksum,
+    /// The SHA-256 checksum of the object's GA4GH DRS record.
+    DrsChecksum,
     /// An object already recorded with the same URL, size and ETag.
     Registry,
     /// A provisional oid made from the URL and ETag: the content is not

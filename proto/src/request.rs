@@ -88,13 +88,20 @@ pub struct GcRequest {
 }
 
 /// Set `path`'s repo up for drsd (git-lfs keys naming `agent`, hooks,
-/// `drs-remote` in `.gitattributes` when given) and register it; or, with
-/// `undo`, put git-lfs's own setup back and unregister it.
+/// `drs-remote`, `drs-indexd` and `drs-authz` in `.gitattributes` when
+/// given) and register it; or, with `undo`, put git-lfs's own setup back and
+/// unregister it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoInitRequest {
     pub path: PathBuf,
     pub agent: PathBuf,
     pub remote: Option<String>,
+    /// The Gen3 Indexd pushes register objects with (its base URL).
+    #[serde(default)]
+    pub indexd: Option<String>,
+    /// Indexd `authz` resources for new records, comma-separated.
+    #[serde(default)]
+    pub authz: Option<String>,
     pub undo: bool,
 }
 

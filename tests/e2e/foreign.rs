@@ -22,7 +22,7 @@ fn content(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// A fresh bucket holding `bytes` at `key` (one PUT: its ETag is the md5).
-fn source_object(tag: &str, key: &str, bytes: &[u8]) -> String {
+pub(super) fn source_object(tag: &str, key: &str, bytes: &[u8]) -> String {
     let c = s3();
     let bucket = format!("src-{tag}-{}", std::process::id());
     rt().block_on(async {
@@ -35,7 +35,7 @@ fn source_object(tag: &str, key: &str, bytes: &[u8]) -> String {
 }
 
 /// A repo set up with drsd and an object remote in a fresh bucket.
-fn drs_repo(world: &World, name: &str) -> (std::path::PathBuf, ObjectLayout) {
+pub(super) fn drs_repo(world: &World, name: &str) -> (std::path::PathBuf, ObjectLayout) {
     let bucket = format!("dest-{name}-{}", std::process::id());
     rt().block_on(s3().create_bucket(&bucket)).unwrap();
     let remote = format!("s3://{bucket}/lfs");
@@ -45,11 +45,11 @@ fn drs_repo(world: &World, name: &str) -> (std::path::PathBuf, ObjectLayout) {
 }
 
 /// Polls `check` for up to a minute.
-fn wait_for(what: &str, check: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, check: impl FnMut() -> bool) {
     wait_up_to(Duration::from_secs(60), what, check);
 }
 
-fn wait_up_to(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+pub(super) fn wait_up_to(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
@@ -57,17 +57,17 @@ fn wait_up_to(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-fn staged(repo: &Path, path: &str) -> String {
+pub(super) fn staged(repo: &Path, path: &str) -> String {
     git(repo, &["show", &format!(":{path}")])
 }
 
-fn queue(world: &World, repo: &Path) -> serde_json::Value {
+pub(super) fn queue(world: &World, repo: &Path) -> serde_json::Value {
     world.drsctl_ok(repo, &["status"])["queue"].clone()
 }
 
 /// The object remote's copy of `oid` (hex): there, of `size` bytes, and
 /// labelled with its sha256.
-fn in_layout(layout: &ObjectLayout, oid: &str, size: u64) -> drsd::remote::ObjectMeta {
+pub(super) fn in_layout(layout: &ObjectLayout, oid: &str, size: u64) -> drsd::remote::ObjectMeta {
     let key = layout.key(&oid.parse::<Oid>().unwrap());
     let there = rt()
         .block_on(s3().head(&layout.bucket, &key))
@@ -94,7 +94,7 @@ fn pointer_states(world: &World, repo: &Path) -> Vec<(String, String)> {
 }
 
 /// git in `repo` with the world's daemon (hooks, agent), its output and status.
-fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
+pub(super) fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
     Command::new("git")
         .arg("-C")
         .arg(repo)
@@ -107,7 +107,7 @@ fn git_in(world: &World, repo: &Path, args: &[&str]) -> std::process::Output {
 /// `drsctl clone` of `bare` as another user on another machine (own HOME,
 /// empty pool, no registry); returns the sha256 hex of the file at `path`
 /// in the clone.
-fn clone_elsewhere(bare: &Path, path: &str) -> String {
+pub(super) fn clone_elsewhere(bare: &Path, path: &str) -> String {
     let other = World::with_prefetch();
     let out = Command::new(drsd_e2e::bin("drsctl"))
         .current_dir(other.dir())
@@ -120,7 +120,7 @@ fn clone_elsewhere(bare: &Path, path: &str) -> String {
 }
 
 /// A bare repo in a folder of its own, added to `repo` as `origin`.
-fn bare_origin(repo: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+pub(super) fn bare_origin(repo: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
     let remotes = tempfile::tempdir().unwrap();
     let bare = remotes.path().join("remote.git");
     git(
@@ -131,7 +131,7 @@ fn bare_origin(repo: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
     (remotes, bare)
 }
 
-fn ok(out: std::process::Output) {
+pub(super) fn ok(out: std::process::Output) {
     assert!(out.status.success(), "{}", text(&out));
 }
 
@@ -298,7 +298,7 @@ fn lfs_object(repo: &Path, oid: &str) -> std::path::PathBuf {
 }
 
 /// The sha256 hex of the file at `path`, read in pieces.
-fn file_sha256(path: &Path) -> String {
+pub(super) fn file_sha256(path: &Path) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut hash).unwrap();

@@ -7,6 +7,7 @@
 
 mod add_url;
 mod daemon;
+mod drs;
 mod failures;
 mod foreign;
 mod http;

@@ -9,17 +9,25 @@ use drsd_proto::{HydrateReport, RepoInitRequest, SetupReport};
 use crate::exit::Failure;
 use crate::output::Output;
 
+/// What `drsctl init` records in `.gitattributes` for every clone.
+#[derive(Debug, Default)]
+pub struct Settings {
+    pub remote: Option<String>,
+    pub indexd: Option<String>,
+    pub authz: Option<String>,
+}
+
 /// Sets the repo at `path` up for drsd (or back, with `undo`).
 pub async fn init(
     socket: &Path,
     path: Option<PathBuf>,
-    remote: Option<String>,
+    settings: Settings,
     undo: bool,
     out: &Output,
 ) -> Result<(), Failure> {
     let path = std::path::absolute(path.unwrap_or_else(|| PathBuf::from(".")))
         .context("making the repo path absolute")?;
-    let report = request(socket, path, remote, undo).await?;
+    let report = request(socket, path, settings, undo).await?;
     out.show(&report, || {
         if report.changed.is_empty() {
             println!(
@@ -38,16 +46,23 @@ pub async fn init(
 async fn request(
     socket: &Path,
     path: PathBuf,
-    remote: Option<String>,
+    settings: Settings,
     undo: bool,
 ) -> Result<SetupReport, Failure> {
     let mut client = super::connect(socket).await?;
     let agent = agent_path()?;
+    let Settings {
+        remote,
+        indexd,
+        authz,
+    } = settings;
     let report = client
         .repo_init(RepoInitRequest {
             path,
             agent,
             remote,
+            indexd,
+            authz,
             undo,
         })
         .await?;
@@ -94,7 +109,7 @@ pub async fn clone(
         true,
     )?;
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
-    let report = request(socket, dir.clone(), None, false).await?;
+    let report = request(socket, dir.clone(), Settings::default(), false).await?;
     let hydrated = hydrate(socket, &dir, out).await?;
     // git checks the files out through git-lfs's smudge filter, which finds
     // the objects in place; anything hydrate could not place it fetches

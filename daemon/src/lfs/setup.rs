@@ -21,6 +21,24 @@ const MARK: &str = "# drsd hook: installed by `drsctl init`";
 /// drs-remote=s3://bucket/prefix`). Not `.lfsconfig`: git-lfs 3.3 warns
 /// about any key it does not know there, on every command.
 pub const REMOTE_ATTR: &str = "drs-remote";
+/// The Gen3 Indexd that pushes register objects with, recorded beside the
+/// object remote so every clone knows it (`drs-indexd=https://host`).
+pub const INDEXD_ATTR: &str = "drs-indexd";
+/// The Indexd `authz` resources new records get, comma-separated
+/// (`drs-authz=/programs/P/projects/Q`).
+pub const AUTHZ_ATTR: &str = "drs-authz";
+
+/// What a repo records in its top `.gitattributes` for every clone: where
+/// its objects go, and where they are registered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepoSettings {
+    /// The object remote, `s3://bucket/prefix`.
+    pub remote: Option<String>,
+    /// The Gen3 Indexd's base URL.
+    pub indexd: Option<url::Url>,
+    /// Indexd `authz` resources for new records.
+    pub authz: Vec<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -39,6 +57,10 @@ pub enum SetupError {
         "object remote {url:?} cannot be recorded: it must be one word, like s3://bucket/prefix"
     )]
     BadRemote { url: String },
+    #[error("Indexd {url:?} cannot be recorded: it must be an http(s) URL without credentials, like https://data.example.org")]
+    BadIndexd { url: String },
+    #[error("Indexd authz {authz:?} cannot be recorded: give resource paths like /programs/P/projects/Q, comma-separated, without blanks")]
+    BadAuthz { authz: String },
     #[error("{path} is a hook of your own, not git-lfs's: move it away, or call `drs-hook hook {name}` from it, then run init again")]
     ForeignHook { path: PathBuf, name: String },
 }
@@ -49,7 +71,11 @@ pub use drsd_proto::SetupReport;
 /// Sets `repo` up to move LFS objects through the agent at `agent` (an
 /// absolute path to `drs-hook`), optionally recording the object remote in
 /// `.gitattributes`. Idempotent.
-pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupReport, SetupError> {
+pub fn init(
+    repo: &Path,
+    agent: &Path,
+    settings: &RepoSettings,
+) -> Result<SetupReport, SetupError> {
     let top = Repo::locate(repo)?.top;
     let mut report = SetupReport {
         repo: top.clone(),
@@ -77,14 +103,7 @@ pub fn init(repo: &Path, agent: &Path, remote: Option<&str>) -> Result<SetupRepo
             report.changed.push(format!("{key}={value}"));
         }
     }
-    if let Some(url) = remote {
-        if recorded_remote(&top)?.as_deref() != Some(url) {
-            record_remote(&top, url)?;
-            report
-                .changed
-                .push(format!(".gitattributes {REMOTE_ATTR}={url} (commit it)"));
-        }
-    }
+    record_settings(&top, settings, &mut report)?;
     for name in HOOKS {
         if write_hook(&hooks, name, agent)? {
             report.changed.push(format!("hook {name}"));
@@ -150,34 +169,134 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     Ok(report)
 }
 
-/// The object remote recorded in the repo's `.gitattributes`, if any: the
-/// work tree's, or HEAD's before a checkout (`drsctl clone` hydrates first).
+/// Records in the top `.gitattributes` each setting given that differs
+/// from what is there, and says so in `report`.
+fn record_settings(
+    top: &Path,
+    settings: &RepoSettings,
+    report: &mut SetupReport,
+) -> Result<(), SetupError> {
+    let now = recorded(top)?;
+    let authz = settings.authz.join(",");
+    let wanted = [
+        (REMOTE_ATTR, settings.remote.clone(), now.remote.clone()),
+        (
+            INDEXD_ATTR,
+            settings.indexd.as_ref().map(indexd_text),
+            now.indexd.as_ref().map(indexd_text),
+        ),
+        (
+            AUTHZ_ATTR,
+            Some(authz).filter(|a| !a.is_empty()),
+            Some(now.authz.join(",")).filter(|a| !a.is_empty()),
+        ),
+    ];
+    for (name, value, was) in wanted {
+        let Some(value) = value.filter(|v| Some(v) != was.as_ref()) else {
+            continue;
+        };
+        check_setting(name, &value)?;
+        record_attr(top, name, &value)?;
+        report
+            .changed
+            .push(format!(".gitattributes {name}={value} (commit it)"));
+    }
+    Ok(())
+}
+
+/// An Indexd URL as it is recorded: without a trailing `/`.
+fn indexd_text(url: &url::Url) -> String {
+    url.as_str().trim_end_matches('/').to_string()
+}
+
+fn check_setting(name: &str, value: &str) -> Result<(), SetupError> {
+    let one_word = !value.is_empty() && !value.chars().any(|c| c.is_whitespace() || c.is_control());
+    match name {
+        REMOTE_ATTR if !one_word => Err(SetupError::BadRemote { url: value.into() }),
+        INDEXD_ATTR if !one_word || parse_indexd(value).is_none() => {
+            Err(SetupError::BadIndexd { url: value.into() })
+        }
+        AUTHZ_ATTR if !one_word || parse_authz(value).is_none() => {
+            Err(SetupError::BadAuthz {
+                authz: value.into(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An Indexd base URL: http(s), a host, no credentials, query or fragment.
+pub fn parse_indexd(text: &str) -> Option<url::Url> {
+    let url = url::Url::parse(text).ok()?;
+    let plain = matches!(url.scheme(), "http" | "https")
+        && url.host_str().is_some_and(|h| !h.is_empty())
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    plain.then_some(url)
+}
+
+/// Comma-separated `authz` resource paths, each starting with `/`.
+pub fn parse_authz(text: &str) -> Option<Vec<String>> {
+    let paths: Vec<String> = text.split(',').map(str::to_string).collect();
+    paths
+        .iter()
+        .all(|p| p.len() > 1 && p.starts_with('/') && !p.contains(char::is_whitespace))
+        .then_some(paths)
+}
+
+/// The object remote recorded in the repo's `.gitattributes`, if any.
 pub fn recorded_remote(repo: &Path) -> Result<Option<String>, SetupError> {
+    Ok(recorded(repo)?.remote)
+}
+
+/// The settings recorded in the repo's `.gitattributes`: the work tree's,
+/// or HEAD's before a checkout (`drsctl clone` hydrates first). A value
+/// that does not parse (an Indexd URL, an authz list) is an error naming it:
+/// a push must not register objects somewhere else than the repo says.
+pub fn recorded(repo: &Path) -> Result<RepoSettings, SetupError> {
     let top = Repo::locate(repo)?.top;
     let mut args = vec!["check-attr"];
     if !top.join(".gitattributes").exists() {
         args.push("--source=HEAD");
     }
-    args.extend([REMOTE_ATTR, "--", ".gitattributes"]);
+    args.extend([REMOTE_ATTR, INDEXD_ATTR, AUTHZ_ATTR, "--", ".gitattributes"]);
     let out = match run(&top, &args) {
         Ok(out) => out,
         // An unborn HEAD has no attributes to read.
-        Err(_) if args[1] == "--source=HEAD" => return Ok(None),
+        Err(_) if args[1] == "--source=HEAD" => return Ok(RepoSettings::default()),
         Err(e) => return Err(e),
     };
-    // ".gitattributes: drs-remote: <value>", or "unspecified" / "unset" / "set".
-    let value = out.trim_end().rsplit(": ").next().unwrap_or("");
-    Ok(match value {
-        "" | "unspecified" | "unset" | "set" => None,
-        url => Some(url.to_string()),
-    })
+    let mut settings = RepoSettings::default();
+    for line in out.lines() {
+        // ".gitattributes: drs-remote: <value>", or "unspecified" / "unset" / "set".
+        let mut parts = line.rsplitn(3, ": ");
+        let (Some(value), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if matches!(value, "" | "unspecified" | "unset" | "set") {
+            continue;
+        }
+        match name {
+            REMOTE_ATTR => settings.remote = Some(value.to_string()),
+            INDEXD_ATTR => {
+                let url = parse_indexd(value).ok_or(SetupError::BadIndexd { url: value.into() })?;
+                settings.indexd = Some(url);
+            }
+            AUTHZ_ATTR => {
+                settings.authz = parse_authz(value).ok_or(SetupError::BadAuthz {
+                    authz: value.into(),
+                })?;
+            }
+            _ => {}
+        }
+    }
+    Ok(settings)
 }
 
-/// Writes (or replaces) the `drs-remote` line in the top `.gitattributes`.
-fn record_remote(top: &Path, url: &str) -> Result<(), SetupError> {
-    if url.is_empty() || url.chars().any(char::is_whitespace) {
-        return Err(SetupError::BadRemote { url: url.into() });
-    }
+/// Writes (or replaces) the `name=` line in the top `.gitattributes`.
+fn record_attr(top: &Path, name: &str, value: &str) -> Result<(), SetupError> {
     let path = top.join(".gitattributes");
     let old = match fs::read_to_string(&path) {
         Ok(text) => text,
@@ -188,10 +307,10 @@ fn record_remote(top: &Path, url: &str) -> Result<(), SetupError> {
         .lines()
         .filter(|l| {
             !l.split_whitespace()
-                .any(|w| w.starts_with(&format!("{REMOTE_ATTR}=")))
+                .any(|w| w.starts_with(&format!("{name}=")))
         })
         .collect();
-    let line = format!(".gitattributes {REMOTE_ATTR}={url}");
+    let line = format!(".gitattributes {name}={value}");
     lines.push(&line);
     let text = lines.join("\n") + "\n";
     safe_write::write(

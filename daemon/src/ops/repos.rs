@@ -51,14 +51,14 @@ impl Registrar {
     }
 
     /// `drsctl init`: sets the repo at `repo` up for drsd (the agent at
-    /// `agent`, the object remote) and registers it.
+    /// `agent`, the object remote and Indexd) and registers it.
     pub async fn set_up(
         &self,
         repo: PathBuf,
         agent: PathBuf,
-        remote: Option<String>,
+        settings: setup::RepoSettings,
     ) -> Result<SetupReport, WireError> {
-        let report = crate::blocking(move || setup::init(&repo, &agent, remote.as_deref()))
+        let report = crate::blocking(move || setup::init(&repo, &agent, &settings))
             .await
             .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
         self.register(report.repo.clone()).await?;

@@ -14,6 +14,7 @@
 //! (any add-url there) catches it up; a restore only inserts what is missing,
 //! so running it twice, or after a partial run, changes nothing more.
 
+mod indexd;
 mod job_state;
 pub mod mirror;
 mod oid_text;
@@ -29,6 +30,7 @@ use crate::pool::Oid;
 use crate::remote::SecretUrl;
 use crate::IoError;
 
+pub use indexd::IndexdRegistration;
 pub use job_state::JobState;
 pub use queue::{Job, JobCounts, JobLine, OpenJob};
 pub use store::Registry;

@@ -53,6 +53,8 @@ const MIGRATIONS: &[&str] = &[
     // Multipart uploads in flight, aborted at the next start when a kill
     // left them (`uploads.rs`).
     super::uploads::SCHEMA,
+    // Registrations with a Gen3 Indexd made at push time (`indexd.rs`).
+    super::indexd::SCHEMA,
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
@@ -166,6 +168,21 @@ impl Registry {
         conn.prepare_cached(&query)
             .and_then(|mut s| s.query_row(params![url, etag, size], object_of).optional())
             .map_err(sql(&self.path, "look up"))
+    }
+
+    /// The foreign objects known to hold content `oid`, newest first: where
+    /// a download can read it when the object remote does not have it.
+    pub fn objects_of_content(&self, oid: &Oid) -> Result<Vec<ForeignObject>, RegistryError> {
+        let conn = self.lock();
+        let query = format!(
+            "SELECT {OBJECT_COLUMNS} FROM objects o WHERE content_oid = ?1 ORDER BY updated_at DESC"
+        );
+        let err = sql(&self.path, "look up by content");
+        let mut stmt = conn.prepare_cached(&query).map_err(&err)?;
+        let rows = stmt
+            .query_map(params![oid.to_hex()], object_of)
+            .map_err(&err)?;
+        rows.collect::<Result<_, _>>().map_err(&err)
     }
 
     /// Records the content oid of the object at `url` with this ETag and

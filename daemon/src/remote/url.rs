@@ -208,6 +208,9 @@ impl rusqlite::types::FromSql for SecretUrl {
 pub enum ObjectUrl {
     S3 { bucket: String, key: String },
     Https(url::Url),
+    /// A GA4GH DRS object: resolved to an access URL (one of the above) each
+    /// time it is read, since access URLs may be signed and expire.
+    Drs(super::drs::DrsUri),
 }
 
 impl ObjectUrl {
@@ -216,6 +219,11 @@ impl ObjectUrl {
             url: redacted(text).chars().take(200).collect(),
             why: why.into(),
         };
+        if text.starts_with("drs://") {
+            return super::drs::DrsUri::parse(text)
+                .map(ObjectUrl::Drs)
+                .map_err(|e| bad(&e.to_string()));
+        }
         if let Some(rest) = text.strip_prefix("s3://") {
             let (bucket, key) = rest
                 .split_once('/')
@@ -233,15 +241,19 @@ impl ObjectUrl {
         let url = url::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
         match url.scheme() {
             "https" | "http" if url.host_str().is_some() => Ok(ObjectUrl::Https(url)),
-            _ => Err(bad("want s3://bucket/key or https://host/path")),
+            _ => Err(bad(
+                "want s3://bucket/key, https://host/path, drs://host/id or drs://prefix:accession",
+            )),
         }
     }
 
-    /// The last path segment: the default file name for the object.
+    /// The last path segment: the default file name for the object. A DRS
+    /// id names no file (its object's `name` is known only once it is read).
     pub fn file_name(&self) -> Option<&str> {
         let path = match self {
             ObjectUrl::S3 { key, .. } => key.as_str(),
             ObjectUrl::Https(url) => url.path(),
+            ObjectUrl::Drs(_) => return None,
         };
         path.rsplit('/').next().filter(|s| !s.is_empty())
     }
@@ -289,6 +301,7 @@ impl fmt::Display for ObjectUrl {
                 }
                 f.write_str(url.path())
             }
+            ObjectUrl::Drs(uri) => write!(f, "{uri}"),
         }
     }
 }

@@ -14,6 +14,7 @@
 //! The prefetch queue itself is the registry's; the workers that drain it
 //! are `server::workers`, which come back here to promote.
 
+mod drs;
 mod error;
 pub mod plan;
 pub mod promotion;

@@ -80,6 +80,9 @@ fn target(
     let given = match (&line.path, url.file_name()) {
         (Some(p), _) => p.clone(),
         (None, Some(name)) => PathBuf::from(name),
+        (None, None) if matches!(url, ObjectUrl::Drs(_)) => {
+            return Err(fail("a DRS id names no file: give PATH".into()))
+        }
         (None, None) => return Err(fail("the URL has no file name: give PATH".into())),
     };
     let rel = repo_relative(top, &cwd.join(&given)).map_err(fail)?;

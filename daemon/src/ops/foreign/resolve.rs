@@ -27,7 +27,8 @@ pub(super) struct Resolved {
     pub oid_from: OidFrom,
 }
 
-/// HEADs every target and picks its oid; lines that fail go to `refused`.
+/// HEADs every target (or reads its DRS object, `drs.rs`) and picks its
+/// oid; lines that fail go to `refused`.
 pub(super) async fn resolve(
     registry: &Arc<Registry>,
     remote: &Remote,
@@ -35,9 +36,17 @@ pub(super) async fn resolve(
     on_head: &(dyn Fn(u64, u64) + Sync),
     refused: &mut Vec<Refused>,
 ) -> Vec<Resolved> {
-    let headed = head_all(remote, targets, on_head, refused).await;
+    let (drs, plain): (Vec<Target>, Vec<Target>) = targets
+        .into_iter()
+        .partition(|t| matches!(t.url, ObjectUrl::Drs(_)));
+    let mut resolved = match drs.is_empty() {
+        true => Vec::new(),
+        false => super::drs::resolve_drs(remote, drs, refused).await,
+    };
+    let headed = head_all(remote, plain, on_head, refused).await;
     let registry = registry.clone();
-    let (resolved, failed) = crate::blocking(move || pick_oids(&registry, headed)).await;
+    let (picked, failed) = crate::blocking(move || pick_oids(&registry, headed)).await;
+    resolved.extend(picked);
     refused.extend(failed);
     resolved
 }
@@ -130,7 +139,7 @@ fn pick_oid(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved
     };
     let (bucket, key) = match &t.url {
         ObjectUrl::S3 { bucket, key } => (Some(bucket.clone()), Some(key.clone())),
-        ObjectUrl::Https(_) => (None, None),
+        ObjectUrl::Https(_) | ObjectUrl::Drs(_) => (None, None),
     };
     let object = ForeignObject {
         url: t.raw.as_str().into(),

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use crate::blocking;
 use crate::git::Repo;
-use crate::lfs::setup::recorded_remote;
+use crate::lfs::setup::recorded;
 use crate::remote::ObjectLayout;
 use drsd_proto::{ErrorCode, WireError};
 
@@ -25,6 +25,11 @@ pub struct RepoFacts {
     pub tmp: PathBuf,
     /// The object remote recorded in `.gitattributes`, if any.
     pub remote: Option<String>,
+    /// The Gen3 Indexd recorded there, if any: pushes register with it and
+    /// downloads resolve through it.
+    pub indexd: Option<url::Url>,
+    /// Indexd `authz` resources for new records.
+    pub authz: Vec<String>,
     attributes: PathBuf,
     stamp: Option<SystemTime>,
 }
@@ -61,12 +66,14 @@ impl RepoFacts {
             .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
         let attributes = top.join(".gitattributes");
         let stamp = modified(&attributes);
-        let remote = recorded_remote(&top).map_err(|e| bad(&e))?;
+        let settings = recorded(&top).map_err(|e| bad(&e))?;
         Ok(RepoFacts {
             top,
             lfs,
             tmp,
-            remote,
+            remote: settings.remote,
+            indexd: settings.indexd,
+            authz: settings.authz,
             attributes,
             stamp,
         })

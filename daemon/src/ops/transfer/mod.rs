@@ -10,9 +10,11 @@
 //! `hydrate.rs`.
 
 mod confirmed;
+mod elsewhere;
 mod facts;
 mod gates;
 mod hydrate;
+mod indexd;
 mod push;
 mod send;
 
@@ -99,8 +101,9 @@ impl Transfers {
     }
 
     /// Makes sure the pool holds `oid`: there already, or fetched from the
-    /// repo's object remote. One download per object at a time: a second
-    /// request waits, then finds the object in the pool.
+    /// repo's object remote, or else from where the registry or the repo's
+    /// Indexd says it is (`elsewhere.rs`). One download per object at a
+    /// time: a second request waits, then finds the object in the pool.
     pub async fn fetch(
         &self,
         repo: &Path,
@@ -115,12 +118,27 @@ impl Transfers {
         if held == Some(size) {
             return Ok(ObjectSource::Pool);
         }
-        let layout = facts.layout(repo)?;
-        self.remote
-            .fetch_for_pointer(self.pool.clone(), &layout, oid, size, report)
-            .await
-            .map_err(fetch_error)?;
-        Ok(ObjectSource::Remote)
+        let missing = match facts.layout(repo) {
+            Ok(layout) => match self
+                .remote
+                .fetch_for_pointer(self.pool.clone(), &layout, oid, size, report)
+                .await
+            {
+                Ok(()) => return Ok(ObjectSource::Remote),
+                Err(e) if elsewhere::is_missing(&e) => fetch_error(e),
+                Err(e) => return Err(fetch_error(e)),
+            },
+            // No object remote: only elsewhere can have it.
+            Err(none) => none,
+        };
+        match self.fetch_elsewhere(facts, oid, size, report).await {
+            Ok(()) => Ok(ObjectSource::Remote),
+            Err(None) => Err(missing),
+            Err(Some(tried)) => Err(WireError::new(
+                missing.code,
+                format!("{}; and elsewhere: {tried}", missing.message),
+            )),
+        }
     }
 
     /// Links (else copies) the pool's entry to a fresh random name in `tmp`,

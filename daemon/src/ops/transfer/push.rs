@@ -10,7 +10,8 @@ use std::path::Path;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::{internal, Transfers, PARALLEL};
+use super::indexd::{IndexdTarget, Registered};
+use super::{internal, RepoFacts, Transfers, PARALLEL};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
@@ -81,25 +82,46 @@ impl Transfers {
             lfs_objects: &lfs_objects,
             remote,
         };
+        let indexd = self.indexd_target(&facts)?;
         let mut results = stream::iter(objects)
             .map(|pushed| {
                 let (target, foreign, superseded) = (&target, &foreign, &superseded);
+                let indexd = indexd.as_ref();
                 async move {
                     let oid = pushed.pointer.oid;
                     if superseded.contains(&oid) {
-                        return (pushed, PushOutcome::Present);
+                        return (pushed, Registered::Not(PushOutcome::Present));
                     }
                     let entry = foreign.get(&oid);
-                    let outcome = self.push_object(target, entry, &pushed.pointer).await;
+                    let outcome = match indexd {
+                        Some(ix) => self.push_registered(target, ix, entry, &pushed).await,
+                        None => {
+                            Registered::Not(self.push_object(target, entry, &pushed.pointer).await)
+                        }
+                    };
                     (pushed, outcome)
                 }
             })
             .buffer_unordered(PARALLEL);
         let mut done = 0;
         while let Some((pushed, outcome)) = results.next().await {
+            let outcome = match outcome {
+                Registered::Held => {
+                    report.in_indexd += 1;
+                    PushOutcome::Present
+                }
+                Registered::Now(o) => {
+                    report.registered += 1;
+                    o
+                }
+                Registered::Not(o) => o,
+            };
             tally(&mut report, pushed, outcome);
             done += 1;
             progress(done, total);
+        }
+        if indexd.is_some() && !foreign.is_empty() {
+            self.mirror_dids(&facts).await;
         }
         log::info!(
             "pre-push {}: {} objects, {} uploaded, {} copied, {} present, {} failed, {} refused, in {:.2} s",
@@ -113,6 +135,39 @@ impl Transfers {
             started.elapsed().as_secs_f64()
         );
         Ok(report)
+    }
+
+    /// The repo's Indexd, when it records one.
+    fn indexd_target<'f>(&self, facts: &'f RepoFacts) -> Result<Option<IndexdTarget<'f>>, WireError> {
+        let Some(base) = &facts.indexd else {
+            return Ok(None);
+        };
+        let client = self.remote.indexd(base).map_err(|e| {
+            crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
+        })?;
+        Ok(Some(IndexdTarget {
+            client,
+            base: base.as_str().trim_end_matches('/').to_string(),
+            authz: &facts.authz,
+        }))
+    }
+
+    /// Rewrites the repo's mirror, so the DRS ids Indexd gave its foreign
+    /// objects are in it too. A failure is logged: the registry has them,
+    /// and the next rewrite catches the mirror up.
+    async fn mirror_dids(&self, facts: &RepoFacts) {
+        let (registry, top) = (self.registry.clone(), facts.top.clone());
+        let Some(common) = facts.lfs.parent().map(Path::to_path_buf) else {
+            return;
+        };
+        let written = blocking(move || -> Result<(), crate::registry::RegistryError> {
+            let listed = registry.for_repo(&top)?;
+            crate::registry::mirror::write(&common, &listed)
+        })
+        .await;
+        if let Err(e) = written {
+            log::warn!("rewriting the mirror of {}: {e}", facts.top.display());
+        }
     }
 
     /// The repo's foreign objects (added by URL), by oid.
@@ -167,6 +222,9 @@ impl Transfers {
         if let Some(outcome) = self.push_local(target, pointer).await {
             return outcome;
         }
+        if let Some(drs) = foreign.and_then(|e| drs_url(e)) {
+            return self.push_through_drs(target, &drs, pointer).await;
+        }
         let why = match foreign {
             Some(_) => "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".to_string(),
             None => format!(
@@ -178,6 +236,32 @@ impl Transfers {
             ),
         };
         self.unless_in_remote(target, pointer, why).await
+    }
+
+    /// A `drs://` object not on this machine: read through its DRS server
+    /// into the pool (checked against the oid), then sent. Unless the object
+    /// remote holds it already.
+    async fn push_through_drs(
+        &self,
+        target: &PushTarget<'_>,
+        url: &ObjectUrl,
+        pointer: &Pointer,
+    ) -> PushOutcome {
+        let (oid, size) = (pointer.oid, pointer.size);
+        let read = self
+            .remote
+            .fetch_verified(self.pool.clone(), url, oid, size, &|_| {})
+            .await;
+        match read {
+            Ok(_) => match self.push_local(target, pointer).await {
+                Some(outcome) => outcome,
+                None => PushOutcome::Failed(format!("{url}: left the pool right after its download")),
+            },
+            Err(e) => {
+                let why = format!("not on this machine, and reading it through DRS failed: {e}");
+                self.unless_in_remote(target, pointer, why).await
+            }
+        }
     }
 
     /// The server-side copy of a foreign object's source; `Err` with the
@@ -298,4 +382,11 @@ fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
         PushOutcome::Failed(why) => report.failed.push(refused(why)),
         PushOutcome::Refused(why) => report.refused.push(refused(why)),
     }
+}
+
+/// The `drs://` URL of a foreign object added by DRS id.
+fn drs_url(entry: &Entry) -> Option<ObjectUrl> {
+    ObjectUrl::parse(entry.object.url.expose())
+        .ok()
+        .filter(|u| matches!(u, ObjectUrl::Drs(_)))
 }

@@ -2,6 +2,7 @@
 //! (`ops::repos::Registrar`).
 
 use super::Shared;
+use crate::lfs::setup::{parse_authz, parse_indexd, RepoSettings};
 use drsd_proto::{ErrorCode, Reply, RepoInitRequest, WireError};
 
 pub(crate) async fn handle(shared: &Shared, request: RepoInitRequest) -> Result<Reply, WireError> {
@@ -9,6 +10,8 @@ pub(crate) async fn handle(shared: &Shared, request: RepoInitRequest) -> Result<
         path,
         agent,
         remote,
+        indexd,
+        authz,
         undo,
     } = request;
     if !path.is_absolute() || !agent.is_absolute() {
@@ -21,9 +24,41 @@ pub(crate) async fn handle(shared: &Shared, request: RepoInitRequest) -> Result<
             ),
         ));
     }
+    let settings = settings(remote, indexd, authz)?;
     let report = match undo {
-        false => shared.registrar.set_up(path, agent, remote).await?,
+        false => shared.registrar.set_up(path, agent, settings).await?,
         true => shared.registrar.take_down(path).await?,
     };
     Ok(Reply::Setup(report))
+}
+
+/// The settings asked for, checked: a bad Indexd URL or authz list is
+/// refused before anything changes.
+fn settings(
+    remote: Option<String>,
+    indexd: Option<String>,
+    authz: Option<String>,
+) -> Result<RepoSettings, WireError> {
+    let bad = |message: String| WireError::new(ErrorCode::InvalidArgument, message);
+    let indexd = match indexd {
+        Some(text) => Some(parse_indexd(&text).ok_or_else(|| {
+            bad(format!(
+                "--indexd {text:?}: give the Indexd's http(s) base URL without credentials, like https://data.example.org"
+            ))
+        })?),
+        None => None,
+    };
+    let authz = match authz {
+        Some(text) => parse_authz(&text).ok_or_else(|| {
+            bad(format!(
+                "--authz {text:?}: give resource paths like /programs/P/projects/Q, comma-separated"
+            ))
+        })?,
+        None => Vec::new(),
+    };
+    Ok(RepoSettings {
+        remote,
+        indexd,
+        authz,
+    })
 }

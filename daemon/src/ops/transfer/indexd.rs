@@ -1,0 +1,210 @@
+//! Pushing to a repo that records a Gen3 Indexd (`drsctl init --indexd`).
+//! For each object the push introduces:
+//!
+//! - an Indexd record of the same sha256 and size whose location can be
+//!   read means the object is held already: nothing is sent, copied or
+//!   registered, and the agent's upload of it is answered from `confirmed`;
+//! - otherwise the object goes to the object remote as without Indexd, and
+//!   is then registered (`POST /index/`) with its sha256, md5, ETag, size,
+//!   `s3://` location, path and `authz`.
+//!
+//! The registry records a registration as begun before it is sent, and its
+//! did once answered: a push killed in between leaves the registry knowing,
+//! and the next push finds the record Indexd made by its sha256 instead of
+//! making a second one. An Indexd that cannot be asked fails the push before
+//! anything is sent: nothing is half-registered.
+
+use md5::{Digest, Md5};
+
+use super::push::{PushOutcome, PushTarget};
+use super::Transfers;
+use crate::blocking;
+use crate::lfs::{Pointer, Pushed};
+use crate::pool::Oid;
+use crate::registry::{is_content_etag, Entry};
+use crate::remote::drs::{IndexdClient, IndexdRecord, NewRecord};
+use crate::remote::ObjectUrl;
+
+/// The repo's Indexd, for one push.
+pub struct IndexdTarget<'a> {
+    pub client: IndexdClient,
+    /// Its base URL, as the registry keys registrations by it.
+    pub base: String,
+    pub authz: &'a [String],
+}
+
+/// How a pushed object stands with Indexd after the push.
+pub enum Registered {
+    /// Indexd held it already at a readable location: present.
+    Held,
+    /// Sent (or found) in the object remote, and registered now.
+    Now(PushOutcome),
+    /// Not registered by this push: pushed without Indexd, or it failed.
+    Not(PushOutcome),
+}
+
+impl Transfers {
+    /// Pushes one object to a repo with an Indexd; see the module's notes.
+    pub async fn push_registered(
+        &self,
+        target: &PushTarget<'_>,
+        indexd: &IndexdTarget<'_>,
+        foreign: Option<&Entry>,
+        pushed: &Pushed,
+    ) -> Registered {
+        let pointer = &pushed.pointer;
+        match self.held_in_indexd(indexd, pointer).await {
+            Err(why) => return Registered::Not(PushOutcome::Failed(why)),
+            Ok(Some(did)) => {
+                self.remember_did(indexd, pointer.oid, &did).await;
+                self.confirmed.record(target.layout, pointer.oid);
+                return Registered::Held;
+            }
+            Ok(None) => {}
+        }
+        let outcome = self.push_object(target, foreign, pointer).await;
+        if !matches!(
+            outcome,
+            PushOutcome::Present | PushOutcome::Uploaded | PushOutcome::Copied
+        ) {
+            return Registered::Not(outcome);
+        }
+        match self.register(target, indexd, foreign, pushed).await {
+            Ok(()) => Registered::Now(outcome),
+            Err(why) => Registered::Not(PushOutcome::Failed(why)),
+        }
+    }
+
+    /// The did of a record of `pointer`'s content (sha256 and size) whose
+    /// location this daemon can read; `Err` when Indexd cannot be asked.
+    async fn held_in_indexd(
+        &self,
+        indexd: &IndexdTarget<'_>,
+        pointer: &Pointer,
+    ) -> Result<Option<String>, String> {
+        let records = indexd.client.by_sha256(pointer.oid).await.map_err(|e| {
+            format!(
+                "Indexd {} could not be asked whether it holds the object: {e}; nothing was sent or registered",
+                indexd.base
+            )
+        })?;
+        for record in records {
+            if record.size.is_some_and(|s| s != pointer.size) {
+                continue;
+            }
+            if self.readable_location(&record, pointer.size).await {
+                return Ok(Some(record.did));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether one of the record's URLs answers a HEAD with `size` bytes.
+    async fn readable_location(&self, record: &IndexdRecord, size: u64) -> bool {
+        for url in &record.urls {
+            let Ok(url) = ObjectUrl::parse(url) else {
+                continue;
+            };
+            match self.remote.head(&url).await {
+                Ok(Some(meta)) if meta.size == size => return true,
+                Ok(_) => {}
+                Err(e) => log::debug!("Indexd record {}: {url}: {e}", record.did),
+            }
+        }
+        false
+    }
+
+    /// Registers the object, now in the object remote, with Indexd.
+    async fn register(
+        &self,
+        target: &PushTarget<'_>,
+        indexd: &IndexdTarget<'_>,
+        foreign: Option<&Entry>,
+        pushed: &Pushed,
+    ) -> Result<(), String> {
+        let oid = pushed.pointer.oid;
+        let key = target.layout.key(&oid);
+        let location = format!("s3://{}/{key}", target.layout.bucket);
+        let failed = |why: String| {
+            format!("{location} is in the object remote, but registering it with Indexd {} failed: {why}; push again to register it", indexd.base)
+        };
+        let etag = self.remote_etag(target, &key).await.map_err(&failed)?;
+        let md5 = self.md5_of(foreign, oid, etag.as_deref()).await.map_err(&failed)?;
+        let record = NewRecord {
+            size: pushed.pointer.size,
+            sha256: oid,
+            md5,
+            etag: etag.filter(|e| is_content_etag(e)),
+            urls: vec![location.clone()],
+            file_name: pushed.paths.first().cloned().unwrap_or_default(),
+            authz: indexd.authz.to_vec(),
+        };
+        let (registry, base) = (self.registry.clone(), indexd.base.clone());
+        blocking(move || registry.indexd_begin(&base, oid))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let did = indexd
+            .client
+            .register(&record)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        log::info!("registered {location} with Indexd {} as {did}", indexd.base);
+        self.remember_did(indexd, oid, &did).await;
+        Ok(())
+    }
+
+    /// Records `did` as the object's record in Indexd; a failure is logged:
+    /// Indexd has the record, and the next push finds it by its sha256.
+    async fn remember_did(&self, indexd: &IndexdTarget<'_>, oid: Oid, did: &str) {
+        let (registry, base, did) = (self.registry.clone(), indexd.base.clone(), did.to_string());
+        if let Err(e) = blocking(move || registry.indexd_registered(&base, oid, &did)).await {
+            log::warn!("recording the Indexd record of {oid}: {e}");
+        }
+    }
+
+    /// The object remote's ETag of `key`, without quotes.
+    async fn remote_etag(
+        &self,
+        target: &PushTarget<'_>,
+        key: &str,
+    ) -> Result<Option<String>, String> {
+        let client = self.remote.s3().map_err(|e| e.to_string())?;
+        let meta = client
+            .head(&target.layout.bucket, key)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("it is not there any more")?;
+        Ok(meta.etag.map(|e| e.trim_matches('"').to_string()))
+    }
+
+    /// The content's md5, hex: the registry's (from a prefetch), else a
+    /// single-part ETag (which is the md5), else read from the pool.
+    async fn md5_of(
+        &self,
+        foreign: Option<&Entry>,
+        oid: Oid,
+        etag: Option<&str>,
+    ) -> Result<String, String> {
+        let known = foreign
+            .filter(|e| e.object.content_oid == Some(oid))
+            .and_then(|e| e.object.md5.clone());
+        if let Some(md5) = known {
+            return Ok(md5);
+        }
+        if let Some(etag) = etag.filter(|e| is_content_etag(e) && !e.contains('-')) {
+            return Ok(etag.to_ascii_lowercase());
+        }
+        let pool = self.pool.clone();
+        blocking(move || -> Result<String, String> {
+            let blob = pool
+                .get_verified(&oid)
+                .map_err(|e| e.to_string())?
+                .ok_or("its md5 is not known and its bytes are not on this machine")?;
+            let mut hasher = Md5::new();
+            std::io::copy(&mut blob.into_reader(), &mut hasher)
+                .map_err(|e| format!("reading it for its md5: {e}"))?;
+            Ok(hex::encode(hasher.finalize()))
+        })
+        .await
+    }
+}

@@ -1,0 +1,158 @@
+//! Objects registered with a Gen3 Indexd at push time. A registration is
+//! recorded here as begun before its `POST /index/` is sent, and its DRS id
+//! (`did`) once Indexd answered: a push killed in between leaves a row
+//! without a did, and the next push finds the record Indexd made (by its
+//! sha256) instead of making a second one. Foreign objects of the same
+//! content also get the did as their `drs_id`, so it reaches each repo's
+//! mirror and survives the loss of the daemon's state.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::oid_text::oid_column;
+use super::store::sql;
+use super::{now, Registry, RegistryError};
+use crate::pool::Oid;
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE indexd_records (
+        indexd TEXT NOT NULL,
+        oid TEXT NOT NULL,
+        did TEXT,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (indexd, oid)
+    );
+";
+
+/// What the registry knows of one object's record in one Indexd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexdRegistration {
+    pub oid: Oid,
+    /// `None`: a registration was begun and its answer never recorded.
+    pub did: Option<String>,
+}
+
+impl Registry {
+    /// Records that `oid` is about to be registered with `indexd` (its base
+    /// URL), keeping a did already known.
+    pub fn indexd_begin(&self, indexd: &str, oid: Oid) -> Result<(), RegistryError> {
+        self.write("begin an Indexd registration", |tx| {
+            tx.execute(
+                "INSERT INTO indexd_records (indexd, oid, did, updated_at) VALUES (?1, ?2, NULL, ?3)
+                 ON CONFLICT (indexd, oid) DO NOTHING",
+                params![indexd, oid.to_hex(), now() as i64],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Records `did` as `oid`'s record in `indexd`, and as the DRS id of the
+    /// foreign objects with that content that have none.
+    pub fn indexd_registered(
+        &self,
+        indexd: &str,
+        oid: Oid,
+        did: &str,
+    ) -> Result<(), RegistryError> {
+        self.write("record an Indexd registration", |tx| {
+            tx.execute(
+                "INSERT INTO indexd_records (indexd, oid, did, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (indexd, oid) DO UPDATE SET did = excluded.did,
+                    updated_at = excluded.updated_at",
+                params![indexd, oid.to_hex(), did, now() as i64],
+            )?;
+            tx.execute(
+                "UPDATE objects SET drs_id = ?1, updated_at = ?2
+                 WHERE content_oid = ?3 AND drs_id IS NULL",
+                params![did, now() as i64, oid.to_hex()],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// What is recorded of `oid` in `indexd`.
+    pub fn indexd_registration(
+        &self,
+        indexd: &str,
+        oid: Oid,
+    ) -> Result<Option<IndexdRegistration>, RegistryError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT oid, did FROM indexd_records WHERE indexd = ?1 AND oid = ?2",
+            params![indexd, oid.to_hex()],
+            |r| {
+                Ok(IndexdRegistration {
+                    oid: oid_column(r, 0)?,
+                    did: r.get(1)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(sql(self.path(), "read an Indexd registration"))
+    }
+
+    /// Registrations begun in `indexd` whose answer was never recorded.
+    pub fn indexd_unfinished(&self, indexd: &str) -> Result<Vec<Oid>, RegistryError> {
+        let conn = self.lock();
+        let err = sql(self.path(), "list unfinished Indexd registrations");
+        let mut stmt = conn
+            .prepare("SELECT oid FROM indexd_records WHERE indexd = ?1 AND did IS NULL")
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map(params![indexd], |r| oid_column(r, 0))
+            .map_err(&err)?;
+        rows.collect::<Result<_, _>>().map_err(&err)
+    }
+
+    /// The DRS id recorded for content `oid`: a foreign object's, else the
+    /// did of its record in any Indexd.
+    pub fn drs_id_of(&self, oid: Oid) -> Result<Option<String>, RegistryError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT drs_id FROM objects WHERE content_oid = ?1 AND drs_id IS NOT NULL
+             UNION ALL
+             SELECT did FROM indexd_records WHERE oid = ?1 AND did IS NOT NULL
+             LIMIT 1",
+            params![oid.to_hex()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql(self.path(), "read a DRS id"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> (tempfile::TempDir, Registry) {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(&dir.path().join("r.sqlite")).unwrap();
+        (dir, registry)
+    }
+
+    #[test]
+    fn a_registration_begun_and_never_answered_is_listed_as_unfinished() {
+        let (_dir, r) = registry();
+        let oid = Oid::from_digest([7; 32]);
+        r.indexd_begin("http://i", oid).unwrap();
+        assert_eq!(r.indexd_unfinished("http://i").unwrap(), vec![oid]);
+        assert_eq!(
+            r.indexd_registration("http://i", oid).unwrap(),
+            Some(IndexdRegistration { oid, did: None })
+        );
+        r.indexd_registered("http://i", oid, "dg.TEST/1").unwrap();
+        assert!(r.indexd_unfinished("http://i").unwrap().is_empty());
+        assert_eq!(r.drs_id_of(oid).unwrap().as_deref(), Some("dg.TEST/1"));
+    }
+
+    #[test]
+    fn beginning_again_keeps_the_did_already_recorded() {
+        let (_dir, r) = registry();
+        let oid = Oid::from_digest([9; 32]);
+        r.indexd_registered("http://i", oid, "dg.TEST/2").unwrap();
+        r.indexd_begin("http://i", oid).unwrap();
+        let got = r.indexd_registration("http://i", oid).unwrap().unwrap();
+        assert_eq!(got.did.as_deref(), Some("dg.TEST/2"));
+        assert_eq!(r.indexd_registration("http://other", oid).unwrap(), None);
+    }
+}

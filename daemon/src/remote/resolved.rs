@@ -1,0 +1,141 @@
+//! Reading an object wherever its URL says: `s3://` and `https://` as they
+//! are, `drs://` through its DRS object to an access URL, resolved at each
+//! read (access URLs may be signed and expire; none is kept). Whatever the
+//! way, bytes reach the pool only with the sha256 they were asked for.
+//!
+//! Before anything is read, what the DRS server says of the object is
+//! checked against what was asked: its size, and its sha256 checksum when
+//! it gives one. A server that names other bytes than the pointer is
+//! refused by name, not downloaded.
+
+use std::sync::Arc;
+
+use super::drs::{DrsError, DrsObject, DrsUri};
+use super::{
+    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Located, ObjectUrl, Origin,
+    Remote, RemoteError,
+};
+use crate::pool::{Oid, Pool};
+
+/// Why an object could not be read from where its URL says.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Drs(#[from] DrsError),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("{uri}: the DRS server says {what} {said}, the pointer says {wanted}: refusing it")]
+    Disagrees {
+        uri: String,
+        what: &'static str,
+        said: String,
+        wanted: String,
+    },
+    #[error("{uri}: its access URL is itself a DRS URI; drsd follows one level only")]
+    Nested { uri: String },
+}
+
+/// A DRS object and the access URL to read it by, for this read only.
+pub struct Access {
+    pub object: DrsObject,
+    /// An `s3://` or `https://` URL.
+    pub url: ObjectUrl,
+    /// Headers the server asks this read to send (`access_url.headers`).
+    pub headers: Vec<(String, String)>,
+}
+
+impl Remote {
+    /// The DRS object `uri` names and an access URL to read it by.
+    pub async fn access(&self, uri: &DrsUri) -> Result<Access, ResolveError> {
+        let drs = self.drs()?;
+        let object = drs.object(uri).await?;
+        self.access_to(uri, object).await
+    }
+
+    /// An access URL of `object`, which `uri` named.
+    pub async fn access_to(&self, uri: &DrsUri, object: DrsObject) -> Result<Access, ResolveError> {
+        let access = self.drs()?.access_url(uri, &object).await?;
+        let url = ObjectUrl::parse(access.url.expose())?;
+        if matches!(url, ObjectUrl::Drs(_)) {
+            return Err(ResolveError::Nested {
+                uri: uri.to_string(),
+            });
+        }
+        Ok(Access {
+            object,
+            url,
+            headers: access.headers,
+        })
+    }
+
+    /// Reads `url` (`size` bytes, sha256 `oid`) into `pool`, checked on the
+    /// way in: bytes of another sha256 are not kept.
+    pub async fn fetch_verified(
+        &self,
+        pool: Arc<Pool>,
+        url: &ObjectUrl,
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<Fetched, ResolveError> {
+        let (url, headers) = match url {
+            ObjectUrl::Drs(uri) => {
+                let access = self.access(uri).await?;
+                check_claims(uri, &access.object, oid, size)?;
+                (access.url, access.headers)
+            }
+            plain => (plain.clone(), Vec::new()),
+        };
+        let located = self.locate(&url)?;
+        let req = Fetch {
+            origin: origin_with(&located, &headers),
+            size,
+            etag: None,
+            last_modified: None, // the sha256 is the check
+            expect: Some(oid),
+            md5: false,
+            part_size: None,
+        };
+        Ok(fetch_into_pool(pool, req, FetchOptions::default(), report).await?)
+    }
+}
+
+/// Where a read of `located` goes, with the headers its access asks for.
+pub fn origin_with<'a>(located: &'a Located<'a>, headers: &'a [(String, String)]) -> Origin<'a> {
+    match located {
+        Located::S3 {
+            client,
+            bucket,
+            key,
+        } => Origin::S3 {
+            client,
+            bucket,
+            key,
+        },
+        Located::Http { client, url } => Origin::Http {
+            client,
+            url,
+            headers,
+        },
+    }
+}
+
+/// The DRS object's size and sha256 (when it gives one) against the
+/// pointer's.
+fn check_claims(uri: &DrsUri, object: &DrsObject, oid: Oid, size: u64) -> Result<(), ResolveError> {
+    let disagrees = |what, said: String, wanted: String| ResolveError::Disagrees {
+        uri: uri.to_string(),
+        what,
+        said,
+        wanted,
+    };
+    if object.size != size {
+        return Err(disagrees("size", object.size.to_string(), size.to_string()));
+    }
+    match object.sha256()? {
+        Some(said) if said != oid => Err(disagrees("sha256", said.to_hex(), oid.to_hex())),
+        _ => Ok(()),
+    }
+}

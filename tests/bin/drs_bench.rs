@@ -1,0 +1,225 @@
+//! `drs-bench`: the DRS and Indexd figures of docs/benchmarks.md, as
+//! markdown on standard output. Real drsd, drsctl, git and git-lfs; Ceph RGW
+//! as the object remote; the tests' DRS + Indexd server in this process
+//! (it counts the requests). Debug binaries, like the other benchmarks.
+//!
+//!   tests/with-servers.sh cargo run -q -p drsd-e2e --bin drs-bench
+//!
+//! 1. One `drsctl add-url drs://...` (a content pointer from the DRS
+//!    checksum): median of 21 runs.
+//! 2. 1,000 `drs://` ids through `add-url --from`: with bulk requests (the
+//!    server's `maxBulkRequestLength` 100) against one GET per id (bulk off),
+//!    in seconds and round trips to the DRS server.
+//! 3. A push of 1,000 objects Indexd already holds (registered by a first
+//!    push to another object remote): its time, records added, objects sent.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use drsd_e2e::drs_server::{DrsServer, ObjectSpec};
+use drsd_e2e::{bin, rt, spawn_ready};
+
+const IDS: usize = 1000;
+
+struct Bench {
+    dir: tempfile::TempDir,
+    daemon: Option<Child>,
+}
+
+impl Bench {
+    fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        let d = self.dir.path();
+        vec![
+            ("DRSD_SOCKET", d.join("run/drsd.sock")),
+            ("DRSD_POOL", d.join("pool")),
+            ("DRSD_STATE_DIR", d.join("state")),
+            ("DRSD_NO_AUTOSTART", "1".into()),
+            ("DRSD_PREFETCH_MAX_SIZE", "0".into()),
+        ]
+    }
+
+    fn run(&self, dir: &Path, program: &Path, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .current_dir(dir)
+            .args(args)
+            .envs(self.env())
+            .output()
+            .expect("run a command");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{program:?} {args:?}: {said}");
+        said
+    }
+
+    fn git(&self, dir: &Path, args: &[&str]) -> String {
+        self.run(dir, Path::new("git"), args)
+    }
+
+    fn drsctl(&self, dir: &Path, args: &[&str]) -> String {
+        self.run(dir, &bin("drsctl"), args)
+    }
+
+    fn repo(&self, name: &str) -> PathBuf {
+        let repo = self.dir.path().join(name);
+        std::fs::create_dir_all(&repo).unwrap();
+        self.git(&repo, &["init", "-q"]);
+        repo
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn setup(server: &DrsServer) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let home = drsd_e2e::fresh_home(dir.path());
+    let (user, password) = server.indexd_login();
+    std::fs::write(
+        home.join(".netrc"),
+        format!("machine 127.0.0.1 login {user} password {password}\n"),
+    )
+    .unwrap();
+    std::env::set_var(
+        "DRSD_DRS_SERVERS",
+        format!("dg.TEST={}", server.base_url()),
+    );
+    let mut bench = Bench { dir, daemon: None };
+    bench.git(bench.dir.path(), &["lfs", "install", "--skip-repo"]);
+    let mut cmd = Command::new(bin("drsd"));
+    cmd.args(["serve", "--ready"])
+        .envs(bench.env())
+        .stderr(Stdio::null());
+    bench.daemon = Some(spawn_ready(&mut cmd));
+    bench
+}
+
+fn median(mut ms: Vec<f64>) -> f64 {
+    ms.sort_by(f64::total_cmp);
+    ms[ms.len() / 2]
+}
+
+fn main() {
+    let server = DrsServer::start();
+    for i in 0..IDS {
+        server.add_object(ObjectSpec::blob(&format!("b-{i}"), object(i)));
+    }
+    let bench = setup(&server);
+    println!("| measure | value |\n|---|---|");
+    one_add_url(&bench);
+    let bulk = from_list(&bench, &server, Some(100), "bulk");
+    let single = from_list(&bench, &server, None, "single");
+    println!(
+        "| bulk vs one GET per id | {:.1}x faster, {:.0}x fewer round trips |",
+        single.0 / bulk.0,
+        single.1 as f64 / bulk.1 as f64
+    );
+    push_held(&bench, &server);
+}
+
+fn object(i: usize) -> Vec<u8> {
+    format!("bench object {i}\n").into_bytes()
+}
+
+fn one_add_url(bench: &Bench) {
+    let repo = bench.repo("one");
+    let times: Vec<f64> = (0..21)
+        .map(|i| {
+            let start = Instant::now();
+            bench.drsctl(&repo, &["add-url", &format!("drs://dg.TEST:b-{i}"), &format!("o/{i}")]);
+            start.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    println!("| one `drsctl add-url drs://...` (median of 21) | {:.1} ms |", median(times));
+}
+
+/// `add-url --from` of every id into a fresh repo; (seconds, requests).
+fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) -> (f64, u64) {
+    server.set_bulk_limit(bulk);
+    let repo = bench.repo(tag);
+    let list: String = (0..IDS)
+        .map(|i| format!("drs://dg.TEST:b-{i} d/{i}.txt\n"))
+        .collect();
+    let file = bench.dir.path().join(format!("{tag}.txt"));
+    std::fs::write(&file, list).unwrap();
+    server.reset_counts();
+    let start = Instant::now();
+    bench.drsctl(&repo, &["add-url", "--from", file.to_str().unwrap()]);
+    let secs = start.elapsed().as_secs_f64();
+    let c = server.counts();
+    let trips = c.objects_get + c.bulk_post + c.service_info + c.objects_options;
+    println!(
+        "| {IDS} ids via --from, {} | {secs:.2} s, {trips} requests ({} bulk POST, {} GET) |",
+        if bulk.is_some() { "bulk (limit 100)" } else { "no bulk: one GET each" },
+        c.bulk_post,
+        c.objects_get
+    );
+    (secs, trips.max(1))
+}
+
+/// Pushes `IDS` local objects to one object remote (registering them), then
+/// the same objects from another repo to another object remote.
+fn push_held(bench: &Bench, server: &DrsServer) {
+    let pid = std::process::id();
+    let mut times = Vec::new();
+    for (n, name) in ["first", "second"].iter().enumerate() {
+        let bucket = format!("bench-drs-{name}-{pid}");
+        rt().block_on(s3().create_bucket(&bucket)).unwrap();
+        let repo = bench.repo(&format!("push-{name}"));
+        let remote = format!("s3://{bucket}/lfs");
+        bench.drsctl(&repo, &["init", "--remote", &remote, "--indexd", server.base_url()]);
+        bench.git(&repo, &["lfs", "track", "*.dat"]);
+        for i in 0..IDS {
+            std::fs::write(repo.join(format!("{i}.dat")), object(i)).unwrap();
+        }
+        bench.git(&repo, &["add", "."]);
+        bench.git(&repo, &["commit", "-qm", "objects"]);
+        let bare = bench.dir.path().join(format!("{name}.git"));
+        bench.git(bench.dir.path(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
+        server.reset_counts();
+        let start = Instant::now();
+        let said = bench.git(&repo, &["push", "-q", bare.to_str().unwrap(), "main"]);
+        let secs = start.elapsed().as_secs_f64();
+        let c = server.counts();
+        let sent = (0..IDS)
+            .filter(|&i| {
+                let oid: drsd::pool::Oid = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(object(i)))
+                    .parse()
+                    .unwrap();
+                let layout = drsd::remote::ObjectLayout::parse(&remote).unwrap();
+                rt().block_on(s3().head(&bucket, &layout.key(&oid))).unwrap().is_some()
+            })
+            .count();
+        let summary = said
+            .lines()
+            .find(|l| l.contains("Indexd:"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        println!(
+            "| push of {IDS} objects, {} | {secs:.2} s; {} Indexd lookups, {} records added, {sent} objects in the object remote; hook: {summary} |",
+            if n == 0 { "new to Indexd" } else { "all held by Indexd" },
+            c.index_by_hash,
+            c.index_post
+        );
+        times.push(secs);
+    }
+    println!("| second push vs first | {:.1}x faster |", times[0] / times[1]);
+}
+
+fn s3() -> drsd::remote::S3Client {
+    drsd::remote::S3Client::new(
+        drsd::remote::S3Config::from_env().unwrap(),
+        drsd::remote::S3Credentials::from_env().unwrap(),
+    )
+    .unwrap()
+}

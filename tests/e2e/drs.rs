@@ -1,0 +1,314 @@
+//! GA4GH DRS and Gen3 Indexd end to end: add-url of `drs://` ids, push to a
+//! repo that records an Indexd, and a fresh clone that finds its objects
+//! through Indexd and DRS, with real git, git-lfs and Ceph RGW, and the
+//! project's DRS + Indexd server (`drsd_e2e::drs_server`, held to the GA4GH
+//! compliance suite) in this process. The daemon reads `DRSD_DRS_SERVERS`
+//! from this process's environment (one test per process).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use drsd_e2e::drs_server::{AccessSpec, DrsServer, NewRecord, ObjectSpec};
+use drsd_e2e::rt;
+
+use super::add_url::{git, pointer_text, s3, sha256_hex, text, World};
+use super::foreign::{
+    bare_origin, clone_elsewhere, drs_repo, git_in, ok, source_object, staged, wait_for,
+};
+
+/// The host name the hostname-form ids use; mapped to the test server.
+const HOST: &str = "drs.example.org";
+/// The compact-form prefix; mapped to the same server.
+const PREFIX: &str = "dg.TEST";
+
+fn content(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+/// A DRS server that the daemons this process starts resolve both id forms
+/// through.
+fn server() -> DrsServer {
+    let server = DrsServer::start();
+    std::env::set_var(
+        "DRSD_DRS_SERVERS",
+        format!(
+            "{PREFIX}={base},{HOST}={base}",
+            base = server.base_url()
+        ),
+    );
+    server
+}
+
+/// `~/.netrc` of the world's HOME with the Indexd's Basic login.
+fn netrc(world: &World, server: &DrsServer) {
+    let (user, password) = server.indexd_login();
+    let path = world.dir().join("home/.netrc");
+    std::fs::write(
+        &path,
+        format!("machine 127.0.0.1 login {user} password {password}\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn pointer_oid(repo: &Path, path: &str) -> String {
+    let text = staged(repo, path);
+    let line = text.lines().find(|l| l.starts_with("oid sha256:")).unwrap();
+    line["oid sha256:".len()..].to_string()
+}
+
+#[test]
+fn drs_ids_in_both_forms_become_content_pointers_without_reading_a_byte() {
+    let server = server();
+    let world = World::new();
+    let (a, b) = (content(70_001, 1), content(5_003, 2));
+    server.add_object(ObjectSpec::blob("obj-a", a.clone()));
+    server.add_object(ObjectSpec::blob("obj-b", b.clone()));
+    let repo = world.repo("r");
+    let host_form = format!("drs://{HOST}/obj-a");
+    let compact = format!("drs://{PREFIX}:obj-b");
+    let added = world.drsctl_ok(&repo, &["add-url", &host_form, "a.bam"]);
+    assert_eq!(added["added"][0]["provisional"], false, "{added}");
+    assert_eq!(added["added"][0]["oid_from"], "drs_checksum", "{added}");
+    world.drsctl_ok(&repo, &["add-url", &compact, "b.bam"]);
+    assert_eq!(staged(&repo, "a.bam"), pointer_text(&sha256_hex(&a), a.len() as u64));
+    assert_eq!(staged(&repo, "b.bam"), pointer_text(&sha256_hex(&b), b.len() as u64));
+    let counts = server.counts();
+    assert_eq!((counts.data_get, counts.data_bytes), (0, 0), "{counts:?}");
+    assert_eq!(counts.objects_get + counts.bulk_post, 2, "{counts:?}");
+    // The registry's mirror keeps the DRS URI and id, never an access URL.
+    let mirror = std::fs::read_to_string(repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
+    assert!(mirror.contains(&host_form) && mirror.contains("\"drs_id\":\"obj-a\""), "{mirror}");
+    assert!(!mirror.contains("/data/"), "{mirror}");
+}
+
+#[test]
+fn a_thousand_drs_ids_from_a_list_are_read_in_a_few_bulk_requests() {
+    let server = server();
+    server.set_bulk_limit(Some(200));
+    let world = World::new();
+    let repo = world.repo("r");
+    let mut list = String::new();
+    for i in 0..1000 {
+        let bytes = format!("object {i}").into_bytes();
+        server.add_object(ObjectSpec::blob(&format!("id-{i}"), bytes));
+        list.push_str(&format!("drs://{PREFIX}:id-{i} d/{i}.txt\n"));
+    }
+    std::fs::write(world.dir().join("ids.txt"), list).unwrap();
+    let ids = world.dir().join("ids.txt");
+    let added = world.drsctl_ok(&repo, &["add-url", "--from", ids.to_str().unwrap()]);
+    assert_eq!(added["added"].as_array().unwrap().len(), 1000, "{added}");
+    let counts = server.counts();
+    assert_eq!(counts.objects_get, 0, "{counts:?}");
+    assert!(
+        (5..=10).contains(&counts.bulk_post),
+        "1,000 ids in batches of 200 at most: {counts:?}"
+    );
+    assert_eq!(
+        staged(&repo, "d/7.txt"),
+        pointer_text(&sha256_hex(b"object 7"), 8)
+    );
+}
+
+#[test]
+fn a_drs_id_the_server_does_not_know_is_refused_by_name_and_leaves_nothing() {
+    let _server = server();
+    let world = World::new();
+    let repo = world.repo("r");
+    let uri = format!("drs://{HOST}/no-such-object");
+    let out = world.drsctl(&repo, &["add-url", &uri, "x.bam"]);
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(said.contains("no-such-object") && said.contains("404"), "{said}");
+    assert!(!repo.join("x.bam").exists());
+}
+
+#[test]
+fn a_drs_object_without_sha256_is_prefetched_through_a_signed_url_checked_by_md5_and_promoted() {
+    let server = server();
+    let world = World::with_prefetch();
+    let body = content(300_007, 3);
+    let mut spec = ObjectSpec::blob("signed-1", body.clone());
+    spec.checksums.retain(|(kind, _)| kind == "md5");
+    spec.access = vec![AccessSpec::signed("a1", std::time::Duration::from_secs(30))];
+    server.add_object(spec);
+    let repo = world.repo("r");
+    let added = world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/signed-1"), "s.bam"]);
+    assert_eq!(added["added"][0]["provisional"], true, "{added}");
+    let want = pointer_text(&sha256_hex(&body), body.len() as u64);
+    wait_for("the promotion of the DRS object", || staged(&repo, "s.bam") == want);
+    let counts = server.counts();
+    assert!(counts.access >= 2, "add-url and the prefetch each resolve: {counts:?}");
+    assert!(counts.data_bytes >= body.len() as u64, "{counts:?}");
+}
+
+#[test]
+fn a_drs_md5_that_disagrees_with_the_bytes_fails_the_prefetch_and_nothing_is_promoted() {
+    let server = server();
+    std::env::set_var("DRSD_RETRY_SECS", "1");
+    let world = World::with_prefetch();
+    let body = content(40_009, 4);
+    let mut spec = ObjectSpec::blob("liar-md5", body.clone());
+    spec.checksums = vec![("md5".into(), "0123456789abcdef0123456789abcdef".into())];
+    server.add_object(spec);
+    let repo = world.repo("r");
+    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/liar-md5"), "m.bam"]);
+    wait_for("the prefetch to give up", || {
+        let q = world.drsctl_ok(&repo, &["status"])["queue"].clone();
+        q["failed"].as_u64() == Some(1)
+    });
+    let oid = pointer_oid(&repo, "m.bam");
+    assert_ne!(oid, sha256_hex(&body), "never promoted");
+    let status = world.drsctl_ok(&repo, &["status"]).to_string();
+    assert!(status.contains("md5") && status.contains("0123456789abcdef"), "{status}");
+}
+
+/// A repo with an object remote in a fresh bucket and the test server as
+/// its Indexd, committed.
+fn indexd_repo(world: &World, server: &DrsServer, name: &str) -> (std::path::PathBuf, drsd::remote::ObjectLayout) {
+    let (repo, layout) = drs_repo(world, name);
+    world.drsctl_ok(
+        &repo,
+        &["init", "--indexd", server.base_url(), "--authz", "/programs/p/projects/q"],
+    );
+    let attrs = std::fs::read_to_string(repo.join(".gitattributes")).unwrap();
+    assert!(attrs.contains(&format!("drs-indexd={}", server.base_url())), "{attrs}");
+    netrc(world, server);
+    (repo, layout)
+}
+
+/// Registers `bytes`, stored in RGW at `s3://bucket/key`, with the server's
+/// Indexd, as a DRS object too; returns its did.
+fn registered_in_indexd(server: &DrsServer, tag: &str, bytes: &[u8]) -> String {
+    let url = source_object(tag, "held/reads.bam", bytes);
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), sha256_hex(bytes));
+    hashes.insert("md5".to_string(), hex::encode(<md5::Md5 as md5::Digest>::digest(bytes)));
+    server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: bytes.len() as u64,
+            hashes,
+            urls: vec![url],
+            file_name: Some("reads.bam".into()),
+            authz: vec!["/programs/p/projects/q".into()],
+            acl: Vec::new(),
+            did: None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn push_with_indexd_registers_a_new_object_once_and_sends_nothing_indexd_holds() {
+    let server = server();
+    let world = World::new();
+    let (repo, layout) = indexd_repo(&world, &server, "r");
+    // One object Indexd holds (in another bucket), added by its did.
+    let held = content(90_001, 5);
+    let did = registered_in_indexd(&server, "held", &held);
+    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/{did}"), "held.bam"]);
+    // One new local object.
+    let fresh = content(20_011, 6);
+    std::fs::write(repo.join("new.bin"), &fresh).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "new.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "data"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("1 object(s) held there already (not sent), 1 registered"), "{said}");
+    let counts = server.counts();
+    assert_eq!(counts.index_post, 1, "{counts:?}");
+    assert_eq!(counts.data_get, 0, "{counts:?}");
+    // The held object is not in the object remote: nothing was sent or copied.
+    let held_key = layout.key(&sha256_hex(&held).parse().unwrap());
+    assert!(rt().block_on(s3().head(&layout.bucket, &held_key)).unwrap().is_none());
+    // The new one is, and its record names it.
+    let fresh_oid = sha256_hex(&fresh);
+    let fresh_key = layout.key(&fresh_oid.parse().unwrap());
+    assert!(rt().block_on(s3().head(&layout.bucket, &fresh_key)).unwrap().is_some());
+
+    // Pushing again (another commit, same objects) adds no record.
+    std::fs::write(repo.join("note.txt"), "x").unwrap();
+    git(&repo, &["add", "note.txt"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main", "--force"]));
+    git(&repo, &["branch", "other"]);
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "other"]));
+    assert_eq!(server.counts().index_post, 1, "{:?}", server.counts());
+
+    // Another user, another machine: the held object comes through Indexd.
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "held.bam"), sha256_hex(&held));
+}
+
+#[test]
+fn an_indexd_that_is_down_refuses_the_push_and_registers_nothing() {
+    let server = server();
+    let world = World::new();
+    let (repo, layout) = indexd_repo(&world, &server, "r");
+    let body = content(10_007, 7);
+    std::fs::write(repo.join("x.bin"), &body).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "x.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "x"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    server.set_indexd_down(true);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("Indexd") && said.contains("nothing was sent"), "{said}");
+    let key = layout.key(&sha256_hex(&body).parse().unwrap());
+    assert!(rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none());
+    assert!(git(&bare, &["for-each-ref"]).is_empty(), "no ref was pushed");
+    assert_eq!(server.counts().index_post, 0);
+
+    // Back up: the push goes through and registers once.
+    server.set_indexd_down(false);
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    assert_eq!(server.counts().index_post, 1);
+}
+
+#[test]
+fn a_drs_record_whose_sha256_is_not_the_bytes_never_reaches_git() {
+    let server = server();
+    let world = World::new();
+    let body = content(30_001, 8);
+    let claimed = sha256_hex(b"other bytes entirely");
+    let mut spec = ObjectSpec::blob("liar-sha", body.clone());
+    spec.checksums = vec![("sha-256".into(), claimed.clone())];
+    server.add_object(spec);
+    let (repo, _layout) = drs_repo(&world, "r");
+    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/liar-sha"), "l.bam"]);
+    assert_eq!(pointer_oid(&repo, "l.bam"), claimed);
+    ok(git_in(&world, &repo, &["commit", "-qm", "l"]));
+    let (_remotes, _bare) = bare_origin(&repo);
+    // The push must read the bytes (no Indexd holds them): they are not
+    // the oid, so they are refused and nothing is sent.
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("l.bam") && said.contains(&claimed[..12]), "{said}");
+    let lfs = repo.join(".git/lfs/objects").join(&claimed[0..2]).join(&claimed[2..4]).join(&claimed);
+    assert!(!lfs.exists());
+}
+
+#[test]
+fn a_drs_record_with_only_checksums_drsd_does_not_know_is_refused_by_name() {
+    let server = server();
+    let world = World::new();
+    let mut spec = ObjectSpec::blob("crc-only", content(1_000, 9));
+    spec.checksums = vec![("crc32c".into(), "0badf00d".into())];
+    server.add_object(spec);
+    let repo = world.repo("r");
+    let out = world.drsctl(&repo, &["add-url", &format!("drs://{HOST}/crc-only"), "c.bam"]);
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(said.contains("crc-only") && said.contains("crc32c"), "{said}");
+    assert!(!repo.join("c.bam").exists());
+}
