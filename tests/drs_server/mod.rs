@@ -12,10 +12,10 @@
 //!
 //! - `/ga4gh/drs/v1/service-info`, `/ga4gh/drs/v1/objects` (bulk POST),
 //!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
-//!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: [`drs`];
-//! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): [`data`];
-//! - `/index/`, `/index/{did}`, `/index?hash=`: [`indexd`];
-//! - `/user/credentials/api/access_token`: [`auth`].
+//!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
+//! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
+//! - `/index/`, `/index/{did}`, `/index?hash=`: `indexd`;
+//! - `/user/credentials/api/access_token`: `auth`.
 
 mod auth;
 mod data;
