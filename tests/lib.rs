@@ -1,7 +1,9 @@
-//! Helpers shared by the end-to-end tests: paths of the built binaries.
+//! Helpers shared by the end-to-end tests: paths of the built binaries and
+//! the servers the tests run in their own process (`liar`, `drs_server`).
 
 use std::path::PathBuf;
 
+pub mod drs_server;
 pub mod liar;
 
 /// The workspace's target folder holding the binaries the tests drive.

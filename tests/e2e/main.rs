@@ -1,6 +1,7 @@
 //! The end-to-end suite, one test binary: real `drsd`, `drsctl` and
 //! `drs-hook` processes, real git and git-lfs, and the shared test servers
-//! (Ceph RGW for S3, nginx for HTTPS). One binary rather than one per file
+//! (Ceph RGW for S3, nginx for HTTPS) or the in-process DRS + Indexd
+//! server (`drs_server`). One binary rather than one per file
 //! so the workspace links the suite once. Each module is one area seen
 //! from the outside; the helpers they share are in the `drsd-e2e` library
 //! (`tests/lib.rs`).
@@ -8,6 +9,7 @@
 mod add_url;
 mod daemon;
 mod drs;
+mod drs_server;
 mod failures;
 mod foreign;
 mod http;

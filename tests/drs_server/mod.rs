@@ -1,0 +1,262 @@
+//! A GA4GH DRS server (1.2, with 1.3's `OPTIONS` and 1.4's bulk request)
+//! and a Gen3 Indexd subset with Gen3's token endpoint, run in the test
+//! process so a test states the objects, the credentials and the
+//! misbehaviour (202s, expiry, an Indexd that is down) it needs, and reads
+//! back what the client asked. Real Indexd is not installable from a
+//! package registry; this stand-in is held to the GA4GH compliance suite by
+//! `tests/ci/drs-compliance.sh` (through the `drs-test-server` binary).
+//!
+//! The server runs on a thread of its own with its own tokio runtime, so the
+//! sync tests (and their current-thread runtimes) never have to drive it.
+//! Routes, under `base_url()`:
+//!
+//! - `/ga4gh/drs/v1/service-info`, `/ga4gh/drs/v1/objects` (bulk POST),
+//!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
+//!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
+//! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
+//! - `/index/`, `/index/{did}`, `/index?hash=`: `indexd`;
+//! - `/user/credentials/api/access_token`: `auth`.
+
+mod auth;
+mod data;
+mod drs;
+mod indexd;
+mod render;
+mod reply;
+mod spec;
+mod state;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::Router;
+use tokio::sync::oneshot;
+
+pub use indexd::NewRecord;
+pub use spec::{AccessSpec, Auth, Content, Counts, Endpoint, ObjectSpec, Times};
+
+use state::{Bundle, Entry, Shared, Token};
+
+/// The path DRS is served under.
+pub const DRS_PATH: &str = "/ga4gh/drs/v1";
+
+/// A running server; stops when dropped.
+pub struct DrsServer {
+    shared: Arc<Shared>,
+    port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl DrsServer {
+    /// Serves on a free loopback port.
+    pub fn start() -> DrsServer {
+        DrsServer::start_on(0).expect("bind a loopback port for the DRS server")
+    }
+
+    /// Serves on `127.0.0.1:port` (0: any free port).
+    pub fn start_on(port: u16) -> std::io::Result<DrsServer> {
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let shared = Shared::new(format!("http://127.0.0.1:{port}"));
+        let app = router(shared.clone());
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("drs-test-server".into())
+            .spawn(move || serve(listener, app, stopped))?;
+        Ok(DrsServer {
+            shared,
+            port,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.shared.base_url
+    }
+
+    /// `http://127.0.0.1:PORT/ga4gh/drs/v1`.
+    pub fn drs_url(&self) -> String {
+        format!("{}{DRS_PATH}", self.shared.base_url)
+    }
+
+    /// The unsigned URL of an object's bytes on this server.
+    pub fn data_url(&self, id: &str) -> String {
+        render::data_url(&self.shared.base_url, id)
+    }
+
+    /// Serves `spec`, replacing an object of the same id.
+    pub fn add_object(&self, spec: ObjectSpec) {
+        self.shared.lock().add_object(spec);
+    }
+
+    /// Serves a bundle of the objects `contents` names, as `(name, id)`.
+    pub fn add_bundle(&self, id: &str, name: Option<&str>, contents: &[(&str, &str)]) {
+        let bundle = Bundle {
+            name: name.map(str::to_string),
+            contents: contents
+                .iter()
+                .map(|(name, id)| (name.to_string(), id.to_string()))
+                .collect(),
+            created: SystemTime::now(),
+        };
+        let mut state = self.shared.lock();
+        state.objects.insert(id.to_string(), Entry::Bundle(bundle));
+    }
+
+    /// Forgets an object: its id answers 404 from now on.
+    pub fn remove_object(&self, id: &str) {
+        self.shared.lock().objects.remove(id);
+    }
+
+    /// What the DRS endpoints ask of callers from now on.
+    pub fn set_auth(&self, auth: Auth) {
+        self.shared.lock().auth = auth;
+    }
+
+    /// Accepts `token` as a bearer token until it is revoked or expired.
+    pub fn add_token(&self, token: &str) {
+        let token_state = Token {
+            expires: None,
+            revoked: false,
+        };
+        self.shared.lock().tokens.insert(token.into(), token_state);
+    }
+
+    /// Refuses `token` from now on (401, as for an expired one).
+    pub fn revoke_token(&self, token: &str) {
+        if let Some(t) = self.shared.lock().tokens.get_mut(token) {
+            t.revoked = true;
+        }
+    }
+
+    /// Makes every token known so far expired, as if their time had run out.
+    pub fn expire_tokens(&self) {
+        let now = SystemTime::now();
+        for token in self.shared.lock().tokens.values_mut() {
+            token.expires = Some(now);
+        }
+    }
+
+    /// Lets the token endpoint take this Gen3 API key.
+    pub fn set_api_key(&self, key_id: &str, api_key: &str) {
+        let mut state = self.shared.lock();
+        state.api_keys.insert(key_id.into(), api_key.into());
+    }
+
+    /// How long the tokens issued from now on last (default an hour).
+    pub fn set_token_ttl(&self, ttl: Duration) {
+        self.shared.lock().token_ttl = ttl;
+    }
+
+    /// The user and password Indexd's writes want.
+    pub fn indexd_login(&self) -> (String, String) {
+        self.shared.lock().indexd_login.clone()
+    }
+
+    pub fn set_indexd_login(&self, user: &str, password: &str) {
+        self.shared.lock().indexd_login = (user.into(), password.into());
+    }
+
+    /// Down: every `/index` request answers 503.
+    pub fn set_indexd_down(&self, down: bool) {
+        self.shared.lock().indexd_down = down;
+    }
+
+    /// Registers an Indexd record as `POST /index/` would; its did, or why
+    /// Indexd would refuse it.
+    pub fn add_record(&self, record: NewRecord) -> Result<String, String> {
+        let mut state = self.shared.lock();
+        indexd::register(&mut state, record)
+            .map(|r| r.did)
+            .map_err(|refusal| refusal.to_string())
+    }
+
+    /// `maxBulkRequestLength` (default 100), or None to answer bulk
+    /// requests 404 as a server without them.
+    pub fn set_bulk_limit(&self, max: Option<usize>) {
+        self.shared.lock().bulk_max = max;
+    }
+
+    /// Answers `202 Accepted` with `Retry-After: retry_after` to requests
+    /// for `id` on `endpoint`, `times` times.
+    pub fn defer(&self, endpoint: Endpoint, id: &str, times: Times, retry_after: u64) {
+        self.shared.lock().defer(endpoint, id, times, retry_after);
+    }
+
+    /// Requests seen so far per endpoint and the bytes served.
+    pub fn counts(&self) -> Counts {
+        self.shared.lock().counts
+    }
+
+    pub fn reset_counts(&self) {
+        self.shared.lock().counts = Counts::default();
+    }
+}
+
+impl Drop for DrsServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(&format!("{DRS_PATH}/service-info"), get(drs::service_info))
+        .route(&format!("{DRS_PATH}/objects"), post(drs::bulk))
+        .route(
+            &format!("{DRS_PATH}/objects/{{*rest}}"),
+            get(drs::object_or_access).options(drs::options),
+        )
+        .route("/data/{*id}", get(data::serve))
+        .route("/index", get(indexd::query))
+        .route("/index/", get(indexd::query).post(indexd::create))
+        .route("/index/{*did}", get(indexd::read))
+        .route(
+            "/user/credentials/api/access_token",
+            post(auth::access_token),
+        )
+        .with_state(shared)
+}
+
+/// Runs the server until `stop` fires or its sender is dropped; connections
+/// still open are dropped with the runtime.
+fn serve(listener: TcpListener, app: Router, stop: oneshot::Receiver<()>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the DRS server");
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .expect("a tokio listener for the DRS server");
+        // Without it a kept connection's next answer can wait ~40 ms (Nagle
+        // against delayed ACK), as README says of RGW.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        tokio::select! {
+            served = axum::serve(listener, app) => {
+                if let Err(e) = served {
+                    eprintln!("drs test server stopped: {e}");
+                }
+            }
+            _ = stop => {}
+        }
+    });
+}
