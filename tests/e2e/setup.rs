@@ -3,8 +3,16 @@
 use std::path::Path;
 use std::process::Command;
 
-use drsd::lfs::setup::{init, recorded_remote, undo, SetupError, HOOKS};
+use drsd::lfs::setup::{init, recorded, recorded_remote, undo, RepoSettings, SetupError, HOOKS};
 use drsd_e2e::bin;
+
+/// Settings that record the object remote `url` only.
+fn remote(url: &str) -> RepoSettings {
+    RepoSettings {
+        remote: Some(url.into()),
+        ..RepoSettings::default()
+    }
+}
 
 fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -49,7 +57,7 @@ fn new_repo() -> tempfile::TempDir {
 fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
     let repo = new_repo();
     let agent = bin("drs-hook");
-    let first = init(repo.path(), &agent, Some("s3://bucket/team")).unwrap();
+    let first = init(repo.path(), &agent, &remote("s3://bucket/team")).unwrap();
     assert!(first.changed.len() >= 8, "{:?}", first.changed);
     assert_eq!(
         config(repo.path(), "lfs.standalonetransferagent").as_deref(),
@@ -94,7 +102,7 @@ fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
             + "*.bam filter=lfs diff=lfs merge=lfs -text\n",
     )
     .unwrap();
-    init(repo.path(), &bin("drs-hook"), Some("s3://other/x")).unwrap();
+    init(repo.path(), &bin("drs-hook"), &remote("s3://other/x")).unwrap();
     assert_eq!(
         recorded_remote(repo.path()).unwrap().as_deref(),
         Some("s3://other/x")
@@ -104,9 +112,9 @@ fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
         attrs.contains("*.bam filter=lfs") && attrs.matches("drs-remote=").count() == 1,
         "{attrs}"
     );
-    let err = init(repo.path(), &bin("drs-hook"), Some("s3://a b")).unwrap_err();
+    let err = init(repo.path(), &bin("drs-hook"), &remote("s3://a b")).unwrap_err();
     assert!(err.to_string().contains("s3://a b"), "{err}");
-    init(repo.path(), &bin("drs-hook"), Some("s3://bucket/team")).unwrap();
+    init(repo.path(), &bin("drs-hook"), &remote("s3://bucket/team")).unwrap();
     for name in HOOKS {
         let text = std::fs::read_to_string(repo.path().join(".git/hooks").join(name)).unwrap();
         assert!(
@@ -114,7 +122,7 @@ fn init_sets_the_agent_and_hooks_once_and_undo_restores_git_lfs() {
         );
     }
     assert!(
-        init(repo.path(), &agent, Some("s3://bucket/team"))
+        init(repo.path(), &agent, &remote("s3://bucket/team"))
             .unwrap()
             .changed
             .is_empty(),
@@ -138,7 +146,7 @@ fn a_hook_of_the_user_s_own_is_refused_before_anything_changes() {
     let repo = new_repo();
     let hook = repo.path().join(".git/hooks/pre-push");
     std::fs::write(&hook, "#!/bin/sh\necho mine\n").unwrap();
-    let err = init(repo.path(), &bin("drs-hook"), None).unwrap_err();
+    let err = init(repo.path(), &bin("drs-hook"), &RepoSettings::default()).unwrap_err();
     assert!(matches!(err, SetupError::ForeignHook { .. }), "{err}");
     assert!(err.to_string().contains("hooks/pre-push"), "{err}");
     assert_eq!(config(repo.path(), "lfs.standalonetransferagent"), None);
@@ -151,9 +159,39 @@ fn a_hook_of_the_user_s_own_is_refused_before_anything_changes() {
 #[test]
 fn init_outside_a_repo_names_the_folder() {
     let dir = tempfile::tempdir().unwrap();
-    let err = init(dir.path(), &bin("drs-hook"), None).unwrap_err();
+    let err = init(dir.path(), &bin("drs-hook"), &RepoSettings::default()).unwrap_err();
     assert!(
         err.to_string().contains(&dir.path().display().to_string()),
         "{err}"
     );
+}
+
+#[test]
+fn init_records_the_indexd_and_its_authz_beside_the_remote_and_refuses_bad_ones() {
+    let repo = new_repo();
+    let settings = RepoSettings {
+        remote: Some("s3://bucket/team".into()),
+        indexd: Some("https://data.example.org".parse().unwrap()),
+        authz: vec!["/programs/p/projects/q".into(), "/programs/p".into()],
+    };
+    let report = init(repo.path(), &bin("drs-hook"), &settings).unwrap();
+    assert!(
+        report.changed.iter().any(|c| c.contains("drs-indexd=https://data.example.org")),
+        "{:?}",
+        report.changed
+    );
+    assert_eq!(recorded(repo.path()).unwrap(), settings);
+    let attrs = std::fs::read_to_string(repo.path().join(".gitattributes")).unwrap();
+    assert!(
+        attrs.contains("drs-authz=/programs/p/projects/q,/programs/p"),
+        "{attrs}"
+    );
+    // A hand-edited bad value is refused by name, not used.
+    std::fs::write(
+        repo.path().join(".gitattributes"),
+        attrs.replace("https://data.example.org", "ftp://x"),
+    )
+    .unwrap();
+    let err = recorded(repo.path()).unwrap_err().to_string();
+    assert!(err.contains("ftp://x"), "{err}");
 }

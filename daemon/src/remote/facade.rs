@@ -4,11 +4,13 @@
 //! one request: whether a download HEADs first ([`Remote::fetch_for_pointer`])
 //! and how a server-side copy is verified ([`Remote::copy_verified`],
 //! `copy.rs`). A new kind of remote (DRS) is a variant of [`Located`] and
-//! of `ObjectUrl`: the callers above do not change.
+//! of `ObjectUrl`: the callers above do not change. The DRS and Indexd
+//! clients ([`Remote::drs`], [`Remote::indexd`]) are kept here too.
 
 use std::sync::Arc;
 
 use super::clients::Clients;
+use super::drs::{DrsClient, DrsError, IndexdClient};
 use super::{
     fetch_into_pool, Fetch, FetchError, FetchOptions, HttpClient, ObjectLayout, ObjectMeta,
     ObjectUrl, Origin, RemoteError, S3Client, UploadJournal,
@@ -46,7 +48,11 @@ impl Located<'_> {
                 bucket,
                 key,
             },
-            Located::Http { client, url } => Origin::Http { client, url },
+            Located::Http { client, url } => Origin::Http {
+                client,
+                url,
+                headers: &[],
+            },
         }
     }
 }
@@ -90,6 +96,18 @@ impl Remote {
         self.clients.s3()
     }
 
+    /// The DRS client: `DRSD_DRS_SERVERS` and the DRS credentials, read
+    /// on first use (a failure is not kept).
+    pub fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
+        self.clients.drs()
+    }
+
+    /// A client of the Indexd at `base`, on the DRS client's connections.
+    pub fn indexd(&self, base: &url::Url) -> Result<IndexdClient, DrsError> {
+        let api = self.clients.api()?;
+        Ok(IndexdClient::with_api((*api).clone(), base.clone()))
+    }
+
     /// The object at `url` and the client its scheme wants.
     pub fn locate<'a>(&self, url: &'a ObjectUrl) -> Result<Located<'a>, RemoteError> {
         Ok(match url {
@@ -102,6 +120,13 @@ impl Remote {
                 client: self.clients.http()?,
                 url,
             },
+            // Read through its access URL, resolved per read (`resolved.rs`).
+            ObjectUrl::Drs(uri) => {
+                return Err(RemoteError::BadUrl {
+                    url: uri.to_string(),
+                    why: "a DRS id is read through its access URL: resolve it first".into(),
+                })
+            }
         })
     }
 
