@@ -299,6 +299,7 @@ async fn prefetch_https(mib: u64) {
                 origin: Origin::Http {
                     client: &client,
                     url: &url,
+                    headers: &[],
                 },
                 size: meta.size,
                 etag: Some(&etag),

@@ -3,10 +3,13 @@
 //! first use from the environment (and the AWS profile files); a failure is
 //! not kept, so fixing the setup needs no restart. Owned by the daemon's
 //! shared state, not the process: two daemons in one process (tests) share
-//! no client and no journal.
+//! no client and no journal. The DRS client and every Indexd client share
+//! one connection pool (`drs::Api`), built apart from the DRS client so a
+//! bad `DRSD_DRS_SERVERS` does not keep Indexd from working.
 
 use std::sync::{Arc, Mutex};
 
+use super::drs::{Api, DrsAuth, DrsClient, DrsError, DrsServers};
 use super::{
     HttpClient, HttpConfig, RemoteError, S3Client, S3Config, S3Credentials, UploadJournal,
 };
@@ -19,10 +22,7 @@ impl<T> Slot<T> {
         Slot(Mutex::new(None))
     }
 
-    fn get_or_build(
-        &self,
-        build: impl FnOnce() -> Result<T, RemoteError>,
-    ) -> Result<Arc<T>, RemoteError> {
+    fn get_or_build<E>(&self, build: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E> {
         // A panic while building leaves nothing half-made: take the lock over.
         let mut slot = crate::lock::lock(&self.0);
         if let Some(client) = slot.as_ref() {
@@ -35,6 +35,8 @@ impl<T> Slot<T> {
 pub(super) struct Clients {
     s3: Slot<S3Client>,
     http: Slot<HttpClient>,
+    api: Slot<Api>,
+    drs: Slot<DrsClient>,
     /// Where the S3 client records its multipart uploads while in flight.
     journal: Option<Arc<dyn UploadJournal>>,
 }
@@ -44,6 +46,8 @@ impl Clients {
         Clients {
             s3: Slot::new(),
             http: Slot::new(),
+            api: Slot::new(),
+            drs: Slot::new(),
             journal,
         }
     }
@@ -62,6 +66,22 @@ impl Clients {
         self.http
             .get_or_build(|| HttpClient::new(HttpConfig::from_env()))
     }
+
+    /// The connections of DRS and Indexd calls.
+    pub(super) fn api(&self) -> Result<Arc<Api>, DrsError> {
+        self.api.get_or_build(|| Api::new(&HttpConfig::from_env()))
+    }
+
+    pub(super) fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
+        self.drs.get_or_build(|| {
+            let api = Api::clone(&*self.api()?);
+            Ok(DrsClient::with_api(
+                api,
+                DrsServers::from_env()?,
+                DrsAuth::from_env()?,
+            ))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -71,14 +91,14 @@ mod tests {
     #[test]
     fn a_failed_build_is_not_kept_and_a_good_one_is() {
         let slot = Slot::<u32>::new();
-        let failed = slot.get_or_build(|| {
+        let failed = slot.get_or_build::<RemoteError>(|| {
             Err(RemoteError::BadUrl {
                 url: "x".into(),
                 why: "no".into(),
             })
         });
         assert!(failed.is_err());
-        assert_eq!(*slot.get_or_build(|| Ok(7)).unwrap(), 7);
-        assert_eq!(*slot.get_or_build(|| Ok(8)).unwrap(), 7);
+        assert_eq!(*slot.get_or_build(|| Ok::<_, RemoteError>(7)).unwrap(), 7);
+        assert_eq!(*slot.get_or_build(|| Ok::<_, RemoteError>(8)).unwrap(), 7);
     }
 }

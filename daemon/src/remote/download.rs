@@ -42,9 +42,11 @@ pub enum Origin<'a> {
         key: &'a str,
     },
     /// `https://` or `http://`; a signed URL's query never shows in errors.
+    /// `headers` go on every request (a DRS access URL's; usually none).
     Http {
         client: &'a HttpClient,
         url: &'a url::Url,
+        headers: &'a [(String, String)],
     },
 }
 
@@ -65,7 +67,11 @@ impl Origin<'_> {
                 bucket,
                 key,
             } => client.head(bucket, key).await,
-            Origin::Http { client, url } => client.head(url).await,
+            Origin::Http {
+                client,
+                url,
+                headers,
+            } => client.head_with(url, headers).await,
         }
     }
 
@@ -81,7 +87,11 @@ impl Origin<'_> {
                 bucket,
                 key,
             } => client.get_if(bucket, key, range, etag).await,
-            Origin::Http { client, url } => client.get_if(url, range, etag).await,
+            Origin::Http {
+                client,
+                url,
+                headers,
+            } => client.get_if_with(url, range, etag, headers).await,
         }
     }
 }

@@ -4,11 +4,13 @@
 //! one request: whether a download HEADs first ([`Remote::fetch_for_pointer`])
 //! and how a server-side copy is verified ([`Remote::copy_verified`],
 //! `copy.rs`). A new kind of remote (DRS) is a variant of [`Located`] and
-//! of `ObjectUrl`: the callers above do not change.
+//! of `ObjectUrl`: the callers above do not change. The DRS and Indexd
+//! clients ([`Remote::drs`], [`Remote::indexd`]) are kept here too.
 
 use std::sync::Arc;
 
 use super::clients::Clients;
+use super::drs::{DrsClient, DrsError, IndexdClient};
 use super::{
     fetch_into_pool, Fetch, FetchError, FetchOptions, HttpClient, ObjectLayout, ObjectMeta,
     ObjectUrl, Origin, RemoteError, S3Client, UploadJournal,
@@ -46,7 +48,11 @@ impl Located<'_> {
                 bucket,
                 key,
             },
-            Located::Http { client, url } => Origin::Http { client, url },
+            Located::Http { client, url } => Origin::Http {
+                client,
+                url,
+                headers: &[],
+            },
         }
     }
 }
@@ -88,6 +94,18 @@ impl Remote {
     /// The S3 client: the object remote of every repo is an S3 store.
     pub fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
         self.clients.s3()
+    }
+
+    /// The DRS client: `DRSD_DRS_SERVERS` and the DRS credentials, read
+    /// on first use (a failure is not kept).
+    pub fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
+        self.clients.drs()
+    }
+
+    /// A client of the Indexd at `base`, on the DRS client's connections.
+    pub fn indexd(&self, base: &url::Url) -> Result<IndexdClient, DrsError> {
+        let api = self.clients.api()?;
+        Ok(IndexdClient::with_api((*api).clone(), base.clone()))
     }
 
     /// The object at `url` and the client its scheme wants.

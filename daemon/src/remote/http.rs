@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use super::transport::{
-    chain, head_size, header, ranged_if, send_retrying, transport, Retry, Sent,
+    chain, head_size, header, ranged_if, send_retrying, transport, with_secret_headers, Retry, Sent,
 };
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError};
 
@@ -49,19 +49,13 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(config: HttpConfig) -> Result<HttpClient, RemoteError> {
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(config.timeout);
-        if let Some(path) = &config.ca_file {
-            for cert in read_roots(path)? {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder.build().map_err(|e| RemoteError::Protocol {
-            op: "configure",
-            object: "the HTTPS client".into(),
-            why: chain(&e),
-        })?;
+        let http = client_builder(&config)?
+            .build()
+            .map_err(|e| RemoteError::Protocol {
+                op: "configure",
+                object: "the HTTPS client".into(),
+                why: chain(&e),
+            })?;
         Ok(HttpClient {
             retry: config.retry,
             http,
@@ -71,10 +65,22 @@ impl HttpClient {
     /// What the server says about the object, or `None` on 404 / 410.
     /// A weak ETag keeps its `W/` prefix (`W/abc`): it is not an identity.
     pub async fn head(&self, url: &url::Url) -> Result<Option<ObjectMeta>, RemoteError> {
+        self.head_with(url, &[]).await
+    }
+
+    /// [`HttpClient::head`] with extra request headers (a DRS access
+    /// URL's), sent as secrets: nothing prints their values.
+    pub async fn head_with(
+        &self,
+        url: &url::Url,
+        headers: &[(String, String)],
+    ) -> Result<Option<ObjectMeta>, RemoteError> {
         let object = shown(url);
         let gone = [StatusCode::NOT_FOUND, StatusCode::GONE];
         let resp = self
-            .send("HEAD", &object, &gone, || self.http.head(url.clone()))
+            .send("HEAD", &object, &gone, || {
+                with_secret_headers(self.http.head(url.clone()), headers)
+            })
             .await?;
         if gone.contains(&resp.status()) {
             return Ok(None);
@@ -90,9 +96,22 @@ impl HttpClient {
         range: Option<Range<u64>>,
         etag: Option<&str>,
     ) -> Result<Response, RemoteError> {
+        self.get_if_with(url, range, etag, &[]).await
+    }
+
+    /// [`HttpClient::get_if`] with extra request headers, as
+    /// [`HttpClient::head_with`].
+    pub async fn get_if_with(
+        &self,
+        url: &url::Url,
+        range: Option<Range<u64>>,
+        etag: Option<&str>,
+        headers: &[(String, String)],
+    ) -> Result<Response, RemoteError> {
         let object = shown(url);
         self.send("GET", &object, &[], || {
-            ranged_if(self.http.get(url.clone()), range.as_ref(), etag)
+            let req = with_secret_headers(self.http.get(url.clone()), headers);
+            ranged_if(req, range.as_ref(), etag)
         })
         .await
     }
@@ -115,6 +134,20 @@ impl HttpClient {
             Sent::Failed { error, attempt } => Err(transport(op, object, attempt, &error)),
         }
     }
+}
+
+/// What every plain-HTTPS client starts from (this one, DRS and Indexd):
+/// connect and read timeouts, and the extra roots of `DRSD_CA_FILE`.
+pub(super) fn client_builder(config: &HttpConfig) -> Result<reqwest::ClientBuilder, RemoteError> {
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(config.timeout);
+    if let Some(path) = &config.ca_file {
+        for cert in read_roots(path)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
 }
 
 /// The URL as errors and logs may show it: no query string, no user info.

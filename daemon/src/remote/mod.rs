@@ -8,7 +8,8 @@
 //! and retries, `s3.rs` (and `s3/multipart.rs`) and `http.rs` make the
 //! requests, `download.rs` fetches into the pool (resumable, through the
 //! partial files `partial.rs` and [`partials`] own), `upload.rs` and
-//! `copy.rs` write to an object remote.
+//! `copy.rs` write to an object remote. [`drs`] resolves GA4GH DRS URIs
+//! and talks to Gen3 Indexd.
 
 mod answer;
 mod append;
@@ -17,6 +18,7 @@ mod clients;
 mod copy;
 mod credentials;
 mod download;
+pub mod drs;
 mod error;
 mod facade;
 mod http;

@@ -82,6 +82,29 @@ pub(super) fn ranged_if(
     req
 }
 
+/// `req` with `headers` (a DRS access URL's: they may carry a bearer
+/// token), each value marked sensitive so no `Debug` of the request shows
+/// it. A pair that is no header makes the request fail to build, at send.
+pub(super) fn with_secret_headers(
+    mut req: RequestBuilder,
+    headers: &[(String, String)],
+) -> RequestBuilder {
+    use reqwest::header::{HeaderName, HeaderValue};
+    for (name, value) in headers {
+        req = match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(name), Ok(mut value)) => {
+                value.set_sensitive(true);
+                req.header(name, value)
+            }
+            _ => req.header(name.as_str(), value.as_str()),
+        };
+    }
+    req
+}
+
 pub(super) fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) -> RequestBuilder {
     for (k, v) in headers {
         req = req.header(*k, *v);

@@ -1,0 +1,323 @@
+//! One request to a DRS server or Indexd, the one way every call goes out:
+//! the server's credential (`auth.rs`), bounded retries of what is
+//! transient (`transport::send_retrying`, shared with the object
+//! clients), the spec's `202 Accepted` + `Retry-After` waits (each capped,
+//! and the total bounded: a server that never gets ready ends as
+//! [`DrsError::StillPending`]), one renewal of a Gen3 access token a server
+//! refused, and statuses mapped to errors that name what was asked and the
+//! server. Answers are read into memory up to a bound: a JSON body is
+//! metadata, and a server must not make the daemon hold gigabytes.
+//!
+//! Redirects are followed only within one origin (scheme, host, port):
+//! enough for a server that adds a trailing slash, never a way to carry
+//! the user's credentials, or the request, to another host.
+
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+
+use super::auth::{Credential, DrsAuth};
+use super::DrsError;
+use crate::remote::transport::{send_retrying, Sent};
+use crate::remote::{redact_text, shown_url, HttpConfig, Permanence, Retry};
+
+/// The most of a JSON answer read: a bulk answer of a few hundred objects
+/// is a few MiB.
+const MAX_BODY: usize = 32 << 20;
+
+/// At most this many redirects, each within the origin it came from.
+const MAX_REDIRECTS: usize = 5;
+
+/// A 202 without a `Retry-After` in seconds waits this long.
+const DEFAULT_WAIT: Duration = Duration::from_secs(1);
+
+/// A 202 asking for less (`Retry-After: 0`) still waits this long, so a
+/// server cannot make the daemon spin.
+const MIN_WAIT: Duration = Duration::from_millis(100);
+
+/// The HTTP client of DRS and Indexd calls, shared by every server.
+#[derive(Clone)]
+pub struct Api {
+    pub(super) http: reqwest::Client,
+    pub(super) retry: Retry,
+}
+
+impl Api {
+    /// Timeouts and trusted roots as `config` says (`DRSD_CA_FILE`), and
+    /// redirects only within an origin.
+    pub fn new(config: &HttpConfig) -> Result<Api, DrsError> {
+        let setup = |why: String| DrsError::Credentials {
+            what: "the trusted roots of the DRS client",
+            path: config.ca_file.clone().unwrap_or_default(),
+            why,
+        };
+        let http = crate::remote::http::client_builder(config)
+            .map_err(|e| setup(e.to_string()))?
+            .redirect(same_origin_redirects())
+            .build()
+            .map_err(|e| setup(chain(&e)))?;
+        Ok(Api {
+            http,
+            retry: config.retry,
+        })
+    }
+}
+
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt
+            .previous()
+            .last()
+            .is_some_and(|from| from.origin() == attempt.url().origin());
+        if same && attempt.previous().len() <= MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// How long 202 answers are waited for: `each` at most per answer,
+/// `bound` in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    pub each: Duration,
+    pub bound: Duration,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending {
+            each: Duration::from_secs(10),
+            bound: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Pending {
+    /// How long to wait before asking again, after `waited` so far, when
+    /// the server asked for `asked` (`None`: it did not say, in seconds);
+    /// `None` when the bound is spent.
+    pub fn next_wait(&self, asked: Option<Duration>, waited: Duration) -> Option<Duration> {
+        let left = self.bound.saturating_sub(waited);
+        let wait = asked
+            .unwrap_or(DEFAULT_WAIT)
+            .max(MIN_WAIT)
+            .min(self.each)
+            .min(left);
+        (!wait.is_zero()).then_some(wait)
+    }
+}
+
+/// `Retry-After` in seconds; an HTTP date or anything else counts as not
+/// said.
+fn retry_after(resp: &Response) -> Option<Duration> {
+    let text = resp.headers().get("retry-after")?.to_str().ok()?;
+    text.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// A POST of `body` (JSON) to `url`.
+pub(super) fn post_json(http: &reqwest::Client, url: &url::Url, body: &[u8]) -> RequestBuilder {
+    http.post(url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_vec())
+}
+
+/// One request, as its caller describes it.
+pub(super) struct Ask<'a> {
+    /// What was asked, for errors: a DRS URI, or e.g. `bulk lookup of 3
+    /// objects`.
+    pub asked: &'a str,
+    /// The server's base URL: it chooses the credential, and errors name it.
+    pub server: &'a url::Url,
+    /// Statuses the caller handles itself (404, 413, ...), besides 2xx.
+    pub accept: &'a [StatusCode],
+    pub build: &'a (dyn Fn(&reqwest::Client) -> RequestBuilder + Sync),
+}
+
+/// Sends requests with credentials, retries and 202 waits.
+pub(super) struct Caller {
+    pub api: Api,
+    pub auth: DrsAuth,
+    pub pending: Pending,
+}
+
+impl Caller {
+    /// The answer to `ask`: a success other than 202, or a status the
+    /// caller accepts; anything else is an error naming what was asked.
+    pub async fn send(&self, ask: &Ask<'_>) -> Result<Response, DrsError> {
+        let mut waited = Duration::ZERO;
+        let mut renewed = false;
+        loop {
+            let credential = self.auth.credential(&self.api.http, ask.server).await?;
+            let make = || credential.apply((ask.build)(&self.api.http));
+            match send_retrying(self.api.retry, ask.accept, make).await {
+                Sent::Answered(resp) if resp.status() == StatusCode::ACCEPTED => {
+                    let wait = self
+                        .pending
+                        .next_wait(retry_after(&resp), waited)
+                        .ok_or_else(|| DrsError::StillPending {
+                            uri: ask.asked.to_string(),
+                            waited,
+                        })?;
+                    tokio::time::sleep(wait).await;
+                    waited += wait;
+                }
+                Sent::Answered(resp) => return Ok(resp),
+                Sent::Refused { resp, .. }
+                    if resp.status() == StatusCode::UNAUTHORIZED
+                        && credential.is_renewable()
+                        && !renewed =>
+                {
+                    self.auth.forget(ask.server, &credential).await;
+                    renewed = true;
+                }
+                Sent::Refused { resp, attempt } => {
+                    return Err(refused(ask, &credential, resp.status(), attempt))
+                }
+                Sent::Failed { error, attempt } => return Err(failed(ask, &error, attempt)),
+            }
+        }
+    }
+
+    /// [`Caller::send`], then the body as JSON of type `T`.
+    pub async fn json<T: DeserializeOwned>(&self, ask: &Ask<'_>) -> Result<T, DrsError> {
+        let resp = self.send(ask).await?;
+        read_json(resp, ask).await
+    }
+}
+
+/// The body of `resp` as `T`, read up to [`MAX_BODY`] bytes.
+pub(super) async fn read_json<T: DeserializeOwned>(
+    resp: Response,
+    ask: &Ask<'_>,
+) -> Result<T, DrsError> {
+    let body = read_body(resp)
+        .await
+        .map_err(|(why, permanence)| match permanence {
+            Permanence::Transient => DrsError::Transport {
+                asked: ask.asked.to_string(),
+                server: shown_url(ask.server),
+                why,
+                attempts: 1,
+                permanence,
+            },
+            Permanence::Permanent => bad_answer(ask, why),
+        })?;
+    serde_json::from_slice(&body).map_err(|e| bad_answer(ask, json_error(&e)))
+}
+
+/// serde_json's own message quotes the value it choked on, which may be a
+/// token or a signed URL: only its class and place are told.
+pub(super) fn json_error(e: &serde_json::Error) -> String {
+    format!(
+        "not the JSON expected ({:?} error at line {}, column {})",
+        e.classify(),
+        e.line(),
+        e.column()
+    )
+}
+
+async fn read_body(mut resp: Response) -> Result<Vec<u8>, (String, Permanence)> {
+    let too_big = || {
+        (
+            format!("the answer is larger than the {MAX_BODY} bytes drsd reads"),
+            Permanence::Permanent,
+        )
+    };
+    if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        (
+            format!("the answer broke off: {}", chain(&e)),
+            Permanence::Transient,
+        )
+    })? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+pub(super) fn bad_answer(ask: &Ask<'_>, why: String) -> DrsError {
+    DrsError::BadAnswer {
+        asked: ask.asked.to_string(),
+        server: shown_url(ask.server),
+        why,
+    }
+}
+
+fn refused(ask: &Ask<'_>, credential: &Credential, status: StatusCode, attempts: u32) -> DrsError {
+    let server = shown_url(ask.server);
+    let asked = ask.asked.to_string();
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        return DrsError::Auth {
+            asked,
+            server,
+            tried: credential.kind.clone(),
+            status: status.as_u16(),
+        };
+    }
+    DrsError::Http {
+        asked,
+        server,
+        status: status.as_u16(),
+        attempts,
+    }
+}
+
+fn failed(ask: &Ask<'_>, error: &reqwest::Error, attempts: u32) -> DrsError {
+    DrsError::Transport {
+        asked: ask.asked.to_string(),
+        server: shown_url(ask.server),
+        why: chain(error),
+        attempts,
+        permanence: Permanence::of_transport(error),
+    }
+}
+
+/// reqwest's error and its causes without the request URL, any URL left
+/// in them redacted.
+pub(super) fn chain(e: &reqwest::Error) -> String {
+    redact_text(&crate::remote::transport::chain(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn a_202_waits_what_it_asks_within_the_cap_and_the_bound() {
+        let p = Pending::default();
+        assert_eq!(p.next_wait(Some(S(3)), S(0)), Some(S(3)));
+        assert_eq!(
+            p.next_wait(Some(S(3600)), S(0)),
+            Some(S(10)),
+            "capped at 10 s"
+        );
+        assert_eq!(p.next_wait(None, S(0)), Some(S(1)), "unsaid: 1 s");
+        assert_eq!(p.next_wait(Some(S(0)), S(0)), Some(MS(100)), "never a spin");
+        assert_eq!(p.next_wait(Some(S(10)), S(55)), Some(S(5)), "what is left");
+        assert_eq!(p.next_wait(Some(S(10)), S(60)), None, "the bound is spent");
+        assert_eq!(p.next_wait(Some(S(1)), S(61)), None);
+    }
+
+    #[test]
+    fn a_json_error_tells_no_value_of_the_body() {
+        let e = serde_json::from_str::<u64>("\"https://h/x?sig=s3cr3t\"").unwrap_err();
+        let text = json_error(&e);
+        assert!(
+            !text.contains("s3cr3t") && !text.contains("https"),
+            "{text}"
+        );
+        assert!(text.contains("line 1"), "{text}");
+    }
+}

@@ -1,0 +1,336 @@
+//! The DRS client: an object's metadata by URI (`GET /objects/{id}`), many
+//! at once (`bulk.rs`), and the URL its bytes are fetched from.
+//!
+//! Every answer is checked against what was asked: an object must name the
+//! id asked (`DrsUri::is_named_by`) and have a size drsd can hold; an access
+//! URL must be `https`, `http` or `s3` and its headers real header lines
+//! that do not take over what drsd's own requests decide (ranges,
+//! conditions, framing). Signed URLs come fresh from the server each time:
+//! nothing here keeps one.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::StatusCode;
+
+use super::auth::DrsAuth;
+use super::bulk::Bulk;
+use super::call::{self, Api, Ask, Caller, Pending};
+use super::model::{quoted, AccessMethod, AccessUrl, AccessUrlJson, DrsObject};
+use super::servers::below;
+use super::{DrsError, DrsServers, DrsUri};
+use crate::remote::{shown_url, HttpConfig, SecretUrl};
+
+/// Headers an access URL may not set: drsd's requests decide these.
+const RESERVED_HEADERS: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-range",
+];
+
+/// Resolves DRS URIs against the servers of a [`DrsServers`] map.
+pub struct DrsClient {
+    pub(super) caller: Caller,
+    servers: DrsServers,
+    /// What each server (by base URL) was learned to do with bulk lookups.
+    pub(super) bulk: Mutex<HashMap<String, Bulk>>,
+}
+
+impl DrsClient {
+    /// A client with its own connections; `auth` trusts the servers of
+    /// `servers` (see `auth.rs`).
+    pub fn new(
+        http: &HttpConfig,
+        servers: DrsServers,
+        auth: DrsAuth,
+    ) -> Result<DrsClient, DrsError> {
+        Ok(DrsClient::with_api(Api::new(http)?, servers, auth))
+    }
+
+    /// `DRSD_DRS_SERVERS`, the credentials of `DrsAuth::from_env`.
+    pub fn from_env(http: &HttpConfig) -> Result<DrsClient, DrsError> {
+        DrsClient::new(http, DrsServers::from_env()?, DrsAuth::from_env()?)
+    }
+
+    /// A client on connections shared with others (the facade's).
+    pub(crate) fn with_api(api: Api, servers: DrsServers, auth: DrsAuth) -> DrsClient {
+        DrsClient {
+            caller: Caller {
+                api,
+                auth: auth.trusting(&servers),
+                pending: Pending::default(),
+            },
+            servers,
+            bulk: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How long all the `202 Accepted` answers to one call may be waited
+    /// for in all (default 60 s) before it fails as
+    /// [`DrsError::StillPending`].
+    pub fn with_pending_bound(mut self, bound: Duration) -> DrsClient {
+        self.caller.pending.bound = bound;
+        self
+    }
+
+    pub fn servers(&self) -> &DrsServers {
+        &self.servers
+    }
+
+    /// The object `uri` names; [`DrsError::NotFound`] on a 404.
+    pub async fn object(&self, uri: &DrsUri) -> Result<DrsObject, DrsError> {
+        let server = self.servers.base_url(uri)?;
+        let url = self.servers.object_url(uri)?;
+        let ask = Ask {
+            asked: uri.as_str(),
+            server: &server,
+            accept: &[StatusCode::NOT_FOUND],
+            build: &|http| http.get(url.clone()),
+        };
+        let resp = self.caller.send(&ask).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Err(not_found(uri, &server));
+        }
+        let object: DrsObject = call::read_json(resp, &ask).await?;
+        check_object(&object, uri).map_err(|why| call::bad_answer(&ask, why))?;
+        Ok(object)
+    }
+
+    /// Where to fetch `object`'s bytes: the first access method of type
+    /// `https`, `http` or `s3` that yields a URL, as given or fetched by its
+    /// `access_id` (`GET /objects/{id}/access/{access_id}`; a 404 there
+    /// moves on to the next method).
+    pub async fn access_url(
+        &self,
+        uri: &DrsUri,
+        object: &DrsObject,
+    ) -> Result<AccessUrl, DrsError> {
+        for method in object.access_methods.iter().filter(|m| usable(&m.r#type)) {
+            if let Some(url) = self.method_url(uri, object, method).await? {
+                return Ok(url);
+            }
+        }
+        let offered: Vec<String> = object
+            .access_methods
+            .iter()
+            .map(|m| quoted(&m.r#type))
+            .collect();
+        Err(DrsError::NoAccess {
+            uri: uri.to_string(),
+            offered: if offered.is_empty() {
+                "none".into()
+            } else {
+                offered.join(", ")
+            },
+        })
+    }
+
+    async fn method_url(
+        &self,
+        uri: &DrsUri,
+        object: &DrsObject,
+        method: &AccessMethod,
+    ) -> Result<Option<AccessUrl>, DrsError> {
+        let server = self.servers.base_url(uri)?;
+        let asked = format!("access URL of {uri}");
+        if let Some(given) = &method.access_url {
+            return checked_access(given)
+                .map(Some)
+                .map_err(|why| bad(&asked, &server, why));
+        }
+        let Some(access_id) = method.access_id.as_deref() else {
+            return Ok(None);
+        };
+        let url = below(&server, &["objects", &object.id, "access", access_id])
+            .map_err(|why| bad(&asked, &server, format!("id {}: {why}", quoted(&object.id))))?;
+        let ask = Ask {
+            asked: &asked,
+            server: &server,
+            accept: &[StatusCode::NOT_FOUND],
+            build: &|http| http.get(url.clone()),
+        };
+        let resp = self.caller.send(&ask).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            log::debug!(
+                "{asked}: {} has no URL for access id {}",
+                shown_url(&server),
+                quoted(access_id)
+            );
+            return Ok(None);
+        }
+        let given: AccessUrlJson = call::read_json(resp, &ask).await?;
+        checked_access(&given)
+            .map(Some)
+            .map_err(|why| call::bad_answer(&ask, why))
+    }
+}
+
+pub(super) fn not_found(uri: &DrsUri, server: &url::Url) -> DrsError {
+    DrsError::NotFound {
+        uri: uri.to_string(),
+        server: shown_url(server),
+    }
+}
+
+fn bad(asked: &str, server: &url::Url, why: String) -> DrsError {
+    DrsError::BadAnswer {
+        asked: asked.to_string(),
+        server: shown_url(server),
+        why,
+    }
+}
+
+/// An answer describes the object asked, with a size drsd can hold.
+pub(super) fn check_object(object: &DrsObject, uri: &DrsUri) -> Result<(), String> {
+    if !uri.is_named_by(&object.id) {
+        return Err(format!(
+            "it describes the object {}, not {}",
+            quoted(&object.id),
+            quoted(uri.id())
+        ));
+    }
+    if object.size > crate::MAX_OBJECT_SIZE {
+        return Err(format!(
+            "its size {} is past the largest drsd handles ({} bytes)",
+            object.size,
+            crate::MAX_OBJECT_SIZE
+        ));
+    }
+    Ok(())
+}
+
+fn usable(kind: &str) -> bool {
+    ["https", "http", "s3"]
+        .iter()
+        .any(|k| kind.eq_ignore_ascii_case(k))
+}
+
+/// The URL (`https`, `http` or `s3`, with a host) and the headers split
+/// into names and values, each a valid header and none reserved. Errors
+/// name a header by its name only: its value may be a secret.
+fn checked_access(given: &AccessUrlJson) -> Result<AccessUrl, String> {
+    let url = url::Url::parse(given.url.expose())
+        .map_err(|e| format!("the access URL {} does not parse: {e}", given.url))?;
+    if !matches!(url.scheme(), "https" | "http" | "s3") || url.host_str().is_none() {
+        return Err(format!(
+            "the access URL {} is not https://, http:// or s3:// with a host",
+            given.url
+        ));
+    }
+    let headers = given
+        .headers
+        .iter()
+        .map(|line| header_line(line))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(AccessUrl {
+        url: SecretUrl::new(given.url.expose()),
+        headers,
+    })
+}
+
+fn header_line(line: &str) -> Result<(String, String), String> {
+    let (name, value) = line
+        .split_once(':')
+        .ok_or("an access URL header is not a `Name: value` line")?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("the access URL header name {} is not valid", quoted(name)))?;
+    if RESERVED_HEADERS.contains(&name.as_str()) {
+        return Err(format!(
+            "the access URL sets the {name} header, which drsd's own requests decide"
+        ));
+    }
+    let value = value.trim();
+    HeaderValue::from_str(value)
+        .map_err(|_| format!("the access URL header {name} has a value no header may carry"))?;
+    Ok((name.as_str().to_string(), value.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(url: &str, headers: &[&str]) -> AccessUrlJson {
+        AccessUrlJson {
+            url: SecretUrl::new(url),
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_access_url_with_headers_is_split_into_names_and_values() {
+        let got = checked_access(&given(
+            "https://b.s3.example/k?X-Amz-Signature=s",
+            &["Authorization: Bearer t", "X-Extra:v: with colon"],
+        ))
+        .unwrap();
+        assert_eq!(
+            got.headers,
+            vec![
+                ("authorization".to_string(), "Bearer t".to_string()),
+                ("x-extra".to_string(), "v: with colon".to_string())
+            ]
+        );
+        assert!(checked_access(&given("s3://bucket/key", &[])).is_ok());
+    }
+
+    #[test]
+    fn access_urls_that_are_not_fetchable_or_headers_that_take_over_are_refused() {
+        for (url, headers, why) in [
+            ("file:///etc/passwd", &[][..], "not https"),
+            ("ftp://h/x", &[], "not https"),
+            ("not a url", &[], "does not parse"),
+            ("https://h/x", &["Range: bytes=0-1"], "range"),
+            ("https://h/x", &["If-Match: \"x\""], "if-match"),
+            ("https://h/x", &["Host: evil"], "host"),
+            ("https://h/x", &["no colon"], "Name: value"),
+            ("https://h/x", &["Bad Name: v"], "not valid"),
+            (
+                "https://h/x",
+                &["X-Evil: a\r\nInjected: 1"],
+                "value no header",
+            ),
+        ] {
+            let err = checked_access(&given(url, headers)).unwrap_err();
+            assert!(err.contains(why), "{url} {headers:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_refused_header_is_named_without_its_value() {
+        let err = checked_access(&given(
+            "https://h/x",
+            &["Authorization: Bearer s3cr3t\u{1}"],
+        ))
+        .unwrap_err();
+        assert!(
+            !err.contains("s3cr3t") && err.contains("authorization"),
+            "{err}"
+        );
+        let err = checked_access(&given("https://[bad/x?sig=s3cr3t", &[])).unwrap_err();
+        assert!(!err.contains("s3cr3t"), "{err}");
+    }
+
+    #[test]
+    fn an_answer_about_another_object_is_refused() {
+        let uri = DrsUri::parse("drs://h/u1").unwrap();
+        let mut object = DrsObject {
+            id: "u2".into(),
+            self_uri: None,
+            size: 1,
+            checksums: vec![],
+            access_methods: vec![],
+            name: None,
+        };
+        assert!(check_object(&object, &uri).unwrap_err().contains("\"u2\""));
+        object.id = "u1".into();
+        object.size = u64::MAX;
+        assert!(check_object(&object, &uri).unwrap_err().contains("largest"));
+    }
+}

@@ -1,0 +1,396 @@
+//! Objects one at a time and in bulk, access URLs, 202s.
+
+use std::time::{Duration, Instant};
+
+use super::{object, quick, reply, status, Reply, Seen, TestServer};
+use crate::remote::drs::{DrsAuth, DrsClient, DrsError, DrsUri};
+use crate::remote::Permanence;
+
+const API: &str = "/ga4gh/drs/v1";
+
+fn client(server: &TestServer) -> DrsClient {
+    DrsClient::new(&quick(), server.servers("dg.TEST"), DrsAuth::none()).unwrap()
+}
+
+fn uris(texts: &[&str]) -> Vec<DrsUri> {
+    texts.iter().map(|t| DrsUri::parse(t).unwrap()).collect()
+}
+
+/// The id of the object at `/objects/{id}`, decoded.
+fn asked_id(seen: &Seen) -> Option<String> {
+    let id = seen.path.strip_prefix(&format!("{API}/objects/"))?;
+    Some(
+        percent_encoding::percent_decode_str(id)
+            .decode_utf8()
+            .ok()?
+            .into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn an_object_is_asked_by_its_id_as_one_encoded_segment() {
+    let server = TestServer::start(|seen, _| match asked_id(seen) {
+        Some(id) => reply(200, object(&id, 7)),
+        None => status(404),
+    })
+    .await;
+    let uri = DrsUri::parse("drs://dg.TEST:a/b?c").unwrap();
+    let got = client(&server).object(&uri).await.unwrap();
+    assert_eq!((got.id.as_str(), got.size), ("dg.TEST/a/b?c", 7));
+    assert_eq!(
+        server.seen()[0].path,
+        format!("{API}/objects/dg.TEST%2Fa%2Fb%3Fc")
+    );
+}
+
+#[tokio::test]
+async fn a_404_is_not_found_naming_the_uri_and_asked_once() {
+    let server = TestServer::start(|_, _| status(404)).await;
+    let uri = DrsUri::parse("drs://dg.TEST:gone").unwrap();
+    let err = client(&server).object(&uri).await.unwrap_err();
+    assert!(matches!(err, DrsError::NotFound { .. }), "{err}");
+    assert!(err.to_string().contains("drs://dg.TEST:gone"), "{err}");
+    assert_eq!(err.permanence(), Permanence::Permanent);
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_about_another_object_is_refused() {
+    let server = TestServer::start(|_, _| reply(200, object("someone-else", 1))).await;
+    let uri = DrsUri::parse("drs://dg.TEST:mine").unwrap();
+    let err = client(&server).object(&uri).await.unwrap_err().to_string();
+    assert!(
+        err.contains("someone-else") && err.contains("does not fit"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_503_is_asked_again_and_then_answered() {
+    let server = TestServer::start(|seen, all| match all.len() {
+        1 => status(503),
+        _ => reply(200, object(&asked_id(seen).unwrap(), 1)),
+    })
+    .await;
+    let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
+    client(&server).object(&uri).await.unwrap();
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn a_202_is_waited_for_then_the_object_is_answered() {
+    let server = TestServer::start(|seen, all| match all.len() {
+        1 => {
+            let mut r = status(202);
+            r.headers.push(("retry-after", "0".into()));
+            r
+        }
+        _ => reply(200, object(&asked_id(seen).unwrap(), 3)),
+    })
+    .await;
+    let uri = DrsUri::parse("drs://dg.TEST:staged").unwrap();
+    let got = client(&server).object(&uri).await.unwrap();
+    assert_eq!(got.size, 3);
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn a_202_forever_ends_as_still_pending_within_the_bound() {
+    let server = TestServer::start(|_, _| {
+        let mut r = status(202);
+        r.headers.push(("retry-after", "1".into()));
+        r
+    })
+    .await;
+    let client = client(&server).with_pending_bound(Duration::from_millis(300));
+    let uri = DrsUri::parse("drs://dg.TEST:tape").unwrap();
+    let began = Instant::now();
+    let err = client.object(&uri).await.unwrap_err();
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        began.elapsed()
+    );
+    let DrsError::StillPending { uri: named, waited } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(named, "drs://dg.TEST:tape");
+    assert_eq!(*waited, Duration::from_millis(300));
+    assert_eq!(err.permanence(), Permanence::Transient);
+}
+
+/// A bulk server declaring `max` ids a batch: it answers those it knows
+/// (every id but `missing-*`), lists the others unresolved, and adds an
+/// object nobody asked for.
+fn bulk_server(max: u64) -> impl Fn(&Seen, &[Seen]) -> Reply {
+    move |seen, _| match (seen.method.as_str(), seen.path.as_str()) {
+        ("GET", p) if p == format!("{API}/service-info") => reply(
+            200,
+            serde_json::json!({"type": {"artifact": "drs"}, "drs": {"maxBulkRequestLength": max}}),
+        ),
+        ("POST", p) if p == format!("{API}/objects") => {
+            let ids: Vec<String> =
+                serde_json::from_value(seen.json()["bulk_object_ids"].clone()).unwrap();
+            if ids.len() as u64 > max {
+                return status(413);
+            }
+            let (missing, found): (Vec<_>, Vec<_>) =
+                ids.iter().partition(|id| id.contains("missing"));
+            let mut resolved: Vec<_> = found.iter().map(|id| object(id, id.len() as u64)).collect();
+            resolved.push(object("dg.TEST/not-asked", 1));
+            reply(
+                200,
+                serde_json::json!({
+                    "summary": {"requested": ids.len()},
+                    "unresolved_drs_objects": [{"error_code": 404, "object_ids": missing}],
+                    "resolved_drs_object": resolved,
+                }),
+            )
+        }
+        _ => status(404),
+    }
+}
+
+fn posted_batches(server: &TestServer) -> Vec<usize> {
+    server
+        .seen()
+        .iter()
+        .filter(|s| s.method == "POST")
+        .map(|s| s.json()["bulk_object_ids"].as_array().unwrap().len())
+        .collect()
+}
+
+#[tokio::test]
+async fn bulk_lookups_go_in_batches_no_larger_than_the_server_declares() {
+    let server = TestServer::start(bulk_server(2)).await;
+    let asked = uris(&[
+        "drs://dg.TEST:a",
+        "drs://dg.TEST:missing-1",
+        "drs://dg.TEST:bb",
+        "drs://dg.TEST:a",
+        "drs://dg.TEST:ccc",
+    ]);
+    let got = client(&server).objects(&asked).await;
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[0].as_ref().unwrap().id, "dg.TEST/a");
+    assert!(
+        matches!(got[1], Err(DrsError::NotFound { .. })),
+        "{:?}",
+        got[1]
+    );
+    assert_eq!(got[2].as_ref().unwrap().id, "dg.TEST/bb");
+    assert_eq!(
+        got[3].as_ref().unwrap().id,
+        "dg.TEST/a",
+        "a URI given twice"
+    );
+    assert_eq!(got[4].as_ref().unwrap().id, "dg.TEST/ccc");
+    assert_eq!(
+        posted_batches(&server),
+        vec![2, 2],
+        "each distinct URI once"
+    );
+    assert_eq!(server.count("GET", &format!("{API}/service-info")), 1);
+}
+
+#[tokio::test]
+async fn a_uri_the_bulk_answer_does_not_mention_is_an_error_for_it_alone() {
+    let server = TestServer::start(|seen, _| match seen.method.as_str() {
+        "POST" => reply(
+            200,
+            serde_json::json!({"resolved_drs_object": [object("dg.TEST/a", 1)]}),
+        ),
+        _ => status(404),
+    })
+    .await;
+    let got = client(&server)
+        .objects(&uris(&["drs://dg.TEST:a", "drs://dg.TEST:b"]))
+        .await;
+    assert_eq!(got[0].as_ref().unwrap().id, "dg.TEST/a");
+    let err = got[1].as_ref().unwrap_err().to_string();
+    assert!(
+        err.contains("drs://dg.TEST:b") && err.contains("neither"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_413_splits_the_batch_in_halves_and_later_batches_stay_small() {
+    let server = TestServer::start(|seen, _| {
+        match seen.method.as_str() {
+            "GET" => status(404), // no service-info: batches of the guessed size
+            _ => {
+                let ids: Vec<String> =
+                    serde_json::from_value(seen.json()["bulk_object_ids"].clone()).unwrap();
+                if ids.len() > 2 {
+                    return status(413);
+                }
+                let resolved: Vec<_> = ids.iter().map(|id| object(id, 1)).collect();
+                reply(200, serde_json::json!({"resolved_drs_object": resolved}))
+            }
+        }
+    })
+    .await;
+    let client = client(&server);
+    let asked = uris(&[
+        "drs://dg.TEST:1",
+        "drs://dg.TEST:2",
+        "drs://dg.TEST:3",
+        "drs://dg.TEST:4",
+        "drs://dg.TEST:5",
+    ]);
+    let got = client.objects(&asked).await;
+    assert!(got.iter().all(Result::is_ok), "{got:?}");
+    assert_eq!(posted_batches(&server), vec![5, 2, 3, 1, 2]);
+    client.objects(&asked[..3]).await;
+    assert_eq!(
+        posted_batches(&server)[5..],
+        [2, 1],
+        "no batch past the size that passed"
+    );
+}
+
+#[tokio::test]
+async fn a_server_without_bulk_gets_concurrent_gets_and_is_not_asked_in_bulk_again() {
+    let server = TestServer::start(|seen, _| match seen.method.as_str() {
+        "POST" => status(405),
+        _ => match asked_id(seen) {
+            Some(id) => reply(200, object(&id, 2)),
+            None => status(404),
+        },
+    })
+    .await;
+    let client = client(&server);
+    let asked = uris(&["drs://dg.TEST:x", "drs://dg.TEST:y", "drs://dg.TEST:z"]);
+    let got = client.objects(&asked).await;
+    let ids: Vec<&str> = got
+        .iter()
+        .map(|g| g.as_ref().unwrap().id.as_str())
+        .collect();
+    assert_eq!(ids, ["dg.TEST/x", "dg.TEST/y", "dg.TEST/z"]);
+    client.objects(&asked).await;
+    assert_eq!(posted_batches(&server), vec![3], "bulk asked once");
+    assert_eq!(
+        server
+            .seen()
+            .iter()
+            .filter(|s| asked_id(s).is_some())
+            .count(),
+        6
+    );
+}
+
+#[tokio::test]
+async fn a_bulk_server_answering_404_has_none_of_them_and_keeps_its_bulk() {
+    let server = TestServer::start(|seen, _| match (seen.method.as_str(), asked_id(seen)) {
+        ("GET", None) => reply(200, serde_json::json!({"maxBulkRequestLength": 10})),
+        _ => status(404),
+    })
+    .await;
+    let client = client(&server);
+    let asked = uris(&["drs://dg.TEST:x", "drs://dg.TEST:y"]);
+    for _ in 0..2 {
+        let got = client.objects(&asked).await;
+        assert!(
+            got.iter()
+                .all(|g| matches!(g, Err(DrsError::NotFound { .. }))),
+            "{got:?}"
+        );
+    }
+    assert_eq!(posted_batches(&server), vec![2, 2]);
+}
+
+#[tokio::test]
+async fn uris_of_an_unknown_prefix_fail_alone_and_others_are_answered() {
+    let server = TestServer::start(bulk_server(10)).await;
+    let got = client(&server)
+        .objects(&uris(&["drs://dg.NOPE:a", "drs://dg.TEST:b"]))
+        .await;
+    let err = got[0].as_ref().unwrap_err().to_string();
+    assert!(
+        err.contains("dg.NOPE") && err.contains("DRSD_DRS_SERVERS"),
+        "{err}"
+    );
+    assert_eq!(got[1].as_ref().unwrap().id, "dg.TEST/b");
+}
+
+#[tokio::test]
+async fn an_access_id_is_exchanged_for_a_url_and_a_404_moves_to_the_next_method() {
+    let server = TestServer::start(|seen, _| {
+        let path = seen.path.as_str();
+        if path.ends_with("/access/first") {
+            status(404)
+        } else if path == format!("{API}/objects/dg.TEST%2Fu1/access/second") {
+            reply(
+                200,
+                serde_json::json!({
+                    "url": "https://store.example/k?X-Amz-Signature=s3cr3t",
+                    "headers": ["Authorization: Bearer t0ken"]
+                }),
+            )
+        } else {
+            status(404)
+        }
+    })
+    .await;
+    let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
+    let mut obj: crate::remote::drs::DrsObject =
+        serde_json::from_value(object("dg.TEST/u1", 1)).unwrap();
+    obj.access_methods = serde_json::from_value(serde_json::json!([
+        {"type": "gs", "access_url": {"url": "gs://b/k"}},
+        {"type": "https", "access_id": "first"},
+        {"type": "S3", "access_id": "second"},
+    ]))
+    .unwrap();
+    let got = client(&server).access_url(&uri, &obj).await.unwrap();
+    assert_eq!(
+        got.url.expose(),
+        "https://store.example/k?X-Amz-Signature=s3cr3t"
+    );
+    assert_eq!(
+        got.headers,
+        vec![("authorization".into(), "Bearer t0ken".into())]
+    );
+    let shown = format!("{got:?}");
+    assert!(
+        !shown.contains("s3cr3t") && !shown.contains("t0ken"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn an_object_with_no_usable_access_method_names_what_it_offers() {
+    let server = TestServer::start(|_, _| status(404)).await;
+    let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
+    let mut obj: crate::remote::drs::DrsObject =
+        serde_json::from_value(object("dg.TEST/u1", 1)).unwrap();
+    obj.access_methods = serde_json::from_value(serde_json::json!([
+        {"type": "gs", "access_url": {"url": "gs://b/k"}},
+        {"type": "https", "access_id": "gone"},
+    ]))
+    .unwrap();
+    let err = client(&server)
+        .access_url(&uri, &obj)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("drs://dg.TEST:u1") && err.contains("\"gs\", \"https\""),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_hostname_uri_on_a_mapped_host_reaches_its_server() {
+    let server = TestServer::start(|seen, _| match asked_id(seen) {
+        Some(id) => reply(200, object(&id, 4)),
+        None => status(404),
+    })
+    .await;
+    let servers =
+        crate::remote::drs::DrsServers::parse(&format!("drs.example.org={}", server.root)).unwrap();
+    let client = DrsClient::new(&quick(), servers, DrsAuth::none()).unwrap();
+    let uri = DrsUri::parse("drs://drs.example.org/..%2Fadmin").unwrap();
+    assert_eq!(client.object(&uri).await.unwrap().id, "../admin");
+    assert_eq!(server.seen()[0].path, format!("{API}/objects/..%2Fadmin"));
+}
