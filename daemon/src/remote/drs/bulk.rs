@@ -118,7 +118,7 @@ struct Unresolved {
 
 impl DrsClient {
     /// The objects `uris` name, in the order given (see the module notes).
-    pub async fn objects(&self, uris: &[DrsUri]) -> Vec<Answer> {
+    pub async fn objects(&self, uris: &[DrsUri]) -> Vec<Result<DrsObject, DrsError>> {
         let mut out: Vec<Option<Answer>> = (0..uris.len()).map(|_| None).collect();
         let mut by_server: BTreeMap<String, (url::Url, Vec<usize>)> = BTreeMap::new();
         for (i, uri) in uris.iter().enumerate() {
