@@ -111,7 +111,8 @@ fn median(mut ms: Vec<f64>) -> f64 {
 fn main() {
     let server = DrsServer::start();
     for i in 0..IDS {
-        server.add_object(ObjectSpec::blob(&format!("b-{i}"), object(i)));
+        // The compact form `dg.TEST:b-i` asks for Indexd's did `dg.TEST/b-i`.
+        server.add_object(ObjectSpec::blob(&format!("dg.TEST/b-{i}"), object(i)));
     }
     let bench = setup(&server);
     println!("| measure | value |\n|---|---|");
