@@ -36,7 +36,9 @@ pub enum PrefetchError {
     /// A `drs://` object whose DRS record or access URL could not be read.
     #[error(transparent)]
     Resolve(#[from] ResolveError),
-    #[error("{object}: its bytes have md5 {got}, its DRS record says {expected}; nothing was kept")]
+    #[error(
+        "{object}: its bytes have md5 {got}, its DRS record says {expected}; nothing was kept"
+    )]
     Md5 {
         object: String,
         expected: String,

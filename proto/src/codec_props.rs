@@ -174,8 +174,13 @@ fn request() -> impl Strategy<Value = Request> {
             }
         )),
         Just(Request::Shutdown),
-        (path(), path(), [opt(text()), opt(text()), opt(text())], any::<bool>()).prop_map(
-            |(path, agent, [remote, indexd, authz], undo)| {
+        (
+            path(),
+            path(),
+            [opt(text()), opt(text()), opt(text())],
+            any::<bool>()
+        )
+            .prop_map(|(path, agent, [remote, indexd, authz], undo)| {
                 Request::RepoInit(RepoInitRequest {
                     path,
                     agent,
@@ -184,8 +189,7 @@ fn request() -> impl Strategy<Value = Request> {
                     authz,
                     undo,
                 })
-            }
-        ),
+            }),
         (path(), oid(), any::<u64>()).prop_map(|(repo, oid, size)| Request::LfsDownload(
             LfsDownloadRequest { repo, oid, size }
         )),

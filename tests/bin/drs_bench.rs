@@ -89,10 +89,7 @@ fn setup(server: &DrsServer) -> Bench {
         format!("machine 127.0.0.1 login {user} password {password}\n"),
     )
     .unwrap();
-    std::env::set_var(
-        "DRSD_DRS_SERVERS",
-        format!("dg.TEST={}", server.base_url()),
-    );
+    std::env::set_var("DRSD_DRS_SERVERS", format!("dg.TEST={}", server.base_url()));
     let mut bench = Bench { dir, daemon: None };
     bench.git(bench.dir.path(), &["lfs", "install", "--skip-repo"]);
     let mut cmd = Command::new(bin("drsd"));
@@ -136,11 +133,21 @@ fn one_add_url(bench: &Bench) {
     let times: Vec<f64> = (0..21)
         .map(|i| {
             let start = Instant::now();
-            bench.drsctl(&repo, &["add-url", &format!("drs://dg.TEST:b-{i}"), &format!("o/{i}")]);
+            bench.drsctl(
+                &repo,
+                &[
+                    "add-url",
+                    &format!("drs://dg.TEST:b-{i}"),
+                    &format!("o/{i}"),
+                ],
+            );
             start.elapsed().as_secs_f64() * 1000.0
         })
         .collect();
-    println!("| one `drsctl add-url drs://...` (median of 21) | {:.1} ms |", median(times));
+    println!(
+        "| one `drsctl add-url drs://...` (median of 21) | {:.1} ms |",
+        median(times)
+    );
 }
 
 /// `add-url --from` of every id into a fresh repo; (seconds, requests).
@@ -160,7 +167,11 @@ fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) 
     let trips = c.objects_get + c.bulk_post + c.service_info + c.objects_options;
     println!(
         "| {IDS} ids via --from, {} | {secs:.2} s, {trips} requests ({} bulk POST, {} GET) |",
-        if bulk.is_some() { "bulk (limit 100)" } else { "no bulk: one GET each" },
+        if bulk.is_some() {
+            "bulk (limit 100)"
+        } else {
+            "no bulk: one GET each"
+        },
         c.bulk_post,
         c.objects_get
     );
@@ -177,7 +188,10 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         rt().block_on(s3().create_bucket(&bucket)).unwrap();
         let repo = bench.repo(&format!("push-{name}"));
         let remote = format!("s3://{bucket}/lfs");
-        bench.drsctl(&repo, &["init", "--remote", &remote, "--indexd", server.base_url()]);
+        bench.drsctl(
+            &repo,
+            &["init", "--remote", &remote, "--indexd", server.base_url()],
+        );
         bench.git(&repo, &["lfs", "track", "*.dat"]);
         for i in 0..IDS {
             std::fs::write(repo.join(format!("{i}.dat")), object(i)).unwrap();
@@ -185,7 +199,10 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         bench.git(&repo, &["add", "."]);
         bench.git(&repo, &["commit", "-qm", "objects"]);
         let bare = bench.dir.path().join(format!("{name}.git"));
-        bench.git(bench.dir.path(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
+        bench.git(
+            bench.dir.path(),
+            &["init", "-q", "--bare", bare.to_str().unwrap()],
+        );
         server.reset_counts();
         let start = Instant::now();
         let said = bench.git(&repo, &["push", "-q", bare.to_str().unwrap(), "main"]);
@@ -193,11 +210,14 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         let c = server.counts();
         let sent = (0..IDS)
             .filter(|&i| {
-                let oid: drsd::pool::Oid = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(object(i)))
-                    .parse()
-                    .unwrap();
+                let oid: drsd::pool::Oid =
+                    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(object(i)))
+                        .parse()
+                        .unwrap();
                 let layout = drsd::remote::ObjectLayout::parse(&remote).unwrap();
-                rt().block_on(s3().head(&bucket, &layout.key(&oid))).unwrap().is_some()
+                rt().block_on(s3().head(&bucket, &layout.key(&oid)))
+                    .unwrap()
+                    .is_some()
             })
             .count();
         let summary = said
@@ -214,7 +234,10 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         );
         times.push(secs);
     }
-    println!("| second push vs first | {:.1}x faster |", times[0] / times[1]);
+    println!(
+        "| second push vs first | {:.1}x faster |",
+        times[0] / times[1]
+    );
 }
 
 fn s3() -> drsd::remote::S3Client {

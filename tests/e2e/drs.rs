@@ -33,10 +33,7 @@ fn server() -> DrsServer {
     let server = DrsServer::start();
     std::env::set_var(
         "DRSD_DRS_SERVERS",
-        format!(
-            "{PREFIX}={base},{HOST}={base}",
-            base = server.base_url()
-        ),
+        format!("{PREFIX}={base},{HOST}={base}", base = server.base_url()),
     );
     server
 }
@@ -76,14 +73,23 @@ fn drs_ids_in_both_forms_become_content_pointers_without_reading_a_byte() {
     assert_eq!(added["added"][0]["provisional"], false, "{added}");
     assert_eq!(added["added"][0]["oid_from"], "drs_checksum", "{added}");
     world.drsctl_ok(&repo, &["add-url", &compact, "b.bam"]);
-    assert_eq!(staged(&repo, "a.bam"), pointer_text(&sha256_hex(&a), a.len() as u64));
-    assert_eq!(staged(&repo, "b.bam"), pointer_text(&sha256_hex(&b), b.len() as u64));
+    assert_eq!(
+        staged(&repo, "a.bam"),
+        pointer_text(&sha256_hex(&a), a.len() as u64)
+    );
+    assert_eq!(
+        staged(&repo, "b.bam"),
+        pointer_text(&sha256_hex(&b), b.len() as u64)
+    );
     let counts = server.counts();
     assert_eq!((counts.data_get, counts.data_bytes), (0, 0), "{counts:?}");
     assert_eq!(counts.objects_get + counts.bulk_post, 2, "{counts:?}");
     // The registry's mirror keeps the DRS URI and id, never an access URL.
     let mirror = std::fs::read_to_string(repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
-    assert!(mirror.contains(&host_form) && mirror.contains("\"drs_id\":\"obj-a\""), "{mirror}");
+    assert!(
+        mirror.contains(&host_form) && mirror.contains("\"drs_id\":\"obj-a\""),
+        "{mirror}"
+    );
     assert!(!mirror.contains("/data/"), "{mirror}");
 }
 
@@ -124,7 +130,10 @@ fn a_drs_id_the_server_does_not_know_is_refused_by_name_and_leaves_nothing() {
     let out = world.drsctl(&repo, &["add-url", &uri, "x.bam"]);
     assert!(!out.status.success());
     let said = text(&out);
-    assert!(said.contains("no-such-object") && said.contains("no such object"), "{said}");
+    assert!(
+        said.contains("no-such-object") && said.contains("no such object"),
+        "{said}"
+    );
     assert!(!repo.join("x.bam").exists());
 }
 
@@ -138,12 +147,20 @@ fn a_drs_object_without_sha256_is_prefetched_through_a_signed_url_checked_by_md5
     spec.access = vec![AccessSpec::signed("a1", std::time::Duration::from_secs(30))];
     server.add_object(spec);
     let repo = world.repo("r");
-    let added = world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/signed-1"), "s.bam"]);
+    let added = world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/signed-1"), "s.bam"],
+    );
     assert_eq!(added["added"][0]["provisional"], true, "{added}");
     let want = pointer_text(&sha256_hex(&body), body.len() as u64);
-    wait_for("the promotion of the DRS object", || staged(&repo, "s.bam") == want);
+    wait_for("the promotion of the DRS object", || {
+        staged(&repo, "s.bam") == want
+    });
     let counts = server.counts();
-    assert!(counts.access >= 2, "add-url and the prefetch each resolve: {counts:?}");
+    assert!(
+        counts.access >= 2,
+        "add-url and the prefetch each resolve: {counts:?}"
+    );
     assert!(counts.data_bytes >= body.len() as u64, "{counts:?}");
 }
 
@@ -157,7 +174,10 @@ fn a_drs_md5_that_disagrees_with_the_bytes_fails_the_prefetch_and_nothing_is_pro
     spec.checksums = vec![("md5".into(), "0123456789abcdef0123456789abcdef".into())];
     server.add_object(spec);
     let repo = world.repo("r");
-    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/liar-md5"), "m.bam"]);
+    world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/liar-md5"), "m.bam"],
+    );
     wait_for("the prefetch to give up", || {
         let q = world.drsctl_ok(&repo, &["status"])["queue"].clone();
         q["failed"].as_u64() == Some(1)
@@ -165,19 +185,35 @@ fn a_drs_md5_that_disagrees_with_the_bytes_fails_the_prefetch_and_nothing_is_pro
     let oid = pointer_oid(&repo, "m.bam");
     assert_ne!(oid, sha256_hex(&body), "never promoted");
     let status = world.drsctl_ok(&repo, &["status"]).to_string();
-    assert!(status.contains("md5") && status.contains("0123456789abcdef"), "{status}");
+    assert!(
+        status.contains("md5") && status.contains("0123456789abcdef"),
+        "{status}"
+    );
 }
 
 /// A repo with an object remote in a fresh bucket and the test server as
 /// its Indexd, committed.
-fn indexd_repo(world: &World, server: &DrsServer, name: &str) -> (std::path::PathBuf, drsd::remote::ObjectLayout) {
+fn indexd_repo(
+    world: &World,
+    server: &DrsServer,
+    name: &str,
+) -> (std::path::PathBuf, drsd::remote::ObjectLayout) {
     let (repo, layout) = drs_repo(world, name);
     world.drsctl_ok(
         &repo,
-        &["init", "--indexd", server.base_url(), "--authz", "/programs/p/projects/q"],
+        &[
+            "init",
+            "--indexd",
+            server.base_url(),
+            "--authz",
+            "/programs/p/projects/q",
+        ],
     );
     let attrs = std::fs::read_to_string(repo.join(".gitattributes")).unwrap();
-    assert!(attrs.contains(&format!("drs-indexd={}", server.base_url())), "{attrs}");
+    assert!(
+        attrs.contains(&format!("drs-indexd={}", server.base_url())),
+        "{attrs}"
+    );
     netrc(world, server);
     (repo, layout)
 }
@@ -188,7 +224,10 @@ fn registered_in_indexd(server: &DrsServer, tag: &str, bytes: &[u8]) -> String {
     let url = source_object(tag, "held/reads.bam", bytes);
     let mut hashes = BTreeMap::new();
     hashes.insert("sha256".to_string(), sha256_hex(bytes));
-    hashes.insert("md5".to_string(), hex::encode(<md5::Md5 as md5::Digest>::digest(bytes)));
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(bytes)),
+    );
     server
         .add_record(NewRecord {
             form: "object".into(),
@@ -211,7 +250,10 @@ fn push_with_indexd_registers_a_new_object_once_and_sends_nothing_indexd_holds()
     // One object Indexd holds (in another bucket), added by its did.
     let held = content(90_001, 5);
     let did = registered_in_indexd(&server, "held", &held);
-    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/{did}"), "held.bam"]);
+    world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/{did}"), "held.bam"],
+    );
     // One new local object.
     let fresh = content(20_011, 6);
     std::fs::write(repo.join("new.bin"), &fresh).unwrap();
@@ -223,23 +265,36 @@ fn push_with_indexd_registers_a_new_object_once_and_sends_nothing_indexd_holds()
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     let said = text(&out);
-    assert!(said.contains("1 object(s) held there already (not sent), 1 registered"), "{said}");
+    assert!(
+        said.contains("1 object(s) held there already (not sent), 1 registered"),
+        "{said}"
+    );
     let counts = server.counts();
     assert_eq!(counts.index_post, 1, "{counts:?}");
     assert_eq!(counts.data_get, 0, "{counts:?}");
     // The held object is not in the object remote: nothing was sent or copied.
     let held_key = layout.key(&sha256_hex(&held).parse().unwrap());
-    assert!(rt().block_on(s3().head(&layout.bucket, &held_key)).unwrap().is_none());
+    assert!(rt()
+        .block_on(s3().head(&layout.bucket, &held_key))
+        .unwrap()
+        .is_none());
     // The new one is, and its record names it.
     let fresh_oid = sha256_hex(&fresh);
     let fresh_key = layout.key(&fresh_oid.parse().unwrap());
-    assert!(rt().block_on(s3().head(&layout.bucket, &fresh_key)).unwrap().is_some());
+    assert!(rt()
+        .block_on(s3().head(&layout.bucket, &fresh_key))
+        .unwrap()
+        .is_some());
 
     // Pushing again (another commit, same objects) adds no record.
     std::fs::write(repo.join("note.txt"), "x").unwrap();
     git(&repo, &["add", "note.txt"]);
     ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
-    ok(git_in(&world, &repo, &["push", "-q", "origin", "main", "--force"]));
+    ok(git_in(
+        &world,
+        &repo,
+        &["push", "-q", "origin", "main", "--force"],
+    ));
     git(&repo, &["branch", "other"]);
     ok(git_in(&world, &repo, &["push", "-q", "origin", "other"]));
     assert_eq!(server.counts().index_post, 1, "{:?}", server.counts());
@@ -264,10 +319,19 @@ fn an_indexd_that_is_down_refuses_the_push_and_registers_nothing() {
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(!out.status.success(), "{}", text(&out));
     let said = text(&out);
-    assert!(said.contains("Indexd") && said.contains("nothing was sent"), "{said}");
+    assert!(
+        said.contains("Indexd") && said.contains("nothing was sent"),
+        "{said}"
+    );
     let key = layout.key(&sha256_hex(&body).parse().unwrap());
-    assert!(rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none());
-    assert!(git(&bare, &["for-each-ref"]).is_empty(), "no ref was pushed");
+    assert!(rt()
+        .block_on(s3().head(&layout.bucket, &key))
+        .unwrap()
+        .is_none());
+    assert!(
+        git(&bare, &["for-each-ref"]).is_empty(),
+        "no ref was pushed"
+    );
     assert_eq!(server.counts().index_post, 0);
 
     // Back up: the push goes through and registers once.
@@ -286,7 +350,10 @@ fn a_drs_record_whose_sha256_is_not_the_bytes_never_reaches_git() {
     spec.checksums = vec![("sha-256".into(), claimed.clone())];
     server.add_object(spec);
     let (repo, _layout) = drs_repo(&world, "r");
-    world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/liar-sha"), "l.bam"]);
+    world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/liar-sha"), "l.bam"],
+    );
     assert_eq!(pointer_oid(&repo, "l.bam"), claimed);
     ok(git_in(&world, &repo, &["commit", "-qm", "l"]));
     let (_remotes, _bare) = bare_origin(&repo);
@@ -295,8 +362,15 @@ fn a_drs_record_whose_sha256_is_not_the_bytes_never_reaches_git() {
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(!out.status.success(), "{}", text(&out));
     let said = text(&out);
-    assert!(said.contains("l.bam") && said.contains(&claimed[..12]), "{said}");
-    let lfs = repo.join(".git/lfs/objects").join(&claimed[0..2]).join(&claimed[2..4]).join(&claimed);
+    assert!(
+        said.contains("l.bam") && said.contains(&claimed[..12]),
+        "{said}"
+    );
+    let lfs = repo
+        .join(".git/lfs/objects")
+        .join(&claimed[0..2])
+        .join(&claimed[2..4])
+        .join(&claimed);
     assert!(!lfs.exists());
 }
 
@@ -308,9 +382,15 @@ fn a_drs_record_with_only_checksums_drsd_does_not_know_is_refused_by_name() {
     spec.checksums = vec![("crc32c".into(), "0badf00d".into())];
     server.add_object(spec);
     let repo = world.repo("r");
-    let out = world.drsctl(&repo, &["add-url", &format!("drs://{HOST}/crc-only"), "c.bam"]);
+    let out = world.drsctl(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/crc-only"), "c.bam"],
+    );
     assert!(!out.status.success());
     let said = text(&out);
-    assert!(said.contains("crc-only") && said.contains("crc32c"), "{said}");
+    assert!(
+        said.contains("crc-only") && said.contains("crc32c"),
+        "{said}"
+    );
     assert!(!repo.join("c.bam").exists());
 }

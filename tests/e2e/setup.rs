@@ -176,7 +176,10 @@ fn init_records_the_indexd_and_its_authz_beside_the_remote_and_refuses_bad_ones(
     };
     let report = init(repo.path(), &bin("drs-hook"), &settings).unwrap();
     assert!(
-        report.changed.iter().any(|c| c.contains("drs-indexd=https://data.example.org")),
+        report
+            .changed
+            .iter()
+            .any(|c| c.contains("drs-indexd=https://data.example.org")),
         "{:?}",
         report.changed
     );

@@ -71,11 +71,7 @@ pub use drsd_proto::SetupReport;
 /// Sets `repo` up to move LFS objects through the agent at `agent` (an
 /// absolute path to `drs-hook`), optionally recording the object remote in
 /// `.gitattributes`. Idempotent.
-pub fn init(
-    repo: &Path,
-    agent: &Path,
-    settings: &RepoSettings,
-) -> Result<SetupReport, SetupError> {
+pub fn init(repo: &Path, agent: &Path, settings: &RepoSettings) -> Result<SetupReport, SetupError> {
     let top = Repo::locate(repo)?.top;
     let mut report = SetupReport {
         repo: top.clone(),
@@ -216,11 +212,9 @@ fn check_setting(name: &str, value: &str) -> Result<(), SetupError> {
         INDEXD_ATTR if !one_word || parse_indexd(value).is_none() => {
             Err(SetupError::BadIndexd { url: value.into() })
         }
-        AUTHZ_ATTR if !one_word || parse_authz(value).is_none() => {
-            Err(SetupError::BadAuthz {
-                authz: value.into(),
-            })
-        }
+        AUTHZ_ATTR if !one_word || parse_authz(value).is_none() => Err(SetupError::BadAuthz {
+            authz: value.into(),
+        }),
         _ => Ok(()),
     }
 }

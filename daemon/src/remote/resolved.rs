@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::drs::{DrsError, DrsObject, DrsUri};
 use super::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Located, ObjectUrl, Origin,
-    Remote, RemoteError,
+    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Located, ObjectUrl, Origin, Remote,
+    RemoteError,
 };
 use crate::pool::{Oid, Pool};
 

@@ -206,7 +206,10 @@ impl rusqlite::types::FromSql for SecretUrl {
 /// Where a remote object lives.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ObjectUrl {
-    S3 { bucket: String, key: String },
+    S3 {
+        bucket: String,
+        key: String,
+    },
     Https(url::Url),
     /// A GA4GH DRS object: resolved to an access URL (one of the above) each
     /// time it is read, since access URLs may be signed and expire.

@@ -145,7 +145,12 @@ async fn access_head(
         .head()
         .await
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{uri}: its access URL {} has no object (HTTP 404)", access.url))?;
+        .ok_or_else(|| {
+            format!(
+                "{uri}: its access URL {} has no object (HTTP 404)",
+                access.url
+            )
+        })?;
     if meta.size != object.size {
         return Err(format!(
             "{uri}: its access URL {} holds {} bytes, the DRS record says {}",

@@ -66,19 +66,18 @@ impl Transfers {
         tried: &mut Vec<String>,
     ) -> Vec<SecretUrl> {
         let registry = self.registry.clone();
-        let mut places: Vec<SecretUrl> = match blocking(move || registry.objects_of_content(&oid))
-            .await
-        {
-            Ok(objects) => objects
-                .into_iter()
-                .filter(|o| o.size == size)
-                .map(|o| o.url)
-                .collect(),
-            Err(e) => {
-                log::warn!("object {oid}: reading the registry: {e}");
-                Vec::new()
-            }
-        };
+        let mut places: Vec<SecretUrl> =
+            match blocking(move || registry.objects_of_content(&oid)).await {
+                Ok(objects) => objects
+                    .into_iter()
+                    .filter(|o| o.size == size)
+                    .map(|o| o.url)
+                    .collect(),
+                Err(e) => {
+                    log::warn!("object {oid}: reading the registry: {e}");
+                    Vec::new()
+                }
+            };
         let Some(base) = &facts.indexd else {
             return places;
         };

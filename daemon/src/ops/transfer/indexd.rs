@@ -129,7 +129,10 @@ impl Transfers {
             format!("{location} is in the object remote, but registering it with Indexd {} failed: {why}; push again to register it", indexd.base)
         };
         let etag = self.remote_etag(target, &key).await.map_err(&failed)?;
-        let md5 = self.md5_of(foreign, oid, etag.as_deref()).await.map_err(&failed)?;
+        let md5 = self
+            .md5_of(foreign, oid, etag.as_deref())
+            .await
+            .map_err(&failed)?;
         let record = NewRecord {
             size: pushed.pointer.size,
             sha256: oid,

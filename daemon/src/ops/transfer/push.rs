@@ -138,13 +138,17 @@ impl Transfers {
     }
 
     /// The repo's Indexd, when it records one.
-    fn indexd_target<'f>(&self, facts: &'f RepoFacts) -> Result<Option<IndexdTarget<'f>>, WireError> {
+    fn indexd_target<'f>(
+        &self,
+        facts: &'f RepoFacts,
+    ) -> Result<Option<IndexdTarget<'f>>, WireError> {
         let Some(base) = &facts.indexd else {
             return Ok(None);
         };
-        let client = self.remote.indexd(base).map_err(|e| {
-            crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-        })?;
+        let client = self
+            .remote
+            .indexd(base)
+            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
         Ok(Some(IndexdTarget {
             client,
             base: base.as_str().trim_end_matches('/').to_string(),
@@ -222,7 +226,7 @@ impl Transfers {
         if let Some(outcome) = self.push_local(target, pointer).await {
             return outcome;
         }
-        if let Some(drs) = foreign.and_then(|e| drs_url(e)) {
+        if let Some(drs) = foreign.and_then(drs_url) {
             return self.push_through_drs(target, &drs, pointer).await;
         }
         let why = match foreign {
@@ -255,7 +259,9 @@ impl Transfers {
         match read {
             Ok(_) => match self.push_local(target, pointer).await {
                 Some(outcome) => outcome,
-                None => PushOutcome::Failed(format!("{url}: left the pool right after its download")),
+                None => {
+                    PushOutcome::Failed(format!("{url}: left the pool right after its download"))
+                }
             },
             Err(e) => {
                 let why = format!("not on this machine, and reading it through DRS failed: {e}");

@@ -175,10 +175,7 @@ impl DrsClient {
         // `&usize` inside the stream makes the whole future `Send` only for
         // one lifetime, and a spawned handler needs it for all.
         let asks: Vec<_> = left.iter().map(|&i| self.object(uris[i])).collect();
-        let singles: Vec<Answer> = stream::iter(asks)
-            .buffered(IN_FLIGHT)
-            .collect()
-            .await;
+        let singles: Vec<Answer> = stream::iter(asks).buffered(IN_FLIGHT).collect().await;
         for (i, answer) in left.into_iter().zip(singles) {
             answers[i] = Some(answer);
         }
