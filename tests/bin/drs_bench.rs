@@ -18,9 +18,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use drsd_e2e::drs_server::{DrsServer, ObjectSpec};
-use drsd_e2e::{bin, rt, spawn_ready};
+use drsd_e2e::{rt, spawn_ready};
 
 const IDS: usize = 1000;
+
+/// A binary built beside this one (`target/<profile>/NAME`).
+fn bin(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .expect("the bench knows its path")
+        .with_file_name(name)
+}
 
 struct Bench {
     dir: tempfile::TempDir,
@@ -92,12 +99,43 @@ fn setup(server: &DrsServer) -> Bench {
     std::env::set_var("DRSD_DRS_SERVERS", format!("dg.TEST={}", server.base_url()));
     let mut bench = Bench { dir, daemon: None };
     bench.git(bench.dir.path(), &["lfs", "install", "--skip-repo"]);
-    let mut cmd = Command::new(bin("drsd"));
-    cmd.args(["serve", "--ready"])
-        .envs(bench.env())
-        .stderr(Stdio::null());
-    bench.daemon = Some(spawn_ready(&mut cmd));
+    bench.start();
     bench
+}
+
+impl Bench {
+    /// A fresh daemon (it learns each DRS server's bulk support anew),
+    /// logging to `drsd.log`.
+    fn start(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log())
+            .unwrap();
+        let mut cmd = Command::new(bin("drsd"));
+        cmd.args(["serve", "--ready"])
+            .envs(self.env())
+            .stderr(Stdio::from(log));
+        self.daemon = Some(spawn_ready(&mut cmd));
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("drsd.log")
+    }
+
+    /// The seconds in the last log line containing `what` (`... in X s`).
+    fn logged_secs(&self, what: &str) -> f64 {
+        let log = std::fs::read_to_string(self.log()).unwrap();
+        let line = log.lines().rev().find(|l| l.contains(what)).unwrap_or("");
+        line.rsplit(" in ")
+            .next()
+            .and_then(|t| t.trim_end_matches(" s").trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    }
 }
 
 fn median(mut ms: Vec<f64>) -> f64 {
@@ -111,16 +149,26 @@ fn main() {
         // The compact form `dg.TEST:b-i` asks for Indexd's did `dg.TEST/b-i`.
         server.add_object(ObjectSpec::blob(&format!("dg.TEST/b-{i}"), object(i)));
     }
-    let bench = setup(&server);
+    let mut bench = setup(&server);
     println!("| measure | value |\n|---|---|");
-    one_add_url(&bench);
-    let bulk = from_list(&bench, &server, Some(100), "bulk");
-    let single = from_list(&bench, &server, None, "single");
-    println!(
-        "| bulk vs one GET per id | {:.1}x faster, {:.0}x fewer round trips |",
-        single.0 / bulk.0,
-        single.1 as f64 / bulk.1 as f64
-    );
+    one_add_url(&bench, "loopback", "one");
+    // A DRS server across a network: 20 ms added to every answer.
+    server.set_latency(std::time::Duration::from_millis(20));
+    one_add_url(&bench, "20 ms server latency", "one-far");
+    for (latency, tag) in [(0, "near"), (20, "far")] {
+        server.set_latency(std::time::Duration::from_millis(latency));
+        bench.start();
+        let bulk = from_list(&bench, &server, Some(100), &format!("bulk-{tag}"));
+        bench.start();
+        let single = from_list(&bench, &server, None, &format!("single-{tag}"));
+        println!(
+            "| {latency} ms latency: bulk vs one GET per id | DRS reads {:.1}x faster, whole add-url {:.1}x faster, {:.0}x fewer round trips |",
+            single.1 / bulk.1,
+            single.0 / bulk.0,
+            single.2 as f64 / bulk.2 as f64
+        );
+    }
+    server.set_latency(std::time::Duration::ZERO);
     push_held(&bench, &server);
 }
 
@@ -128,8 +176,8 @@ fn object(i: usize) -> Vec<u8> {
     format!("bench object {i}\n").into_bytes()
 }
 
-fn one_add_url(bench: &Bench) {
-    let repo = bench.repo("one");
+fn one_add_url(bench: &Bench, how: &str, tag: &str) {
+    let repo = bench.repo(tag);
     let times: Vec<f64> = (0..21)
         .map(|i| {
             let start = Instant::now();
@@ -145,13 +193,15 @@ fn one_add_url(bench: &Bench) {
         })
         .collect();
     println!(
-        "| one `drsctl add-url drs://...` (median of 21) | {:.1} ms |",
+        "| one `drsctl add-url drs://...`, {how} (median of 21) | {:.1} ms |",
         median(times)
     );
 }
 
 /// `add-url --from` of every id into a fresh repo; (seconds, requests).
-fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) -> (f64, u64) {
+/// `add-url --from` of every id into a fresh repo; (seconds in all,
+/// seconds reading the DRS objects, requests).
+fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) -> (f64, f64, u64) {
     server.set_bulk_limit(bulk);
     let repo = bench.repo(tag);
     let list: String = (0..IDS)
@@ -163,19 +213,23 @@ fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) 
     let start = Instant::now();
     bench.drsctl(&repo, &["add-url", "--from", file.to_str().unwrap()]);
     let secs = start.elapsed().as_secs_f64();
+    let reads = bench.logged_secs("DRS objects read");
     let c = server.counts();
     let trips = c.objects_get + c.bulk_post + c.service_info + c.objects_options;
+    let kind = match bulk {
+        Some(_) => "bulk (limit 100)",
+        None => "no bulk: one GET each, 32 at once",
+    };
+    let latency = match tag.ends_with("far") {
+        true => "20 ms latency",
+        false => "loopback",
+    };
     println!(
-        "| {IDS} ids via --from, {} | {secs:.2} s, {trips} requests ({} bulk POST, {} GET) |",
-        if bulk.is_some() {
-            "bulk (limit 100)"
-        } else {
-            "no bulk: one GET each"
-        },
+        "| {IDS} ids via --from, {kind}, {latency} | {secs:.2} s in all, {reads:.3} s reading DRS objects, {trips} requests ({} bulk POST, {} GET) |",
         c.bulk_post,
         c.objects_get
     );
-    (secs, trips.max(1))
+    (secs, reads, trips.max(1))
 }
 
 /// Pushes `IDS` local objects to one object remote (registering them), then
@@ -207,6 +261,7 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         let start = Instant::now();
         let said = bench.git(&repo, &["push", "-q", bare.to_str().unwrap(), "main"]);
         let secs = start.elapsed().as_secs_f64();
+        let pre_push = bench.logged_secs("pre-push");
         let c = server.counts();
         let sent = (0..IDS)
             .filter(|&i| {
@@ -227,7 +282,7 @@ fn push_held(bench: &Bench, server: &DrsServer) {
             .trim()
             .to_string();
         println!(
-            "| push of {IDS} objects, {} | {secs:.2} s; {} Indexd lookups, {} records added, {sent} objects in the object remote; hook: {summary} |",
+            "| push of {IDS} objects, {} | {secs:.2} s (`git push` in all), {pre_push:.2} s in the pre-push check; {} Indexd lookups, {} records added, {sent} objects in the object remote; hook: {summary} |",
             if n == 0 { "new to Indexd" } else { "all held by Indexd" },
             c.index_by_hash,
             c.index_post

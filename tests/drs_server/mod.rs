@@ -195,6 +195,12 @@ impl DrsServer {
         self.shared.lock().defer(endpoint, id, times, retry_after);
     }
 
+    /// Delays every answer by `latency`, as a server across a network
+    /// would (benchmarks compare round trips this way).
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.lock().latency = latency;
+    }
+
     /// Requests seen so far per endpoint and the bytes served.
     pub fn counts(&self) -> Counts {
         self.shared.lock().counts
@@ -232,7 +238,21 @@ fn router(shared: Arc<Shared>) -> Router {
             "/user/credentials/api/access_token",
             post(auth::access_token),
         )
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), delay))
         .with_state(shared)
+}
+
+/// The latency a test asked for, before each answer.
+async fn delay(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let latency = shared.lock().latency;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    next.run(request).await
 }
 
 /// Runs the server until `stop` fires or its sender is dropped; connections

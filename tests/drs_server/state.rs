@@ -89,6 +89,8 @@ pub(crate) struct State {
     pub indexd_down: bool,
     /// `maxBulkRequestLength`, or None when bulk requests are off.
     pub bulk_max: Option<usize>,
+    /// Added to every answer: a server across a network, for benchmarks.
+    pub latency: Duration,
     deferrals: HashMap<(Endpoint, String), Deferral>,
     pub counts: Counts,
 }
@@ -105,6 +107,7 @@ impl Default for State {
             indexd_login: ("indexd".into(), "indexd-password".into()),
             indexd_down: false,
             bulk_max: Some(100),
+            latency: Duration::ZERO,
             deferrals: HashMap::new(),
             counts: Counts::default(),
         }

@@ -30,6 +30,7 @@ pub(super) async fn resolve_drs(
             return Vec::new();
         }
     };
+    let started = std::time::Instant::now();
     let uris: Vec<DrsUri> = targets.iter().map(|t| uri_of(t).clone()).collect();
     let objects = drs.objects(&uris).await;
     let mut resolved = Vec::with_capacity(targets.len());
@@ -47,7 +48,11 @@ pub(super) async fn resolve_drs(
             Err(message) => refused.push(refuse(&t, message)),
         }
     }
-    log::debug!("add-url: {} DRS objects read", resolved.len());
+    log::info!(
+        "add-url: {} DRS objects read in {:.3} s",
+        resolved.len(),
+        started.elapsed().as_secs_f64()
+    );
     resolved
 }
 

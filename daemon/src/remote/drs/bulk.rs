@@ -40,6 +40,10 @@ const MAX_BATCH: usize = 1000;
 /// Single GETs in flight at once, per lookup, where there is no bulk.
 const IN_FLIGHT: usize = 32;
 
+/// Bulk requests in flight at once, per lookup: 1,000 ids in batches of 100
+/// take two round trips, not ten.
+const BATCHES_IN_FLIGHT: usize = 8;
+
 /// What a server was learned to do with bulk lookups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Bulk {
@@ -197,21 +201,31 @@ impl DrsClient {
     ) {
         let mut todo = batches(uris.len(), size);
         todo.reverse();
-        while let Some(range) = todo.pop() {
-            match self.post_batch(base, &uris[range.clone()], declared).await {
-                Ok(Posted::Answered(got)) => fill(answers, range, got),
-                Ok(Posted::TooLarge) if range.len() > 1 => {
-                    let mid = range.start + range.len() / 2;
-                    self.shrink(base, range.end - mid);
-                    todo.push(mid..range.end);
-                    todo.push(range.start..mid);
+        while !todo.is_empty() {
+            // A few batches at once: one round trip per wave, not per batch.
+            let wave: Vec<Range<usize>> =
+                (0..BATCHES_IN_FLIGHT).map_while(|_| todo.pop()).collect();
+            let posts: Vec<_> = wave
+                .iter()
+                .map(|r| self.post_batch(base, &uris[r.clone()], declared))
+                .collect();
+            let posted = futures_util::future::join_all(posts).await;
+            for (range, result) in wave.into_iter().zip(posted) {
+                match result {
+                    Ok(Posted::Answered(got)) => fill(answers, range, got),
+                    Ok(Posted::TooLarge) if range.len() > 1 => {
+                        let mid = range.start + range.len() / 2;
+                        self.shrink(base, range.end - mid);
+                        todo.push(mid..range.end);
+                        todo.push(range.start..mid);
+                    }
+                    Ok(Posted::TooLarge | Posted::NoneThere) => {}
+                    Ok(Posted::Unsupported) => {
+                        self.remember(base, Bulk::Unsupported);
+                        return;
+                    }
+                    Err(e) => fill(answers, range.clone(), vec![Err(e); range.len()]),
                 }
-                Ok(Posted::TooLarge | Posted::NoneThere) => {}
-                Ok(Posted::Unsupported) => {
-                    self.remember(base, Bulk::Unsupported);
-                    return;
-                }
-                Err(e) => fill(answers, range.clone(), vec![Err(e); range.len()]),
             }
         }
     }

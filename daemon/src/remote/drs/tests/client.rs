@@ -241,11 +241,18 @@ async fn a_413_splits_the_batch_in_halves_and_later_batches_stay_small() {
     ]);
     let got = client.objects(&asked).await;
     assert!(got.iter().all(Result::is_ok), "{got:?}");
-    assert_eq!(posted_batches(&server), vec![5, 2, 3, 1, 2]);
+    // Batches of one wave go at once: their order of arrival is free.
+    let sorted = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        v
+    };
+    let first = posted_batches(&server);
+    assert_eq!(first[0], 5, "the guessed size first: {first:?}");
+    assert_eq!(sorted(first[1..].to_vec()), vec![1, 2, 2, 3]);
     client.objects(&asked[..3]).await;
     assert_eq!(
-        posted_batches(&server)[5..],
-        [2, 1],
+        sorted(posted_batches(&server)[5..].to_vec()),
+        [1, 2],
         "no batch past the size that passed"
     );
 }
