@@ -201,10 +201,12 @@ impl DrsClient {
     ) {
         let mut todo = batches(uris.len(), size);
         todo.reverse();
+        // A server that did not declare bulk is probed with one batch first.
+        let mut known = declared;
         while !todo.is_empty() {
             // A few batches at once: one round trip per wave, not per batch.
-            let wave: Vec<Range<usize>> =
-                (0..BATCHES_IN_FLIGHT).map_while(|_| todo.pop()).collect();
+            let at_once = if known { BATCHES_IN_FLIGHT } else { 1 };
+            let wave: Vec<Range<usize>> = (0..at_once).map_while(|_| todo.pop()).collect();
             let posts: Vec<_> = wave
                 .iter()
                 .map(|r| self.post_batch(base, &uris[r.clone()], declared))
@@ -212,7 +214,10 @@ impl DrsClient {
             let posted = futures_util::future::join_all(posts).await;
             for (range, result) in wave.into_iter().zip(posted) {
                 match result {
-                    Ok(Posted::Answered(got)) => fill(answers, range, got),
+                    Ok(Posted::Answered(got)) => {
+                        known = true;
+                        fill(answers, range, got);
+                    }
                     Ok(Posted::TooLarge) if range.len() > 1 => {
                         let mid = range.start + range.len() / 2;
                         self.shrink(base, range.end - mid);
