@@ -281,7 +281,7 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     // As the schema before `retrying` left it: `failed` meant "tried again later".
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; PRAGMA user_version = 3;",
+        "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; DROP TABLE indexd_records; PRAGMA user_version = 3;",
     )
         .unwrap();
     drop(conn);
