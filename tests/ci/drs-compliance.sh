@@ -31,7 +31,11 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/drs-compliance.XXXXXX")
 server_pid=
 stop() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  # The killed server's status (143) must not become this script's.
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap stop EXIT
