@@ -394,3 +394,34 @@ fn a_drs_record_with_only_checksums_drsd_does_not_know_is_refused_by_name() {
     );
     assert!(!repo.join("c.bam").exists());
 }
+
+#[test]
+fn an_indexd_the_user_did_not_name_is_neither_asked_nor_registered_with() {
+    let _trusted = server();
+    // The repo's Indexd is another server: not in DRSD_DRS_SERVERS.
+    let stranger = DrsServer::start();
+    let world = World::new();
+    let (repo, _layout) = indexd_repo(&world, &stranger, "r");
+    std::fs::write(repo.join("x.bin"), content(5_001, 10)).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "x.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "x"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("DRSD_DRS_SERVERS") && said.contains(stranger.base_url()),
+        "{said}"
+    );
+    let counts = stranger.counts();
+    assert_eq!(
+        (counts.index_by_hash, counts.index_post),
+        (0, 0),
+        "{counts:?}"
+    );
+    assert!(
+        git(&bare, &["for-each-ref"]).is_empty(),
+        "no ref was pushed"
+    );
+}

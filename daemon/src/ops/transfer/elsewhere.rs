@@ -81,6 +81,10 @@ impl Transfers {
         let Some(base) = &facts.indexd else {
             return places;
         };
+        if let Err(untrusted) = self.trusted_indexd(base) {
+            tried.push(untrusted.message);
+            return places;
+        }
         let records = match self.remote.indexd(base) {
             Ok(client) => client.by_sha256(oid).await,
             Err(e) => Err(e),

@@ -145,6 +145,7 @@ impl Transfers {
         let Some(base) = &facts.indexd else {
             return Ok(None);
         };
+        self.trusted_indexd(base)?;
         let client = self
             .remote
             .indexd(base)

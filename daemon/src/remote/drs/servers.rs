@@ -84,6 +84,12 @@ impl DrsServers {
         self.by_name.values()
     }
 
+    /// Whether the server at `url` (scheme, host and port) is one the user
+    /// named: what a repo says (its Indexd) is trusted only then.
+    pub fn names(&self, url: &url::Url) -> bool {
+        self.bases().any(|base| base.origin() == url.origin())
+    }
+
     fn host_root(
         &self,
         host: &str,
