@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use drsd_e2e::drs_server::{AccessSpec, DrsServer, NewRecord, ObjectSpec};
+use drsd_e2e::drs_server::{AccessSpec, Auth, DrsServer, Endpoint, NewRecord, ObjectSpec, Times};
 use drsd_e2e::rt;
 
 use super::add_url::{git, pointer_text, s3, sha256_hex, text, World};
@@ -424,4 +424,60 @@ fn an_indexd_the_user_did_not_name_is_neither_asked_nor_registered_with() {
         git(&bare, &["for-each-ref"]).is_empty(),
         "no ref was pushed"
     );
+}
+
+#[test]
+fn a_server_that_answers_202_forever_is_given_up_on_in_bounded_time_by_name() {
+    let server = server();
+    std::env::set_var("DRSD_DRS_WAIT_SECS", "3");
+    server.add_object(ObjectSpec::blob("slow", content(1_000, 11)));
+    server.defer(Endpoint::Object, "slow", Times::Forever, 1);
+    server.defer(Endpoint::Bulk, "slow", Times::Forever, 1);
+    let world = World::new();
+    let repo = world.repo("r");
+    let started = std::time::Instant::now();
+    let out = world.drsctl(&repo, &["add-url", &format!("drs://{HOST}/slow"), "s.bam"]);
+    let took = started.elapsed();
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("slow") && said.contains("202"), "{said}");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "bounded: {took:?}"
+    );
+    assert!(!repo.join("s.bam").exists());
+}
+
+#[test]
+fn an_expired_bearer_token_is_a_clear_error_naming_the_server_and_the_token_file() {
+    let server = server();
+    server.set_auth(Auth::Bearer);
+    server.add_token("t0ken-that-expires");
+    server.add_object(ObjectSpec::blob("guarded", content(2_000, 12)));
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("token");
+    std::fs::write(&token_file, "t0ken-that-expires\n").unwrap();
+    std::env::set_var("DRSD_DRS_TOKEN_FILE", &token_file);
+    let world = World::new();
+    let repo = world.repo("r");
+    world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/guarded"), "g1.bam"],
+    );
+    server.expire_tokens();
+    let out = world.drsctl(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/guarded"), "g2.bam"],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("401") && said.contains(server.base_url()) && said.contains("token"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("t0ken-that-expires"),
+        "the token never shows: {said}"
+    );
+    assert!(!repo.join("g2.bam").exists());
 }

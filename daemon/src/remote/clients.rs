@@ -75,13 +75,29 @@ impl Clients {
     pub(super) fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
         self.drs.get_or_build(|| {
             let api = Api::clone(&*self.api()?);
-            Ok(DrsClient::with_api(
-                api,
-                DrsServers::from_env()?,
-                DrsAuth::from_env()?,
-            ))
+            let client = DrsClient::with_api(api, DrsServers::from_env()?, DrsAuth::from_env()?);
+            Ok(match pending_bound_from_env()? {
+                Some(bound) => client.with_pending_bound(bound),
+                None => client,
+            })
         })
     }
+}
+
+/// `DRSD_DRS_WAIT_SECS`: how long a DRS server answering 202 (not ready)
+/// is waited on before the object is given up on; default 60.
+pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
+
+fn pending_bound_from_env() -> Result<Option<std::time::Duration>, DrsError> {
+    let Ok(text) = std::env::var(DRS_WAIT_ENV) else {
+        return Ok(None);
+    };
+    let secs: u64 = text.trim().parse().map_err(|_| DrsError::BadSetting {
+        name: DRS_WAIT_ENV,
+        value: text.clone(),
+        why: "want a whole number of seconds".into(),
+    })?;
+    Ok(Some(std::time::Duration::from_secs(secs)))
 }
 
 #[cfg(test)]
