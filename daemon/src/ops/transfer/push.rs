@@ -253,6 +253,12 @@ impl Transfers {
         pointer: &Pointer,
     ) -> PushOutcome {
         let (oid, size) = (pointer.oid, pointer.size);
+        if let Ok(client) = self.remote.s3() {
+            if let Ok(Some(_)) = holds(&client, target.layout, &oid, size).await {
+                self.confirmed.record(target.layout, oid);
+                return PushOutcome::Present;
+            }
+        }
         let read = self
             .remote
             .fetch_verified(self.pool.clone(), url, oid, size, &|_| {})
