@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, origin_with, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence,
-    Remote, RemoteError, ResolveError,
+    fetch_into_pool, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
+    RemoteError, ResolveError,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub async fn prefetch(
         plain => (plain, Vec::new()),
     };
     let located = remote.locate(&url)?;
-    let origin = origin_with(&located, &headers);
+    let origin = located.origin(&headers);
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
     let part_size = part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag));
     let last_modified = pinned_last_modified(object, part_size);

@@ -35,9 +35,10 @@ pub enum Located<'a> {
     },
 }
 
-impl Located<'_> {
-    /// Where a download of the object reads from.
-    pub fn origin(&self) -> Origin<'_> {
+impl<'a> Located<'a> {
+    /// Where a download of the object reads from, sending `headers` (a DRS
+    /// access URL's; none for an object named by its own URL).
+    pub fn origin<'s>(&'s self, headers: &'s [(String, String)]) -> Origin<'s> {
         match self {
             Located::S3 {
                 client,
@@ -51,7 +52,7 @@ impl Located<'_> {
             Located::Http { client, url } => Origin::Http {
                 client,
                 url,
-                headers: &[],
+                headers,
             },
         }
     }

@@ -41,7 +41,7 @@ pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
 pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
-pub use resolved::{origin_with, Access, ResolveError};
+pub use resolved::{Access, ResolveError};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META};
 pub use transport::Retry;
 pub use upload::{

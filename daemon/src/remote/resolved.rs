@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use super::drs::{DrsError, DrsObject, DrsUri};
 use super::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Located, ObjectUrl, Origin, Remote,
-    RemoteError,
+    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, ObjectUrl, Remote, RemoteError,
 };
 use crate::pool::{Oid, Pool};
 
@@ -90,7 +89,7 @@ impl Remote {
         };
         let located = self.locate(&url)?;
         let req = Fetch {
-            origin: origin_with(&located, &headers),
+            origin: located.origin(&headers),
             size,
             etag: None,
             last_modified: None, // the sha256 is the check
@@ -99,26 +98,6 @@ impl Remote {
             part_size: None,
         };
         Ok(fetch_into_pool(pool, req, FetchOptions::default(), report).await?)
-    }
-}
-
-/// Where a read of `located` goes, with the headers its access asks for.
-pub fn origin_with<'a>(located: &'a Located<'a>, headers: &'a [(String, String)]) -> Origin<'a> {
-    match located {
-        Located::S3 {
-            client,
-            bucket,
-            key,
-        } => Origin::S3 {
-            client,
-            bucket,
-            key,
-        },
-        Located::Http { client, url } => Origin::Http {
-            client,
-            url,
-            headers,
-        },
     }
 }
 

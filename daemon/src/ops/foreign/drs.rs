@@ -14,7 +14,7 @@ use super::resolve::{OidFrom, Resolved};
 use super::Refused;
 use crate::registry::{self, Entry, ForeignObject};
 use crate::remote::drs::{DrsObject, DrsUri};
-use crate::remote::{origin_with, ObjectMeta, ObjectUrl, Remote};
+use crate::remote::{ObjectMeta, ObjectUrl, Remote};
 
 /// Reads the DRS object of every target (all `drs://`) and picks each
 /// pointer's oid; lines that fail go to `refused`.
@@ -146,7 +146,8 @@ async fn access_head(
         .await
         .map_err(|e| e.to_string())?;
     let located = remote.locate(&access.url).map_err(|e| e.to_string())?;
-    let meta = origin_with(&located, &access.headers)
+    let meta = located
+        .origin(&access.headers)
         .head()
         .await
         .map_err(|e| e.to_string())?
