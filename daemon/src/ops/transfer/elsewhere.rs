@@ -4,7 +4,9 @@
 //! records of that sha256 in the repo's Gen3 Indexd. This is how a fresh
 //! clone (empty pool, empty registry) of a repo whose objects live only in
 //! DRS checks out: Indexd, recorded in the committed `.gitattributes`, names
-//! each object's location by its sha256.
+//! each object's location by its sha256. That Indexd is asked only when the
+//! user named its server in `DRSD_DRS_SERVERS` (`indexd.rs`): a cloned repo
+//! does not choose where this daemon looks.
 //!
 //! Every read is checked against the oid on its way into the pool; a place
 //! that fails is reported and the next is tried.
