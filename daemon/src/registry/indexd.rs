@@ -102,22 +102,6 @@ impl Registry {
             .map_err(&err)?;
         rows.collect::<Result<_, _>>().map_err(&err)
     }
-
-    /// The DRS id recorded for content `oid`: a foreign object's, else the
-    /// did of its record in any Indexd.
-    pub fn drs_id_of(&self, oid: Oid) -> Result<Option<String>, RegistryError> {
-        let conn = self.lock();
-        conn.query_row(
-            "SELECT drs_id FROM objects WHERE content_oid = ?1 AND drs_id IS NOT NULL
-             UNION ALL
-             SELECT did FROM indexd_records WHERE oid = ?1 AND did IS NOT NULL
-             LIMIT 1",
-            params![oid.to_hex()],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(sql(self.path(), "read a DRS id"))
-    }
 }
 
 #[cfg(test)]
@@ -142,7 +126,8 @@ mod tests {
         );
         r.indexd_registered("http://i", oid, "dg.TEST/1").unwrap();
         assert!(r.indexd_unfinished("http://i").unwrap().is_empty());
-        assert_eq!(r.drs_id_of(oid).unwrap().as_deref(), Some("dg.TEST/1"));
+        let done = r.indexd_registration("http://i", oid).unwrap().unwrap();
+        assert_eq!(done.did.as_deref(), Some("dg.TEST/1"));
     }
 
     #[test]
