@@ -44,6 +44,11 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub struct PrefetchConfig {
     pub jobs: usize,
+    /// Workers for objects of the pool's kv tier only (`DRSD_PREFETCH_SMALL_JOBS`,
+    /// default 32): small objects are fetched in one GET each, so their
+    /// time is round trips, and many in flight hide them (as `curl
+    /// --parallel` does).
+    pub small_jobs: usize,
     pub bandwidth: Option<u64>,
     pub max_size: Option<u64>,
     pub retry: Duration,
@@ -55,6 +60,7 @@ impl Default for PrefetchConfig {
     fn default() -> PrefetchConfig {
         PrefetchConfig {
             jobs: 2,
+            small_jobs: 32,
             bandwidth: None,
             max_size: None,
             retry: Duration::from_secs(30),
@@ -69,6 +75,7 @@ impl PrefetchConfig {
         let d = PrefetchConfig::default();
         Ok(PrefetchConfig {
             jobs: env_size("DRSD_PREFETCH_JOBS")?.map_or(d.jobs, |n| n.max(1) as usize),
+            small_jobs: env_size("DRSD_PREFETCH_SMALL_JOBS")?.map_or(d.small_jobs, |n| n as usize),
             bandwidth: env_size("DRSD_PREFETCH_BANDWIDTH")?,
             max_size: env_size("DRSD_PREFETCH_MAX_SIZE")?,
             retry: env_size("DRSD_RETRY_SECS")?.map_or(d.retry, Duration::from_secs),

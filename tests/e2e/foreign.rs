@@ -639,3 +639,79 @@ fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then
     assert_ne!(status["pid"].as_u64(), Some(first as u64));
     assert_eq!(status["queue"]["done"], 1, "{status}");
 }
+
+/// `git` on the PATH of this process (and so of the daemon it starts) that
+/// appends its parent's pid to the returned log each time it runs, then
+/// runs git.
+fn counting_git(dir: &Path) -> std::path::PathBuf {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let (bin, log) = (dir.join("bin"), dir.join("git-runs.log"));
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$PPID $1\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real.trim()
+    );
+    let wrapper = bin.join("git");
+    std::fs::write(&wrapper, script).unwrap();
+    let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&wrapper, exec).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    std::env::set_var("PATH", path);
+    log
+}
+
+/// The git runs logged whose parent was not this test (the daemon's).
+fn daemon_runs(log: &Path) -> usize {
+    let me = std::process::id().to_string();
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.split(' ').next() != Some(me.as_str()))
+        .count()
+}
+
+#[test]
+fn many_small_objects_hashed_together_are_promoted_in_batches_not_one_git_pass_each() {
+    let counting = tempfile::tempdir().unwrap();
+    let log = counting_git(counting.path());
+    let world = World::with_prefetch();
+    let (repo, _) = drs_repo(&world, "many");
+    let n = 300;
+    let dir = www_dir("batch");
+    let mut list = String::new();
+    let mut bodies = Vec::new();
+    for i in 0..n {
+        let mut body = content(4096, i as u8);
+        body.extend_from_slice(i.to_string().as_bytes()); // each one distinct
+        let url = serve(&format!("{dir}/f{i}"), &body);
+        list.push_str(&format!("{url} d/f{i}\n"));
+        bodies.push(body);
+    }
+    std::fs::write(world.dir().join("list"), list).unwrap();
+    let list = world.dir().join("list");
+    world.drsctl_ok(&repo, &["add-url", "--from", list.to_str().unwrap()]);
+    let before = daemon_runs(&log);
+    let want: Vec<String> = bodies
+        .iter()
+        .map(|b| pointer_text(&sha256_hex(b), b.len() as u64))
+        .collect();
+    wait_for("every pointer's promotion", || {
+        (0..n).all(|i| staged(&repo, &format!("d/f{i}")) == want[i])
+    });
+    let during = daemon_runs(&log) - before;
+    eprintln!("{during} git processes for {n} objects");
+    // One promotion per object took five git processes or more (locate,
+    // ls-files, ls-tree, cat-file, update-index): 1,500 here. Batched, a
+    // batch takes those five, and there are a few batches.
+    assert!(
+        during < n / 3,
+        "{during} git processes for {n} objects: not batched"
+    );
+}

@@ -178,16 +178,24 @@ impl Registry {
 
     /// Takes the job due first, if any is due by `at`, and marks it running.
     pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
+        self.claim_up_to(at, u64::MAX)
+    }
+
+    /// Takes the job due first among objects of at most `max_size` bytes,
+    /// if any is due by `at`, and marks it running: the small-object lane.
+    pub fn claim_up_to(&self, at: u64, max_size: u64) -> Result<Option<Job>, RegistryError> {
         let query = "UPDATE jobs SET state = ?2, updated_at = ?1 WHERE object_id = (
-                SELECT object_id FROM jobs WHERE state IN (?3, ?4) AND next_at <= ?1
-                ORDER BY next_at, object_id LIMIT 1)
+                SELECT j.object_id FROM jobs j JOIN objects o ON o.id = j.object_id
+                WHERE j.state IN (?3, ?4) AND j.next_at <= ?1 AND o.size <= ?5
+                ORDER BY j.next_at, j.object_id LIMIT 1)
              RETURNING object_id, attempts";
         let states = (JobState::Running, JobState::Queued, JobState::Retrying);
+        let max = i64::try_from(max_size).unwrap_or(i64::MAX);
         self.write("claim a job", |tx| {
             let claimed: Option<(i64, u32)> = tx
                 .query_row(
                     query,
-                    params![at as i64, states.0, states.1, states.2],
+                    params![at as i64, states.0, states.1, states.2, max],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;

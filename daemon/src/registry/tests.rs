@@ -325,3 +325,25 @@ fn a_pointer_is_provisional_until_it_carries_its_object_s_content_oid() {
     o.provisional_oid = Oid::of(b"x");
     assert!(!entry("x", &o).is_provisional());
 }
+
+#[test]
+fn the_small_object_lane_claims_only_objects_up_to_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+    let big = object("s3://b/big", "fedcba9876543210fedcba9876543210", 1000);
+    let small = object("s3://b/small", "0123456789abcdef0123456789abcdef", 10);
+    // The big one first, so it is the one due first.
+    reg.record(Path::new("/r"), &[entry("b", &big)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    reg.record(Path::new("/r"), &[entry("s", &small)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+
+    let job = reg.claim_up_to(50, 999).unwrap().expect("the small one");
+    assert_eq!(job.object.url, "s3://b/small");
+    assert!(
+        reg.claim_up_to(50, 999).unwrap().is_none(),
+        "the big one waits"
+    );
+    let job = reg.claim(50).unwrap().expect("any size");
+    assert_eq!(job.object.url, "s3://b/big");
+}

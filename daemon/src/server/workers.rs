@@ -64,14 +64,22 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         Err(e) => log::warn!("requeueing interrupted jobs: {e}"),
     }
     shared.foreign.queue_unhashed().await;
-    let workers = (0..shared.config.prefetch.jobs).map(|_| worker(shared.clone()));
+    let cfg = &shared.config.prefetch;
+    let small = shared.pool.threshold().saturating_sub(1);
+    let lanes =
+        std::iter::repeat_n(u64::MAX, cfg.jobs).chain(std::iter::repeat_n(small, cfg.small_jobs));
+    let workers = lanes.map(|max_size| worker(shared.clone(), max_size));
     futures_util::future::join_all(workers).await;
 }
 
-async fn worker(shared: Arc<Shared>) {
+/// Takes jobs of objects up to `max_size` bytes: the configured few
+/// workers take any (a large object is worth a bandwidth-friendly few
+/// streams), the small-object lane's many take those that go to the pool's
+/// kv tier, in one GET each, whose time is round trips, not bandwidth.
+async fn worker(shared: Arc<Shared>, max_size: u64) {
     loop {
         let registry = shared.registry.clone();
-        match blocking(move || registry.claim(now())).await {
+        match blocking(move || registry.claim_up_to(now(), max_size)).await {
             Ok(Some(job)) => work(&shared, job).await,
             Ok(None) => {
                 let wait = idle_wait(&shared.registry).await;

@@ -53,6 +53,8 @@ pub struct ForeignObjects {
     jobs_wake: Arc<Notify>,
     /// Objects larger than this are held, not prefetched.
     max_size: Option<u64>,
+    /// Hashed objects waiting for their repo's next promotion batch.
+    pending: promotion::PendingPromotions,
 }
 
 /// An add-url request, its repo located.
@@ -117,6 +119,7 @@ impl ForeignObjects {
             repo_locks,
             jobs_wake,
             max_size,
+            pending: Default::default(),
         }
     }
 

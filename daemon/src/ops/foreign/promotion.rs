@@ -21,6 +21,49 @@ use crate::registry::{Entry, ForeignObject, Registry};
 
 use super::stage::record_and_mirror;
 
+/// An object a worker hashed, waiting for its repo's next promotion batch.
+#[derive(Debug, Clone, Copy)]
+struct HashedObject {
+    provisional: Oid,
+    size: u64,
+    content: Oid,
+}
+
+/// Hashed objects waiting to be promoted, by repo. A repo is listed while
+/// a caller of [`ForeignObjects::promote_hashed`] drains it.
+#[derive(Default)]
+pub(crate) struct PendingPromotions(std::sync::Mutex<HashMap<PathBuf, Vec<HashedObject>>>);
+
+impl PendingPromotions {
+    /// Adds `hashed` to `repo`'s list; true when the list was not there,
+    /// so the caller is the one to drain it.
+    fn join(&self, repo: &Path, hashed: HashedObject) -> bool {
+        let mut pending = crate::lock::lock(&self.0);
+        match pending.get_mut(repo) {
+            Some(list) => {
+                list.push(hashed);
+                false
+            }
+            None => {
+                pending.insert(repo.to_path_buf(), vec![hashed]);
+                true
+            }
+        }
+    }
+
+    /// The next batch of `repo`; `None` (and the repo unlisted, so the next
+    /// [`join`](Self::join) drains) when nothing is waiting.
+    fn take(&self, repo: &Path) -> Option<Vec<HashedObject>> {
+        let mut pending = crate::lock::lock(&self.0);
+        let list = pending.get_mut(repo)?;
+        if list.is_empty() {
+            pending.remove(repo);
+            return None;
+        }
+        Some(std::mem::take(list))
+    }
+}
+
 /// Why pointers are promoted; decides which ones and what to do when the
 /// pool lacks the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,20 +170,56 @@ impl ForeignObjects {
     /// After a worker hashed `object` to `oid`: in `repo`, the bytes into
     /// `.git/lfs/objects` and its uncommitted pointers promoted; the
     /// mirror learns the content oid either way.
+    ///
+    /// Promotions are batched per repo: the object joins the repo's pending
+    /// list, and the caller that found the list empty drains it, one batch
+    /// (one pass of git, one mirror write) at a time, until it stays empty.
+    /// The other callers return at once. So with many small objects
+    /// finishing together, the repo is rewritten once per batch, not once
+    /// per object (which costs several git processes and a full mirror
+    /// write each, and grows with the repo).
     pub async fn promote_hashed(&self, repo: &Path, object: &ForeignObject, oid: Oid) {
+        let hashed = HashedObject {
+            provisional: object.provisional_oid,
+            size: object.size,
+            content: oid,
+        };
+        if !self.pending.join(repo, hashed) {
+            return; // Its batch is drained by the caller that came first.
+        }
+        loop {
+            let _writing = self.repo_locks.lock(repo).await;
+            // Taken under the repo's lock: what arrives meanwhile waits for
+            // the next batch, which this loop takes too.
+            let Some(batch) = self.pending.take(repo) else {
+                return;
+            };
+            self.promote_batch(repo, batch).await;
+        }
+    }
+
+    /// One batch of hashed objects promoted in `repo` (the caller holds
+    /// the repo's lock).
+    async fn promote_batch(&self, repo: &Path, batch: Vec<HashedObject>) {
         let (pool, registry) = (self.pool.clone(), self.registry.clone());
-        let (top, object) = (repo.to_path_buf(), object.clone());
-        let _writing = self.repo_locks.lock(repo).await;
+        let top = repo.to_path_buf();
+        let objects = batch.len();
         let outcome = crate::blocking(move || {
             let common = Repo::locate(&top)?.common_dir;
             // A provisional oid names one ETag (scoped by the URL unless the
             // ETag is an md5 of the content), so with the size it names the
-            // content: every pointer carrying it becomes `oid`.
+            // content: every pointer carrying it becomes its content oid.
+            let content: HashMap<(Oid, u64), Oid> = batch
+                .into_iter()
+                .map(|h| ((h.provisional, h.size), h.content))
+                .collect();
             let targets = registry
                 .for_repo(&top)?
                 .into_iter()
-                .filter(|e| e.oid == object.provisional_oid && e.object.size == object.size)
-                .map(|e| (e, oid))
+                .filter_map(|e| {
+                    let to = *content.get(&(e.oid, e.object.size))?;
+                    Some((e, to))
+                })
                 .collect();
             let at = RepoAt {
                 top: &top,
@@ -152,11 +231,11 @@ impl ForeignObjects {
         let shown = repo.display();
         match outcome {
             Ok(done) if done.recorded > 0 => log::info!(
-                "{shown}: {} staged pointer(s) promoted to sha256 {oid}",
+                "{shown}: {} staged pointer(s) promoted, for {objects} hashed object(s)",
                 done.recorded
             ),
             Ok(_) => {}
-            Err(e) => log::warn!("{shown}: after hashing {oid}: {e}"),
+            Err(e) => log::warn!("{shown}: after hashing {objects} object(s): {e}"),
         }
     }
 
