@@ -41,9 +41,14 @@ enum Command {
     Init {
         /// The repo [default: the current folder]
         path: Option<PathBuf>,
-        /// Record the object remote (s3://bucket/prefix) in .gitattributes, for every clone
+        /// Record the object remote in .gitattributes, for every clone:
+        /// s3://bucket/prefix, or a folder (file:///shared/objects or an
+        /// absolute path); checked first, and replacing the one recorded
         #[arg(long)]
         remote: Option<String>,
+        /// Remove the object remote recorded in .gitattributes
+        #[arg(long, conflicts_with = "remote")]
+        no_remote: bool,
         /// Record the Gen3 Indexd (https://host) that pushes register objects
         /// with, in .gitattributes: a push skips what Indexd holds and registers the rest
         #[arg(long, value_name = "URL")]
@@ -52,7 +57,7 @@ enum Command {
         #[arg(long, value_name = "PATHS", requires = "indexd")]
         authz: Option<String>,
         /// Put git-lfs's own setup back and unregister the repo
-        #[arg(long, conflicts_with_all = ["remote", "indexd"])]
+        #[arg(long, conflicts_with_all = ["remote", "indexd", "no_remote"])]
         undo: bool,
     },
     /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
@@ -177,12 +182,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Command::Init {
                 path,
                 remote,
+                no_remote,
                 indexd,
                 authz,
                 undo,
             } => {
                 let settings = cmd::init::Settings {
                     remote,
+                    no_remote,
                     indexd,
                     authz,
                 };

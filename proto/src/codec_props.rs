@@ -178,18 +178,21 @@ fn request() -> impl Strategy<Value = Request> {
             path(),
             path(),
             [opt(text()), opt(text()), opt(text())],
-            any::<bool>()
+            [any::<bool>(), any::<bool>()]
         )
-            .prop_map(|(path, agent, [remote, indexd, authz], undo)| {
-                Request::RepoInit(RepoInitRequest {
-                    path,
-                    agent,
-                    remote,
-                    indexd,
-                    authz,
-                    undo,
-                })
-            }),
+            .prop_map(
+                |(path, agent, [remote, indexd, authz], [undo, no_remote])| {
+                    Request::RepoInit(RepoInitRequest {
+                        path,
+                        agent,
+                        remote,
+                        indexd,
+                        authz,
+                        undo,
+                        no_remote,
+                    })
+                }
+            ),
         (path(), oid(), any::<u64>()).prop_map(|(repo, oid, size)| Request::LfsDownload(
             LfsDownloadRequest { repo, oid, size }
         )),
@@ -444,7 +447,13 @@ fn reply() -> impl Strategy<Value = Reply> {
             },
         })),
         any::<bool>().prop_map(|skipped| Reply::LfsUploaded(LfsUploaded { skipped })),
-        (path(), strings()).prop_map(|(repo, changed)| Reply::Setup(SetupReport { repo, changed })),
+        (path(), strings(), opt(text())).prop_map(|(repo, changed, remote)| Reply::Setup(
+            SetupReport {
+                repo,
+                changed,
+                remote
+            }
+        )),
         (any::<[u64; 6]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
             PushReport {
                 objects: n[0],

@@ -483,6 +483,10 @@ impl std::fmt::Display for Tier {
 pub struct SetupReport {
     pub repo: PathBuf,
     pub changed: Vec<String>,
+    /// The object remote recorded after init (`None`: pushes of LFS
+    /// objects have nowhere to go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
 #[cfg(test)]

@@ -103,6 +103,9 @@ pub struct RepoInitRequest {
     #[serde(default)]
     pub authz: Option<String>,
     pub undo: bool,
+    /// Remove the recorded object remote.
+    #[serde(default)]
+    pub no_remote: bool,
 }
 
 /// For the git-lfs transfer agent: put object `oid` in `repo`'s

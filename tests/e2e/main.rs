@@ -8,6 +8,7 @@
 
 mod add_url;
 mod daemon;
+mod dir_remote;
 mod drs;
 mod drs_server;
 mod failures;

@@ -173,6 +173,7 @@ fn init_records_the_indexd_and_its_authz_beside_the_remote_and_refuses_bad_ones(
         remote: Some("s3://bucket/team".into()),
         indexd: Some("https://data.example.org".parse().unwrap()),
         authz: vec!["/programs/p/projects/q".into(), "/programs/p".into()],
+        ..RepoSettings::default()
     };
     let report = init(repo.path(), &bin("drs-hook"), &settings).unwrap();
     assert!(

@@ -13,6 +13,8 @@ use crate::output::Output;
 #[derive(Debug, Default)]
 pub struct Settings {
     pub remote: Option<String>,
+    /// Remove the recorded object remote.
+    pub no_remote: bool,
     pub indexd: Option<String>,
     pub authz: Option<String>,
 }
@@ -39,6 +41,9 @@ pub async fn init(
         for change in &report.changed {
             println!("{}: {change}", report.repo.display());
         }
+        if !undo && report.remote.is_none() {
+            println!("{}: no object remote: pushes of LFS objects need one; add it with drsctl init --remote s3://bucket/prefix (or --remote /shared/folder)", report.repo.display());
+        }
     });
     Ok(())
 }
@@ -53,6 +58,7 @@ async fn request(
     let agent = agent_path()?;
     let Settings {
         remote,
+        no_remote,
         indexd,
         authz,
     } = settings;
@@ -64,6 +70,7 @@ async fn request(
             indexd,
             authz,
             undo,
+            no_remote,
         })
         .await?;
     Ok(report)

@@ -18,7 +18,7 @@ pub const HOOKS: [&str; 4] = ["pre-push", "post-checkout", "post-commit", "post-
 const MARK: &str = "# drsd hook: installed by `drsctl init`";
 /// The committed place a fresh clone learns the object remote from: a git
 /// attribute of `.gitattributes` itself, in that file (`.gitattributes
-/// drs-remote=s3://bucket/prefix`). Not `.lfsconfig`: git-lfs 3.3 warns
+/// drs-remote=s3://bucket/prefix`, or `drs-remote=file:///shared/objects`). Not `.lfsconfig`: git-lfs 3.3 warns
 /// about any key it does not know there, on every command.
 pub const REMOTE_ATTR: &str = "drs-remote";
 /// The Gen3 Indexd that pushes register objects with, recorded beside the
@@ -32,8 +32,10 @@ pub const AUTHZ_ATTR: &str = "drs-authz";
 /// its objects go, and where they are registered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoSettings {
-    /// The object remote, `s3://bucket/prefix`.
+    /// The object remote, `s3://bucket/prefix` or `file:///folder`.
     pub remote: Option<String>,
+    /// Remove the recorded object remote (`drsctl init --no-remote`).
+    pub forget_remote: bool,
     /// The Gen3 Indexd's base URL.
     pub indexd: Option<url::Url>,
     /// Indexd `authz` resources for new records.
@@ -61,6 +63,8 @@ pub enum SetupError {
     BadIndexd { url: String },
     #[error("Indexd authz {authz:?} cannot be recorded: give resource paths like /programs/P/projects/Q, comma-separated, without blanks")]
     BadAuthz { authz: String },
+    #[error("an Indexd record needs an s3:// object remote: others cannot read the folder {remote}; record an s3:// remote, or no Indexd")]
+    IndexdNeedsS3 { remote: String },
     #[error("{path} is a hook of your own, not git-lfs's: move it away, or call `drs-hook hook {name}` from it, then run init again")]
     ForeignHook { path: PathBuf, name: String },
 }
@@ -76,9 +80,11 @@ pub fn init(repo: &Path, agent: &Path, settings: &RepoSettings) -> Result<SetupR
     let mut report = SetupReport {
         repo: top.clone(),
         changed: Vec::new(),
+        remote: None,
     };
     let hooks = hooks_dir(&top)?;
     check_hooks(&hooks)?;
+    report.remote = check_combination(&top, settings)?;
     if config_get(&top, &["--local"], "filter.lfs.process")?.is_none() {
         run(&top, &["lfs", "install", "--local"])?;
         report.changed.push("git lfs install --local".into());
@@ -115,6 +121,7 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     let mut report = SetupReport {
         repo: top.clone(),
         changed: Vec::new(),
+        remote: None,
     };
     if config_get(&top, &["--local"], "lfs.standalonetransferagent")?.as_deref() == Some(AGENT) {
         run(
@@ -165,14 +172,41 @@ pub fn undo(repo: &Path) -> Result<SetupReport, SetupError> {
     Ok(report)
 }
 
+/// The object remote the repo will record, checked before anything is
+/// written: an Indexd (given or recorded) needs an S3 one, as its records
+/// must name a place others can read.
+fn check_combination(top: &Path, settings: &RepoSettings) -> Result<Option<String>, SetupError> {
+    let now = recorded(top)?;
+    let remote = match settings.forget_remote {
+        true => None,
+        false => settings.remote.clone().or(now.remote),
+    };
+    let indexd = settings.indexd.is_some() || now.indexd.is_some();
+    if let Some(remote) = remote.as_deref().filter(|r| !r.starts_with("s3://")) {
+        if indexd {
+            return Err(SetupError::IndexdNeedsS3 {
+                remote: remote.into(),
+            });
+        }
+    }
+    Ok(remote)
+}
+
 /// Records in the top `.gitattributes` each setting given that differs
-/// from what is there, and says so in `report`.
+/// from what is there, and says so in `report`; removes the object remote
+/// when asked to.
 fn record_settings(
     top: &Path,
     settings: &RepoSettings,
     report: &mut SetupReport,
 ) -> Result<(), SetupError> {
     let now = recorded(top)?;
+    if settings.forget_remote && now.remote.is_some() {
+        remove_attr(top, REMOTE_ATTR)?;
+        report
+            .changed
+            .push(format!(".gitattributes {REMOTE_ATTR} removed (commit it)"));
+    }
     let authz = settings.authz.join(",");
     let wanted = [
         (REMOTE_ATTR, settings.remote.clone(), now.remote.clone()),
@@ -291,6 +325,17 @@ pub fn recorded(repo: &Path) -> Result<RepoSettings, SetupError> {
 
 /// Writes (or replaces) the `name=` line in the top `.gitattributes`.
 fn record_attr(top: &Path, name: &str, value: &str) -> Result<(), SetupError> {
+    rewrite_attr(top, name, Some(value))
+}
+
+/// Removes the `name=` line from the top `.gitattributes`.
+fn remove_attr(top: &Path, name: &str) -> Result<(), SetupError> {
+    rewrite_attr(top, name, None)
+}
+
+/// The top `.gitattributes` without its `name=` lines, and with
+/// `name=value` when given.
+fn rewrite_attr(top: &Path, name: &str, value: Option<&str>) -> Result<(), SetupError> {
     let path = top.join(".gitattributes");
     let old = match fs::read_to_string(&path) {
         Ok(text) => text,
@@ -304,8 +349,8 @@ fn record_attr(top: &Path, name: &str, value: &str) -> Result<(), SetupError> {
                 .any(|w| w.starts_with(&format!("{name}=")))
         })
         .collect();
-    let line = format!(".gitattributes {name}={value}");
-    lines.push(&line);
+    let line = value.map(|value| format!(".gitattributes {name}={value}"));
+    lines.extend(line.as_deref());
     let text = lines.join("\n") + "\n";
     safe_write::write(
         top,

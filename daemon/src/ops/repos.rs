@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::foreign::ForeignObjects;
 use crate::lfs::setup::{self, SetupReport};
+use crate::remote::{ObjectRemote, Remote};
 use crate::server::RepoBook;
 use drsd_proto::{ErrorCode, RepoReport, WireError};
 
@@ -15,11 +16,21 @@ use drsd_proto::{ErrorCode, RepoReport, WireError};
 pub struct Registrar {
     book: Arc<RepoBook>,
     foreign: Arc<ForeignObjects>,
+    /// For `init`'s check that an object remote can be reached.
+    remote: Arc<Remote>,
 }
 
 impl Registrar {
-    pub(crate) fn new(book: Arc<RepoBook>, foreign: Arc<ForeignObjects>) -> Registrar {
-        Registrar { book, foreign }
+    pub(crate) fn new(
+        book: Arc<RepoBook>,
+        foreign: Arc<ForeignObjects>,
+        remote: Arc<Remote>,
+    ) -> Registrar {
+        Registrar {
+            book,
+            foreign,
+            remote,
+        }
     }
 
     /// Registers the work tree containing `path` (watched and scanned) and
@@ -51,18 +62,36 @@ impl Registrar {
     }
 
     /// `drsctl init`: sets the repo at `repo` up for drsd (the agent at
-    /// `agent`, the object remote and Indexd) and registers it.
+    /// `agent`, the object remote and Indexd) and registers it. A new
+    /// object remote is checked first (the folder takes a file; the bucket
+    /// exists and takes the credentials): nothing is written for one that
+    /// cannot be used.
     pub async fn set_up(
         &self,
         repo: PathBuf,
         agent: PathBuf,
         settings: setup::RepoSettings,
     ) -> Result<SetupReport, WireError> {
+        if let Some(text) = &settings.remote {
+            self.check_remote(text).await?;
+        }
         let report = crate::blocking(move || setup::init(&repo, &agent, &settings))
             .await
             .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
         self.register(report.repo.clone()).await?;
         Ok(report)
+    }
+
+    /// Whether the object remote `text` can be used, else why not.
+    async fn check_remote(&self, text: &str) -> Result<(), WireError> {
+        let bad = |why: String| {
+            WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("object remote {text}: {why}; nothing was changed"),
+            )
+        };
+        let remote = ObjectRemote::parse(text).map_err(|e| bad(e.to_string()))?;
+        self.remote.check_reachable(&remote).await.map_err(bad)
     }
 
     /// `drsctl init --undo`: takes what `init` set up out of the repo and

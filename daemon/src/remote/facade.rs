@@ -77,6 +77,9 @@ pub enum PointerFetchError {
     Head(RemoteError),
     #[error(transparent)]
     Fetch(#[from] FetchError),
+    /// A folder remote's file could not be read, or is not the object.
+    #[error(transparent)]
+    Dir(super::dir::DirError),
 }
 
 /// Objects above this size are worth a HEAD first, for an ETag to resume by.

@@ -8,7 +8,8 @@
 //! and retries, `s3.rs` (and `s3/multipart.rs`) and `http.rs` make the
 //! requests, `download.rs` fetches into the pool (resumable, through the
 //! partial files `partial.rs` and [`partials`] own), `upload.rs` and
-//! `copy.rs` write to an object remote. [`drs`] resolves GA4GH DRS URIs
+//! `copy.rs` write to an object remote; `dir.rs` is a folder as one, and
+//! `object_remote.rs` the enum of the two that [`Remote`] dispatches on. [`drs`] resolves GA4GH DRS URIs
 //! and talks to Gen3 Indexd.
 
 mod answer;
@@ -17,12 +18,14 @@ mod checksum;
 mod clients;
 mod copy;
 mod credentials;
+pub mod dir;
 mod download;
 pub mod drs;
 mod error;
 mod facade;
 mod http;
 mod journal;
+mod object_remote;
 mod partial;
 pub mod partials;
 mod resolved;
@@ -41,6 +44,7 @@ pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
 pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
+pub use object_remote::{ObjectRemote, StoreError};
 pub use resolved::{Access, ResolveError};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META};
 pub use transport::Retry;

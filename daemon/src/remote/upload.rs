@@ -107,6 +107,8 @@ pub enum UploadError {
     Size { object: String, want: u64, got: u64 },
     #[error(transparent)]
     Io(#[from] crate::IoError),
+    #[error(transparent)]
+    Dir(#[from] super::dir::DirError),
     #[error("{path} is not object {want}: its content is sha256 {got}; nothing was uploaded")]
     NotTheObject { path: PathBuf, want: Oid, got: Oid },
 }

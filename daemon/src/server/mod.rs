@@ -119,7 +119,7 @@ impl Daemon {
             Arc::clone(&jobs_wake),
             config.prefetch.max_size,
         ));
-        let registrar = Registrar::new(repos.clone(), foreign.clone());
+        let registrar = Registrar::new(repos.clone(), foreign.clone(), remote.clone());
         let shared = Arc::new(Shared {
             config,
             pool,

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::pool::Oid;
-use crate::remote::ObjectLayout;
+use crate::remote::ObjectRemote;
 
 /// How long an object this daemon sent or found stays known to be there.
 const CONFIRMED_FOR: Duration = Duration::from_secs(600);
@@ -15,22 +15,22 @@ const CONFIRMED_FOR: Duration = Duration::from_secs(600);
 /// Past this many entries, the expired ones go.
 const PRUNE_FROM: usize = 100_000;
 
-/// Objects known to be in an object remote (`bucket/prefix`), and since when.
+/// Objects known to be in an object remote (by its URL), and since when.
 #[derive(Default)]
 pub(super) struct Confirmed(Mutex<BTreeMap<(String, Oid), Instant>>);
 
-fn place(layout: &ObjectLayout) -> String {
-    format!("{}/{}", layout.bucket, layout.prefix)
+fn place(remote: &ObjectRemote) -> String {
+    remote.url()
 }
 
 impl Confirmed {
-    pub(super) fn holds(&self, layout: &ObjectLayout, oid: Oid) -> bool {
+    pub(super) fn holds(&self, layout: &ObjectRemote, oid: Oid) -> bool {
         let map = crate::lock::lock(&self.0);
         map.get(&(place(layout), oid))
             .is_some_and(|at| at.elapsed() < CONFIRMED_FOR)
     }
 
-    pub(super) fn record(&self, layout: &ObjectLayout, oid: Oid) {
+    pub(super) fn record(&self, layout: &ObjectRemote, oid: Oid) {
         let mut map = crate::lock::lock(&self.0);
         if map.len() >= PRUNE_FROM {
             map.retain(|_, at| at.elapsed() < CONFIRMED_FOR);
@@ -46,8 +46,8 @@ mod tests {
     #[test]
     fn an_object_is_confirmed_in_the_remote_it_was_recorded_for_only() {
         let confirmed = Confirmed::default();
-        let here = ObjectLayout::parse("s3://bkt/a").unwrap();
-        let there = ObjectLayout::parse("s3://bkt/b").unwrap();
+        let here = ObjectRemote::parse("s3://bkt/a").unwrap();
+        let there = ObjectRemote::parse("/srv/bkt/a").unwrap();
         let oid = Oid::of(b"x");
         assert!(!confirmed.holds(&here, oid));
         confirmed.record(&here, oid);

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use crate::blocking;
 use crate::git::Repo;
 use crate::lfs::setup::recorded;
-use crate::remote::ObjectLayout;
+use crate::remote::ObjectRemote;
 use drsd_proto::{ErrorCode, WireError};
 
 #[derive(Clone)]
@@ -37,17 +37,17 @@ pub struct RepoFacts {
 impl RepoFacts {
     /// The repo's object remote (`repo` as the request named it, for the
     /// advice when there is none).
-    pub fn layout(&self, repo: &Path) -> Result<ObjectLayout, WireError> {
+    pub fn object_remote(&self, repo: &Path) -> Result<ObjectRemote, WireError> {
         let url = self.remote.as_deref().ok_or_else(|| {
             WireError::new(
                 ErrorCode::InvalidArgument,
                 format!(
-                    "{} has no object remote: record one with drsctl init --remote s3://bucket/prefix (it goes in .gitattributes)",
+                    "{} has no object remote: record one with drsctl init --remote s3://bucket/prefix (or a folder: --remote /shared/objects; it goes in .gitattributes)",
                     repo.display()
                 ),
             )
         })?;
-        ObjectLayout::parse(url)
+        ObjectRemote::parse(url)
             .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
     }
 

@@ -144,12 +144,19 @@ impl Transfers {
         pushed: &Pushed,
     ) -> Result<(), String> {
         let oid = pushed.pointer.oid;
-        let key = target.layout.key(&oid);
-        let location = format!("s3://{}/{key}", target.layout.bucket);
+        // `indexd_target` refuses any other object remote.
+        let Some(layout) = target.layout.s3() else {
+            return Err(format!(
+                "an Indexd record needs an s3:// object remote, not {}",
+                target.layout
+            ));
+        };
+        let key = layout.key(&oid);
+        let location = format!("s3://{}/{key}", layout.bucket);
         let failed = |why: String| {
             format!("{location} is in the object remote, but registering it with Indexd {} failed: {why}; push again to register it", indexd.base)
         };
-        let etag = self.remote_etag(target, &key).await.map_err(&failed)?;
+        let etag = self.remote_etag(layout, &key).await.map_err(&failed)?;
         let md5 = self
             .md5_of(foreign, oid, etag.as_deref())
             .await
@@ -189,12 +196,12 @@ impl Transfers {
     /// The object remote's ETag of `key`, without quotes.
     async fn remote_etag(
         &self,
-        target: &PushTarget<'_>,
+        layout: &crate::remote::ObjectLayout,
         key: &str,
     ) -> Result<Option<String>, String> {
         let client = self.remote.s3().map_err(|e| e.to_string())?;
         let meta = client
-            .head(&target.layout.bucket, key)
+            .head(&layout.bucket, key)
             .await
             .map_err(|e| e.to_string())?
             .ok_or("it is not there any more")?;

@@ -118,10 +118,10 @@ impl Transfers {
         if held == Some(size) {
             return Ok(ObjectSource::Pool);
         }
-        let missing = match facts.layout(repo) {
-            Ok(layout) => match self
+        let missing = match facts.object_remote(repo) {
+            Ok(objects) => match self
                 .remote
-                .fetch_for_pointer(self.pool.clone(), &layout, oid, size, report)
+                .fetch_pointed(self.pool.clone(), &objects, oid, size, report)
                 .await
             {
                 Ok(()) => return Ok(ObjectSource::Remote),
@@ -172,7 +172,7 @@ fn fetch_error(e: PointerFetchError) -> WireError {
         }
         PointerFetchError::Missing { .. } => ErrorCode::NotFound,
         PointerFetchError::Head(_) => return WireError::new(ErrorCode::Internal, e.to_string()),
-        PointerFetchError::Fetch(_) => ErrorCode::Internal,
+        PointerFetchError::Fetch(_) | PointerFetchError::Dir(_) => ErrorCode::Internal,
     };
     crate::server::wire_error::wire_error(code, &e)
 }

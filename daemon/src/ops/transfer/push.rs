@@ -17,7 +17,7 @@ use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
-use crate::remote::{holds, CopyOutcome, CopySource, ObjectLayout, ObjectUrl};
+use crate::remote::{CopyOutcome, CopySource, ObjectRemote, ObjectUrl};
 use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 
 /// What became of one pushed object. Only the first three let the push go
@@ -36,7 +36,7 @@ pub enum PushOutcome {
 
 /// Where the push's objects go and come from.
 pub struct PushTarget<'a> {
-    pub layout: &'a ObjectLayout,
+    pub layout: &'a ObjectRemote,
     /// The repo's `lfs/objects`.
     pub lfs_objects: &'a Path,
     /// The git remote pushed to, for the advice in a refusal.
@@ -75,14 +75,14 @@ impl Transfers {
             report.refused = objects.into_iter().map(no_object_remote).collect();
             return Ok(report);
         }
-        let layout = facts.layout(repo)?;
+        let layout = facts.object_remote(repo)?;
         let lfs_objects = facts.lfs.join("objects");
         let target = PushTarget {
             layout: &layout,
             lfs_objects: &lfs_objects,
             remote,
         };
-        let indexd = self.indexd_target(&facts)?;
+        let indexd = self.indexd_target(&facts, &layout)?;
         let mut results = stream::iter(objects)
             .map(|pushed| {
                 let (target, foreign, superseded) = (&target, &foreign, &superseded);
@@ -141,10 +141,17 @@ impl Transfers {
     fn indexd_target<'f>(
         &self,
         facts: &'f RepoFacts,
+        objects: &ObjectRemote,
     ) -> Result<Option<IndexdTarget<'f>>, WireError> {
         let Some(base) = &facts.indexd else {
             return Ok(None);
         };
+        if objects.s3().is_none() {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("{}: an Indexd record needs an s3:// object remote (others cannot read the folder {objects}): record one with drsctl init --remote s3://bucket/prefix, or remove drs-indexd from .gitattributes; nothing was pushed", facts.top.display()),
+            ));
+        }
         self.trusted_indexd(base)?;
         let client = self
             .remote
@@ -187,8 +194,11 @@ impl Transfers {
     }
 
     /// Puts one pushed object in the object remote: a foreign object by a
-    /// server-side copy of its source, else from `.git/lfs/objects` or the
-    /// pool; present when the object remote holds it already.
+    /// server-side copy of its source (into an S3 remote), else from
+    /// `.git/lfs/objects` or the pool, else read from its source into the
+    /// pool first (a `drs://` object; any foreign object bound for a folder
+    /// remote, which has no server-side copy); present when the object
+    /// remote holds it already.
     pub async fn push_object(
         &self,
         target: &PushTarget<'_>,
@@ -204,14 +214,15 @@ impl Transfers {
                     o.url
                 ));
             }
-            if let Ok(ObjectUrl::S3 { bucket, key }) = ObjectUrl::parse(o.url.expose()) {
+            let url = ObjectUrl::parse(o.url.expose());
+            if let (Ok(ObjectUrl::S3 { bucket, key }), Some(layout)) = (url, target.layout.s3()) {
                 let source = CopySource {
                     bucket: &bucket,
                     key: &key,
                     etag: Some(o.etag.as_str()).filter(|e| !e.is_empty()),
                     size: o.size,
                 };
-                let why = match self.copy(target, &source, pointer).await {
+                let why = match self.copy(target, layout, &source, pointer).await {
                     Err(why) => why,
                     Ok(outcome) => return outcome,
                 };
@@ -227,37 +238,34 @@ impl Transfers {
         if let Some(outcome) = self.push_local(target, pointer).await {
             return outcome;
         }
-        if let Some(drs) = foreign.and_then(drs_url) {
-            return self.push_through_drs(target, &drs, pointer).await;
+        if let Some(url) = foreign.and_then(|e| through_pool(e, target.layout)) {
+            return self.push_through_pool(target, &url, pointer).await;
         }
         let why = match foreign {
             Some(_) => "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".to_string(),
             None => format!(
-                "the object is in neither .git/lfs/objects, the pool, nor the object remote s3://{}/{}, and is not an object this repo added by URL: a clone could not get it. \
+                "the object is in neither .git/lfs/objects, the pool, nor the object remote {}, and is not an object this repo added by URL: a clone could not get it. \
                  Fetch it here (git lfs fetch {remote} --all), or push it from a clone that has it (git lfs push --object-id {remote} {oid_hex}), or remove the commit that adds it",
-                target.layout.bucket,
-                target.layout.prefix,
+                target.layout,
                 remote = target.remote,
             ),
         };
         self.unless_in_remote(target, pointer, why).await
     }
 
-    /// A `drs://` object not on this machine: read through its DRS server
-    /// into the pool (checked against the oid), then sent. Unless the object
-    /// remote holds it already.
-    async fn push_through_drs(
+    /// A foreign object not on this machine: read from its source (a
+    /// `drs://` one through its DRS server) into the pool, checked against
+    /// the oid, then sent. Unless the object remote holds it already.
+    async fn push_through_pool(
         &self,
         target: &PushTarget<'_>,
         url: &ObjectUrl,
         pointer: &Pointer,
     ) -> PushOutcome {
         let (oid, size) = (pointer.oid, pointer.size);
-        if let Ok(client) = self.remote.s3() {
-            if let Ok(Some(_)) = holds(&client, target.layout, &oid, size).await {
-                self.confirmed.record(target.layout, oid);
-                return PushOutcome::Present;
-            }
+        if let Ok(true) = self.remote.holds_object(target.layout, oid, size).await {
+            self.confirmed.record(target.layout, oid);
+            return PushOutcome::Present;
         }
         let read = self
             .remote
@@ -271,7 +279,7 @@ impl Transfers {
                 }
             },
             Err(e) => {
-                let why = format!("not on this machine, and reading it through DRS failed: {e}");
+                let why = format!("not on this machine, and reading it from {url} failed: {e}");
                 self.unless_in_remote(target, pointer, why).await
             }
         }
@@ -282,12 +290,13 @@ impl Transfers {
     async fn copy(
         &self,
         target: &PushTarget<'_>,
+        layout: &crate::remote::ObjectLayout,
         source: &CopySource<'_>,
         pointer: &Pointer,
     ) -> Result<PushOutcome, String> {
         let copied = self
             .remote
-            .copy_verified(source, target.layout, pointer.oid, self.upload)
+            .copy_verified(source, layout, pointer.oid, self.upload)
             .await;
         Ok(match copied {
             CopyOutcome::Present => {
@@ -313,22 +322,18 @@ impl Transfers {
         pointer: &Pointer,
         why: String,
     ) -> PushOutcome {
-        let client = match self.remote.s3() {
-            Ok(c) => c,
-            Err(e) => {
-                return PushOutcome::Failed(format!(
-                    "{why}; and the object remote cannot be checked: {e}"
-                ))
-            }
-        };
-        match holds(&client, target.layout, &pointer.oid, pointer.size).await {
-            Ok(Some(_)) => {
+        let held = self
+            .remote
+            .holds_object(target.layout, pointer.oid, pointer.size)
+            .await;
+        match held {
+            Ok(true) => {
                 self.confirmed.record(target.layout, pointer.oid);
                 PushOutcome::Present
             }
-            Ok(None) => PushOutcome::Refused(why),
+            Ok(false) => PushOutcome::Refused(why),
             Err(e) => PushOutcome::Failed(format!(
-                "not on this machine, and the object remote could not be checked for it: {e}"
+                "{why}; and the object remote could not be checked for it: {e}"
             )),
         }
     }
@@ -397,9 +402,11 @@ fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
     }
 }
 
-/// The `drs://` URL of a foreign object added by DRS id.
-fn drs_url(entry: &Entry) -> Option<ObjectUrl> {
+/// The URL a foreign object not on this machine is read from on its way to
+/// `objects`: a `drs://` one always; any, for a folder remote (an S3
+/// remote copies an `s3://` source server-side instead).
+fn through_pool(entry: &Entry, objects: &ObjectRemote) -> Option<ObjectUrl> {
     ObjectUrl::parse(entry.object.url.expose())
         .ok()
-        .filter(|u| matches!(u, ObjectUrl::Drs(_)))
+        .filter(|u| matches!(u, ObjectUrl::Drs(_)) || objects.s3().is_none())
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{internal, Transfers};
 use crate::blocking;
 use crate::pool::{Oid, PoolError};
-use crate::remote::{upload_from_file, upload_from_pool, ObjectLayout, UploadError, Uploaded};
+use crate::remote::{ObjectRemote, UploadError, Uploaded};
 use drsd_proto::{ErrorCode, WireError};
 
 impl Transfers {
@@ -20,7 +20,7 @@ impl Transfers {
         size: u64,
         path: PathBuf,
     ) -> Result<bool, WireError> {
-        let layout = self.facts(repo).await?.layout(repo)?;
+        let layout = self.facts(repo).await?.object_remote(repo)?;
         self.send_local(&layout, oid, size, path).await
     }
 
@@ -31,7 +31,7 @@ impl Transfers {
     /// a cache, and a push must not depend on it.
     pub async fn send_local(
         &self,
-        layout: &ObjectLayout,
+        layout: &ObjectRemote,
         oid: Oid,
         size: u64,
         path: PathBuf,
@@ -56,12 +56,14 @@ impl Transfers {
     /// on the way) to `layout` unless it is there; true when it was.
     async fn send_file(
         &self,
-        layout: &ObjectLayout,
+        layout: &ObjectRemote,
         oid: Oid,
         path: &Path,
     ) -> Result<bool, WireError> {
-        let client = self.s3()?;
-        let uploaded = upload_from_file(&client, path, layout, &oid, self.upload)
+        self.s3_ready(layout)?;
+        let uploaded = self
+            .remote
+            .upload_file(path, layout, oid, self.upload)
             .await
             .map_err(|e| {
                 let code = match e {
@@ -114,22 +116,28 @@ impl Transfers {
     /// was (or this daemon sent or saw it there in the last few minutes: the
     /// pre-push hook's batch is not checked again when git-lfs asks per
     /// object).
-    async fn send_from_pool(&self, layout: &ObjectLayout, oid: Oid) -> Result<bool, WireError> {
+    async fn send_from_pool(&self, layout: &ObjectRemote, oid: Oid) -> Result<bool, WireError> {
         if self.confirmed.holds(layout, oid) {
             return Ok(true);
         }
-        let client = self.s3()?;
-        let uploaded = upload_from_pool(&client, self.pool.clone(), layout, &oid, self.upload)
+        self.s3_ready(layout)?;
+        let uploaded = self
+            .remote
+            .upload_pooled(self.pool.clone(), layout, oid, self.upload)
             .await
             .map_err(internal)?;
         self.confirmed.record(layout, oid);
         Ok(matches!(uploaded, Uploaded::Skipped(_)))
     }
 
-    /// The S3 client; a setup that cannot make one is the caller's to fix.
-    fn s3(&self) -> Result<std::sync::Arc<crate::remote::S3Client>, WireError> {
-        self.remote
-            .s3()
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
+    /// For an S3 remote, that the S3 client can be made: a setup that
+    /// cannot make one is the caller's to fix (`invalid_argument`).
+    fn s3_ready(&self, remote: &ObjectRemote) -> Result<(), WireError> {
+        if remote.s3().is_some() {
+            self.remote.s3().map_err(|e| {
+                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
+            })?;
+        }
+        Ok(())
     }
 }

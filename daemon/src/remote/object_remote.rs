@@ -1,0 +1,286 @@
+//! The repo's object remote, as recorded in `.gitattributes`
+//! (`drs-remote=`): an S3 prefix or a folder. [`ObjectRemote`] is parsed
+//! once from the recorded text, and [`Remote`] dispatches on it (holds,
+//! upload, fetch, the reachability check of `drsctl init`), so the
+//! transfer operations above do not match on the kind of store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::dir::{DirError, DirPut, DirRemote};
+use super::{
+    upload_from_file, upload_from_pool, ObjectLayout, ObjectMeta, PointerFetchError, Remote,
+    RemoteError, UploadError, UploadOptions, Uploaded,
+};
+use crate::pool::{Oid, Pool};
+
+/// Where a repo's objects go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectRemote {
+    /// `s3://bucket/prefix`.
+    S3(ObjectLayout),
+    /// `file:///folder`.
+    Dir(DirRemote),
+}
+
+/// Why an object remote could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error(transparent)]
+    Dir(#[from] DirError),
+}
+
+const KINDS: &str =
+    "an object remote is s3://bucket[/prefix], file:///absolute/folder, or an absolute folder path";
+
+impl ObjectRemote {
+    /// From what `drsctl init --remote` was given or `.gitattributes` records.
+    pub fn parse(text: &str) -> Result<ObjectRemote, RemoteError> {
+        let bad = |why: String| RemoteError::BadUrl {
+            url: text.into(),
+            why,
+        };
+        if text.starts_with("s3://") {
+            return ObjectLayout::parse(text).map(ObjectRemote::S3);
+        }
+        if text.starts_with("file:") || text.starts_with('/') {
+            return DirRemote::parse(text).map(ObjectRemote::Dir).map_err(bad);
+        }
+        let why = match text.split_once("://") {
+            Some((scheme, _)) => format!("unknown scheme {scheme:?}: {KINDS}"),
+            None => format!("not a URL or an absolute path: {KINDS}"),
+        };
+        Err(bad(why))
+    }
+
+    /// As it is recorded: one word (a folder's `file://` URL percent-encoded).
+    pub fn url(&self) -> String {
+        match self {
+            ObjectRemote::S3(l) if l.prefix.is_empty() => format!("s3://{}", l.bucket),
+            ObjectRemote::S3(l) => format!("s3://{}/{}", l.bucket, l.prefix),
+            ObjectRemote::Dir(d) => d.url(),
+        }
+    }
+
+    /// The S3 prefix, when it is one: server-side copies and Indexd
+    /// records need it.
+    pub fn s3(&self) -> Option<&ObjectLayout> {
+        match self {
+            ObjectRemote::S3(l) => Some(l),
+            ObjectRemote::Dir(_) => None,
+        }
+    }
+
+    /// Where object `oid` is kept, for messages.
+    pub fn location(&self, oid: &Oid) -> String {
+        match self {
+            ObjectRemote::S3(l) => format!("s3://{}/{}", l.bucket, l.key(oid)),
+            ObjectRemote::Dir(d) => d.path_of(oid).display().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url())
+    }
+}
+
+impl Remote {
+    /// Whether `remote` holds `oid` whole (`size` bytes, its sha256, readable).
+    pub async fn holds_object(
+        &self,
+        remote: &ObjectRemote,
+        oid: Oid,
+        size: u64,
+    ) -> Result<bool, StoreError> {
+        match remote {
+            ObjectRemote::S3(layout) => {
+                let client = self.s3()?;
+                Ok(super::holds(&client, layout, &oid, size).await?.is_some())
+            }
+            ObjectRemote::Dir(dir) => {
+                let dir = dir.clone();
+                Ok(crate::blocking(move || dir.holds(&oid, size)).await?)
+            }
+        }
+    }
+
+    /// Sends pool entry `oid` to `remote` unless it is there.
+    pub async fn upload_pooled(
+        &self,
+        pool: Arc<Pool>,
+        remote: &ObjectRemote,
+        oid: Oid,
+        opts: UploadOptions,
+    ) -> Result<Uploaded, UploadError> {
+        match remote {
+            ObjectRemote::S3(layout) => {
+                let client = self.s3()?;
+                upload_from_pool(&client, pool, layout, &oid, opts).await
+            }
+            ObjectRemote::Dir(dir) => {
+                let dir = dir.clone();
+                let put = crate::blocking(move || dir.put_from_pool(&pool, &oid));
+                match put.await {
+                    Err(DirError::NotInPool(oid)) => Err(UploadError::Missing(oid)),
+                    put => Ok(uploaded(put?, oid)),
+                }
+            }
+        }
+    }
+
+    /// Sends the file at `path` to `remote` as object `oid` (checked
+    /// against the oid) unless it is there.
+    pub async fn upload_file(
+        &self,
+        path: &Path,
+        remote: &ObjectRemote,
+        oid: Oid,
+        opts: UploadOptions,
+    ) -> Result<Uploaded, UploadError> {
+        match remote {
+            ObjectRemote::S3(layout) => {
+                let client = self.s3()?;
+                upload_from_file(&client, path, layout, &oid, opts).await
+            }
+            ObjectRemote::Dir(dir) => {
+                let (dir, path) = (dir.clone(), path.to_path_buf());
+                let put = crate::blocking(move || dir.put_from_file(&path, &oid));
+                match put.await {
+                    Err(DirError::NotTheObject { path, oid, got }) => {
+                        Err(UploadError::NotTheObject {
+                            path,
+                            want: oid,
+                            got,
+                        })
+                    }
+                    put => Ok(uploaded(put?, oid)),
+                }
+            }
+        }
+    }
+
+    /// Fetches the object a pointer names from `remote` into `pool`, its
+    /// sha256 checked (see [`Remote::fetch_for_pointer`] for S3).
+    pub async fn fetch_pointed(
+        &self,
+        pool: Arc<Pool>,
+        remote: &ObjectRemote,
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<(), PointerFetchError> {
+        let dir = match remote {
+            ObjectRemote::S3(layout) => {
+                return self
+                    .fetch_for_pointer(pool, layout, oid, size, report)
+                    .await
+            }
+            ObjectRemote::Dir(dir) => dir.clone(),
+        };
+        let fetched = crate::blocking(move || dir.fetch_into(&pool, &oid, size)).await;
+        match fetched {
+            Ok(()) => {
+                report(size);
+                Ok(())
+            }
+            Err(DirError::Missing { oid, path }) => Err(PointerFetchError::Missing {
+                oid,
+                object: path.display().to_string(),
+            }),
+            Err(DirError::WrongSize {
+                path, held, size, ..
+            }) => Err(PointerFetchError::WrongSize {
+                object: path.display().to_string(),
+                held,
+                size,
+            }),
+            Err(e) => Err(PointerFetchError::Dir(e)),
+        }
+    }
+
+    /// `drsctl init`'s check that `remote` can be used: a folder that
+    /// exists and takes a new file; a bucket that exists and answers to
+    /// these credentials.
+    pub async fn check_reachable(&self, remote: &ObjectRemote) -> Result<(), String> {
+        match remote {
+            ObjectRemote::Dir(dir) => {
+                let dir = dir.clone();
+                crate::blocking(move || dir.check_writable())
+                    .await
+                    .map_err(|e| format!("the folder cannot take objects: {e}"))
+            }
+            ObjectRemote::S3(layout) => self.check_bucket(layout).await,
+        }
+    }
+
+    /// A GET of a key that is not there: S3 says `NoSuchKey` when the
+    /// bucket exists and the credentials are good, `NoSuchBucket` or 403
+    /// when not (a HEAD would not say which).
+    async fn check_bucket(&self, layout: &ObjectLayout) -> Result<(), String> {
+        let client = self.s3().map_err(|e| e.to_string())?;
+        let probe = match layout.prefix.as_str() {
+            "" => ".drsd-init-check".to_string(),
+            p => format!("{p}/.drsd-init-check"),
+        };
+        let bucket = format!("s3://{}", layout.bucket);
+        match client.get_bytes(&layout.bucket, &probe, Some(0..1)).await {
+            Ok(_) => Ok(()),
+            Err(RemoteError::Http { code, .. }) if code.contains("NoSuchBucket") => {
+                Err(format!("bucket {bucket} does not exist"))
+            }
+            Err(RemoteError::Http {
+                status: 404 | 416, ..
+            }) => Ok(()),
+            Err(e @ RemoteError::Auth { .. }) => Err(format!(
+                "{bucket} refused the credentials: {e}; check AWS_ACCESS_KEY_ID / AWS_PROFILE and the bucket's policy"
+            )),
+            Err(e) => Err(format!("{bucket} could not be reached: {e}")),
+        }
+    }
+}
+
+fn uploaded(put: DirPut, oid: Oid) -> Uploaded {
+    let (DirPut::Present(size) | DirPut::Written(size)) = put;
+    let meta = ObjectMeta {
+        size,
+        etag: None,
+        last_modified: None,
+        version_id: None,
+        sha256: Some(oid.to_hex()),
+    };
+    match put {
+        DirPut::Present(_) => Uploaded::Skipped(meta),
+        DirPut::Written(_) => Uploaded::Sent(meta),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_remote_is_an_s3_prefix_or_a_folder_and_nothing_else() {
+        let s3 = ObjectRemote::parse("s3://bkt/lfs").unwrap();
+        assert_eq!(s3.url(), "s3://bkt/lfs");
+        let dir = ObjectRemote::parse("/shared/lab objects/").unwrap();
+        assert_eq!(dir.url(), "file:///shared/lab%20objects");
+        assert_eq!(ObjectRemote::parse(&dir.url()).unwrap(), dir);
+        for bad in [
+            "gs://bkt",
+            "bkt/lfs",
+            "relative/dir",
+            "file://host/x",
+            "file:///a/../b",
+            "file:///a?x=1",
+        ] {
+            let err = ObjectRemote::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
+        let err = ObjectRemote::parse("gs://bkt").unwrap_err().to_string();
+        assert!(err.contains("unknown scheme \"gs\""), "{err}");
+    }
+}
