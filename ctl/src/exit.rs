@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use drsd_proto::{ErrorCode, IpcError};
 
 pub const FAILED: u8 = 1;
+pub const USAGE: u8 = 2;
 pub const UNREACHABLE: u8 = 3;
 pub const PROTOCOL: u8 = 4;
 
@@ -31,10 +32,15 @@ impl Failure {
         }
     }
 
-    /// Prints the error (as JSON on standard output too, with `--json`).
+    /// Prints the error: on standard error for people; with `--json` on
+    /// standard output only, as `{"error": {"code", "message"}}` (or not at
+    /// all when the command's JSON answer already tells it), so a script
+    /// reads one document and standard error stays empty.
     pub fn report(self, json: bool) -> ExitCode {
         let message = drsd_proto::one_line(self.error.as_ref());
-        if json && !self.answered {
+        if !json {
+            eprintln!("drsctl: {message}");
+        } else if !self.answered {
             let code = self
                 .wire_code
                 .map(|c| c.to_string())
@@ -42,8 +48,28 @@ impl Failure {
             let body = serde_json::json!({"error": {"code": code, "message": message}});
             println!("{body}");
         }
-        eprintln!("drsctl: {message}");
         ExitCode::from(self.code)
+    }
+
+    /// A usage error (clap's), exit 2; as JSON on standard output when the
+    /// command line asked for `--json`.
+    pub fn usage(error: clap::Error, json: bool) -> ExitCode {
+        use clap::error::ErrorKind;
+        let shown = matches!(
+            error.kind(),
+            ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        if !json || shown {
+            error.exit();
+        }
+        let text = error.to_string();
+        let first = text.lines().next().unwrap_or("");
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        let body = serde_json::json!({"error": {"code": "usage", "message": message}});
+        println!("{body}");
+        ExitCode::from(USAGE)
     }
 }
 

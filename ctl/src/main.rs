@@ -1,6 +1,7 @@
 //! `drsctl`: the user's command line, a thin client of the drsd daemon.
 
 mod cmd;
+mod docs;
 mod exit;
 mod output;
 mod service;
@@ -40,6 +41,7 @@ enum Command {
     /// the daemon, the daemon watches it. Idempotent.
     Init {
         /// The repo [default: the current folder]
+        #[arg(value_name = "PATH")]
         path: Option<PathBuf>,
         /// Record the object remote in .gitattributes, for every clone:
         /// s3://bucket/prefix, or a folder (file:///shared/objects or an
@@ -61,17 +63,28 @@ enum Command {
         undo: bool,
     },
     /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
-    Clone { url: String, dir: Option<PathBuf> },
+    Clone {
+        /// The repo to clone: any URL or path `git clone` takes
+        #[arg(value_name = "URL")]
+        url: String,
+        /// The folder to clone into [default: the repo's name, as git clone chooses]
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Add a remote object (s3://bucket/key or https://...) to the repo by
     /// URL: one HEAD, never a read of its content; writes a Git LFS pointer
     /// at PATH, tracks PATH with git-lfs and stages it. Also `git drs add-url`
     /// (see README).
     AddUrl {
         /// The object's URL (or use --from)
-        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        #[arg(
+            required_unless_present = "from",
+            conflicts_with = "from",
+            value_name = "URL"
+        )]
         url: Option<String>,
         /// Where the pointer goes [default: the URL's file name, in the current folder]
-        #[arg(conflicts_with = "from")]
+        #[arg(conflicts_with = "from", value_name = "PATH")]
         path: Option<PathBuf>,
         /// A file of `URL [PATH]` lines, `-` for standard input (blank lines and
         /// # comments skipped; lines up to 64 KiB): read here and sent in batches
@@ -94,7 +107,11 @@ enum Command {
     /// to commit. Staged, uncommitted ones are promoted on their own.
     Promote {
         /// The pointer files to promote
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        #[arg(
+            required_unless_present = "all",
+            conflicts_with = "all",
+            value_name = "PATH"
+        )]
         paths: Vec<PathBuf>,
         /// Every provisional pointer of the repo
         #[arg(long)]
@@ -108,6 +125,21 @@ enum Command {
         /// for good (after fixing the cause: a URL, a server, credentials)
         #[arg(long)]
         retry: bool,
+    },
+    /// Queue the prefetch (download and hash) of objects added with
+    /// --no-fetch, so that their pointers can be promoted; a job that failed
+    /// for good is queued again with fresh tries
+    Fetch {
+        /// The pointer files whose objects to fetch
+        #[arg(
+            required_unless_present = "all",
+            conflicts_with = "all",
+            value_name = "PATH"
+        )]
+        paths: Vec<PathBuf>,
+        /// Every provisional pointer of the repo
+        #[arg(long)]
+        all: bool,
     },
     /// Register, unregister and list the repos the daemon watches
     #[command(subcommand)]
@@ -136,18 +168,46 @@ enum Command {
     },
     /// Stop the daemon (it drains requests in flight first)
     Shutdown,
+    /// The settings in force in the daemon and where each came from (flag,
+    /// env, the settings file, default); secrets shown as <set>
+    Config {
+        /// Print the settings file's path instead (DRSD_CONFIG, else
+        /// $XDG_CONFIG_HOME/drsd/config.toml); needs no daemon
+        #[arg(long)]
+        path: bool,
+    },
     /// Install or remove the systemd user unit / launchd agent
     #[command(subcommand)]
     Service(service::ServiceCommand),
+    /// Print the shell completion script for SHELL (see README: loading completions)
+    Completions {
+        /// The shell to complete in
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Write drsctl's man pages (drsctl.1, drsctl-status.1, ...) into DIR
+    Man {
+        /// The folder to write them to (e.g. ~/.local/share/man/man1)
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
 enum ReposCommand {
     /// Watch the repo containing PATH (default: the current folder)
-    Add { path: Option<PathBuf> },
-    /// Stop watching a repo
-    Remove { path: Option<PathBuf> },
-    /// The registered repos and their last scan
+    Add {
+        /// A folder in the repo [default: the current folder]
+        #[arg(value_name = "PATH")]
+        path: Option<PathBuf>,
+    },
+    /// Stop watching a repo (works for a deleted repo too)
+    Remove {
+        /// A folder in the repo, or where a deleted repo was [default: the current folder]
+        #[arg(value_name = "PATH")]
+        path: Option<PathBuf>,
+    },
+    /// The registered repos and their last scan (when, and what it found)
     List,
 }
 
@@ -158,7 +218,10 @@ enum PoolCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return Failure::usage(e, std::env::args().any(|a| a == "--json")),
+    };
     let json = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -169,15 +232,19 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Failure> {
     let socket = cli.socket.path();
     let out = output::Output { json: cli.json };
-    if let Command::Service(command) = cli.command {
-        return service::run(command, &out);
-    }
+    let command = match cli.command {
+        Command::Service(command) => return service::run(command, &out),
+        Command::Completions { shell } => return docs::completions(shell),
+        Command::Man { dir } => return docs::man(&dir, &out),
+        Command::Config { path: true } => return cmd::config::path(&out),
+        command => command,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::other(anyhow::anyhow!("starting the async runtime: {e}")))?;
     runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Status => cmd::status::run(&socket, &out).await,
             Command::Init {
                 path,
@@ -241,8 +308,37 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 force,
                 grace,
             } => cmd::gc::run(&socket, dry_run, force, grace, &out).await,
+            Command::Fetch { paths, all } => cmd::fetch::run(&socket, paths, all, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
-            Command::Service(_) => unreachable!("handled above"),
+            Command::Config { .. } => cmd::config::run(&socket, &out).await,
+            Command::Service(_) | Command::Completions { .. } | Command::Man { .. } => {
+                unreachable!("handled above")
+            }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_positional_argument_has_a_help_line() {
+        let missing = drsd_proto::cli::undocumented_positionals(&super::Cli::command());
+        assert!(missing.is_empty(), "no help: {missing:?}");
+    }
+
+    #[test]
+    fn commands_that_never_reach_the_daemon_offer_no_socket() {
+        let cli = super::Cli::command();
+        for name in ["service", "completions", "man"] {
+            let sub = cli.find_subcommand(name).unwrap();
+            let mut all = vec![sub];
+            all.extend(sub.get_subcommands());
+            for c in all {
+                assert!(c.get_arguments().all(|a| a.get_id() != "socket"), "{name}");
+            }
+        }
+        super::Cli::command().debug_assert();
+    }
 }

@@ -68,34 +68,45 @@ pub fn repo_table(repos: &[RepoReport]) {
         .max()
         .unwrap_or(4)
         .max(4);
+    let now = unix_now();
     println!(
-        "  {:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
-        "path", "state", "pointers", "in repo", "in pool", "absent"
+        "  {:<width$}  {:<8}  {:>10}  {:>8}  {:>7}  {:>7}  {:>6}",
+        "path", "state", "last scan", "pointers", "in repo", "in pool", "absent"
     );
     for r in repos {
         let path = r.path.display().to_string();
+        let state = state(r.state);
         match &r.scan {
             Some(s) => println!(
-                "  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
-                state(r.state),
+                "  {path:<width$}  {state:<8}  {:>10}  {:>8}  {:>7}  {:>7}  {:>6}",
+                format!("{} ago", duration(now.saturating_sub(s.scanned_at))),
                 s.pointers,
                 s.in_repo,
                 s.in_pool,
                 s.absent
             ),
             None => println!(
-                "  {path:<width$}  {:<8}  {:>8}  {:>7}  {:>7}  {:>6}",
-                state(r.state),
-                "-",
-                "-",
-                "-",
-                "-"
+                "  {path:<width$}  {state:<8}  {:>10}  {:>8}  {:>7}  {:>7}  {:>6}",
+                "never", "-", "-", "-", "-"
             ),
         }
         if let Some(problem) = &r.problem {
             println!("  {:<width$}  ^ {problem}", "");
         }
     }
+    println!("  {LEGEND}");
+}
+
+/// What the table's counts count: git-lfs objects of the LFS pointers in
+/// HEAD, each in exactly one column.
+const LEGEND: &str = "(pointers: LFS pointers in HEAD; in repo: their objects in \
+.git/lfs/objects, a hard link shared with the pool included; in pool: only in the \
+pool, checkout takes them from there; absent: in neither)";
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A progress bar on standard error with `template`; hidden for `--json`

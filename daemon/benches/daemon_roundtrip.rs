@@ -91,13 +91,14 @@ fn git(dir: &Path, args: &[&str]) {
 
 fn start_daemon(dir: &Path, socket: &Path) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_drsd"))
+        .arg("serve")
         .arg("--socket")
         .arg(socket)
         .arg("--pool")
         .arg(dir.join("pool"))
         .arg("--state-dir")
         .arg(dir.join("state"))
-        .args(["serve", "--ready"])
+        .arg("--ready")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

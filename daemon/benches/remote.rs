@@ -3,6 +3,11 @@
 //! same object, in one run.
 //!
 //!     tests/with-servers.sh cargo bench -p drsd --bench remote [-- --mib N]
+//!
+//! `-- --md5 [--mib N]`: what md5 costs a prefetch (issue 14 item 3): the
+//! same object (default 2 GiB) from RGW and from nginx over http, three
+//! runs each, without md5 against `curl -o /dev/null` and with it against
+//! one core's md5 (`openssl speed -evp md5`), in one run.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -23,6 +28,15 @@ fn main() {
             .map(|n| n.parse().expect("--mib N"))
             .unwrap_or(4096);
         rt.block_on(prefetch_https(mib));
+        return;
+    }
+    if std::env::args().any(|a| a == "--md5") {
+        let mib = std::env::args()
+            .skip_while(|a| a != "--mib")
+            .nth(1)
+            .map(|n| n.parse().expect("--mib N"))
+            .unwrap_or(2048);
+        rt.block_on(md5_cost(mib));
         return;
     }
     if std::env::args().any(|a| a == "--small") {
@@ -100,7 +114,7 @@ async fn run(mib: u64) {
                 last_modified: None,
                 expect: None,
                 md5,
-                part_size: None,
+                part_sizes: &[],
             };
             let opts = FetchOptions {
                 parallel,
@@ -258,7 +272,7 @@ async fn prefetch_https(mib: u64) {
         .unwrap();
     assert!(status.success());
     let url = url::Url::parse(&format!("{base}/bench-prefetch.bin")).unwrap();
-    let client = HttpClient::new(HttpConfig::from_env()).unwrap();
+    let client = HttpClient::new(HttpConfig::from_env().unwrap()).unwrap();
     let meta = client.head(&url).await.unwrap().unwrap();
     let etag = meta.etag.clone().unwrap();
     let shell = |script: String| {
@@ -306,7 +320,7 @@ async fn prefetch_https(mib: u64) {
                 last_modified: None,
                 expect: None,
                 md5,
-                part_size: None,
+                part_sizes: &[],
             };
             let (t, cpu) = (Instant::now(), cpu_seconds(libc::RUSAGE_SELF));
             let got = fetch_into_pool(pool.clone(), req, FetchOptions::default(), &|_| {})
@@ -385,4 +399,117 @@ fn cpu_seconds(who: libc::c_int) -> f64 {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// One core's md5 in MiB/s: `openssl speed -evp md5`'s 16 KiB column.
+fn openssl_md5_rate() -> f64 {
+    let out = Command::new("openssl")
+        .args(["speed", "-seconds", "3", "-bytes", "16384", "-evp", "md5"])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("md5"))
+        .unwrap_or_else(|| panic!("no md5 line in: {text}"));
+    let kbytes: f64 = line
+        .split_whitespace()
+        .last()
+        .and_then(|v| v.trim_end_matches('k').parse().ok())
+        .expect("a rate in 1000s of bytes per second");
+    kbytes * 1000.0 / (1 << 20) as f64
+}
+
+/// A prefetch with and without md5 of the same object, from RGW and from
+/// nginx over http, against `curl -o /dev/null` and one core's md5.
+async fn md5_cost(mib: u64) {
+    use drsd::remote::{HttpClient, HttpConfig};
+    let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
+    let client = S3Client::new(config.clone(), S3Credentials::from_env().unwrap()).unwrap();
+    let www = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
+    let base = std::env::var("DRSD_TEST_HTTP_URL").unwrap();
+    let served = std::path::Path::new(&www).join("bench-md5.bin");
+    let status = Command::new("head")
+        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
+        .stdout(std::fs::File::create(&served).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bucket = format!("bench-md5-{}", std::process::id());
+    client.create_bucket(&bucket).await.unwrap();
+    let meta = client
+        .put_multipart(&bucket, "object.bin", &served, 64 << 20, &[])
+        .await
+        .unwrap();
+    let http = HttpClient::new(HttpConfig::from_env().unwrap()).unwrap();
+    let url = url::Url::parse(&format!("{base}/bench-md5.bin")).unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let pool = Arc::new(Pool::open(&dir.path().join("pool"), None).unwrap());
+    let md5_core = openssl_md5_rate();
+    println!("### What md5 costs a prefetch of {mib} MiB, best of 3\n");
+    println!("One core's md5 (`openssl speed -evp md5`, 16 KiB blocks): {md5_core:.0} MiB/s\n");
+    println!("| source | `curl -o /dev/null` MiB/s | prefetch, sha256 only | / curl | prefetch, sha256 + md5 | / one core's md5 |");
+    println!("|---|---|---|---|---|---|");
+    let sources = [
+        (
+            "Ceph RGW",
+            presign(&config, &bucket, "object.bin"),
+            Origin::S3 {
+                client: &client,
+                bucket: &bucket,
+                key: "object.bin",
+            },
+        ),
+        (
+            "nginx, http",
+            url.to_string(),
+            Origin::Http {
+                client: &http,
+                url: &url,
+                headers: &[],
+            },
+        ),
+    ];
+    for (name, plain_url, origin) in sources {
+        let curl = timed(3, || {
+            let ok = Command::new("curl")
+                .args(["-sf", "-o", "/dev/null", &plain_url])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "curl failed");
+        });
+        let mut runs = [Run::default(), Run::default()];
+        for _ in 0..3 {
+            for (md5, run) in [false, true].into_iter().zip(runs.iter_mut()) {
+                let req = Fetch {
+                    origin,
+                    size: meta.size,
+                    etag: None,
+                    last_modified: None,
+                    expect: None,
+                    md5,
+                    part_sizes: &[],
+                };
+                let (t, cpu) = (Instant::now(), cpu_seconds(libc::RUSAGE_SELF));
+                let got = fetch_into_pool(pool.clone(), req, FetchOptions::default(), &|_| {})
+                    .await
+                    .unwrap();
+                run.add(t.elapsed(), cpu_seconds(libc::RUSAGE_SELF) - cpu);
+                pool.delete(&got.put.oid).unwrap();
+            }
+        }
+        let [plain, with_md5] = runs;
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.2}× | {:.0} | {:.2}× |",
+            curl.rate(mib),
+            plain.rate(mib),
+            plain.rate(mib) / curl.rate(mib),
+            with_md5.rate(mib),
+            with_md5.rate(mib) / md5_core
+        );
+    }
+    let _ = std::fs::remove_file(&served);
+    let _ = client.delete(&bucket, "object.bin").await;
 }

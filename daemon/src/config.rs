@@ -1,10 +1,14 @@
-//! What a daemon needs to know to run: its socket, pool, state folder, timings.
+//! What a daemon needs to know to run: its socket, pool, state folder,
+//! timings, and the [`Settings`] it was started with (which the remote
+//! clients read too).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::pool::Pool;
 use crate::remote::UploadOptions;
+use crate::settings::{Key, Settings};
 
 /// The daemon's settings. [`Config::resolve`] fills it the way the `drsd`
 /// binary does; tests build one with [`Config::in_dir`].
@@ -29,18 +33,20 @@ pub struct Config {
     /// Stop after this long with no client and no prefetch due: for daemons
     /// started on demand. `None` runs until stopped.
     pub idle_timeout: Option<Duration>,
+    /// Every setting and where it came from, for the remote clients and
+    /// `drsctl config`.
+    pub settings: Arc<Settings>,
 }
 
-/// The background prefetch of foreign objects, from the environment:
-/// `DRSD_PREFETCH_JOBS` (objects at once, default 2),
-/// `DRSD_PREFETCH_BANDWIDTH` (bytes/s over all of them, with an optional
-/// K/M/G suffix; default unlimited), `DRSD_PREFETCH_MAX_SIZE` (larger objects
-/// are held, not fetched) and `DRSD_RETRY_SECS` (the first backoff after a
-/// failure, doubling to at most an hour; default 30). `DRSD_MULTIPART_PART_SIZE`
-/// (e.g. `8M`, the AWS tools' default): the part size the stores' multipart
-/// uploads used, so their `-N` ETags can be checked. `DRSD_PARTIAL_MAX`:
-/// the most bytes the partial downloads of failed jobs keep in all (default
-/// 1G; beyond it the oldest go).
+/// The background prefetch of foreign objects, from the settings:
+/// `prefetch_jobs` (objects at once, default 2), `prefetch_bandwidth`
+/// (bytes/s over all of them; default unlimited), `prefetch_max_size`
+/// (larger objects are held, not fetched) and `retry_secs` (the first
+/// backoff after a failure, doubling to at most an hour; default 30).
+/// `multipart_part_size` (e.g. `8M`): a part size tried first for `-N`
+/// ETags, where it fits the parts count (`remote::parts` chooses otherwise).
+/// `partial_max`: the most bytes the partial downloads of failed jobs keep
+/// in all (default 1G; beyond it the oldest go).
 #[derive(Debug, Clone)]
 pub struct PrefetchConfig {
     pub jobs: usize,
@@ -71,53 +77,39 @@ impl Default for PrefetchConfig {
 }
 
 impl PrefetchConfig {
-    pub fn from_env() -> Result<PrefetchConfig, ConfigError> {
+    pub fn from_settings(settings: &Settings) -> PrefetchConfig {
         let d = PrefetchConfig::default();
-        Ok(PrefetchConfig {
-            jobs: env_size("DRSD_PREFETCH_JOBS")?.map_or(d.jobs, |n| n.max(1) as usize),
-            small_jobs: env_size("DRSD_PREFETCH_SMALL_JOBS")?.map_or(d.small_jobs, |n| n as usize),
-            bandwidth: env_size("DRSD_PREFETCH_BANDWIDTH")?,
-            max_size: env_size("DRSD_PREFETCH_MAX_SIZE")?,
-            retry: env_size("DRSD_RETRY_SECS")?.map_or(d.retry, Duration::from_secs),
-            part_size: env_size("DRSD_MULTIPART_PART_SIZE")?,
-            partial_max: env_size(crate::remote::partials::PARTIAL_MAX_ENV)?
-                .unwrap_or(d.partial_max),
-        })
+        PrefetchConfig {
+            jobs: settings
+                .number(Key::PrefetchJobs)
+                .map_or(d.jobs, |n| n.clamp(1, usize::MAX as u64) as usize),
+            small_jobs: settings
+                .number(Key::PrefetchSmallJobs)
+                .map_or(d.small_jobs, |n| n.min(usize::MAX as u64) as usize),
+            bandwidth: settings.number(Key::PrefetchBandwidth),
+            max_size: settings.number(Key::PrefetchMaxSize),
+            retry: settings.secs(Key::RetrySecs).unwrap_or(d.retry),
+            part_size: settings.number(Key::MultipartPartSize),
+            partial_max: settings.number(Key::PartialMax).unwrap_or(d.partial_max),
+        }
     }
 }
 
-/// Uploads and server-side copies, from the environment:
-/// `DRSD_UPLOAD_PART_SIZE` (the part size of multipart uploads and of copies
-/// in parts; default 64M) and `DRSD_COPY_WHOLE_MAX` (larger objects are
-/// copied in parts; default 5G, S3's limit for one CopyObject).
-fn upload_from_env() -> Result<UploadOptions, ConfigError> {
+/// Uploads and server-side copies: `upload_part_size` (the part size of
+/// multipart uploads and of copies in parts; default 64M) and
+/// `copy_whole_max` (larger objects are copied in parts; default 5G, S3's
+/// limit for one CopyObject).
+fn upload_from_settings(settings: &Settings) -> UploadOptions {
     let d = UploadOptions::default();
-    Ok(UploadOptions {
-        part_size: env_size("DRSD_UPLOAD_PART_SIZE")?.map_or(d.part_size, |n| n.max(1)),
-        copy_whole_max: env_size("DRSD_COPY_WHOLE_MAX")?.unwrap_or(d.copy_whole_max),
+    UploadOptions {
+        part_size: settings
+            .number(Key::UploadPartSize)
+            .map_or(d.part_size, |n| n.max(1)),
+        copy_whole_max: settings
+            .number(Key::CopyWholeMax)
+            .unwrap_or(d.copy_whole_max),
         ..d
-    })
-}
-
-/// `123`, `64K`, `50M`, `2G` (powers of 1024) from the variable `name`.
-fn env_size(name: &'static str) -> Result<Option<u64>, ConfigError> {
-    let Ok(text) = std::env::var(name) else {
-        return Ok(None);
-    };
-    parse_size(&text)
-        .map(Some)
-        .ok_or(ConfigError::BadSize { name, value: text })
-}
-
-fn parse_size(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let (digits, shift) = match text.chars().last()?.to_ascii_uppercase() {
-        'K' => (&text[..text.len() - 1], 10),
-        'M' => (&text[..text.len() - 1], 20),
-        'G' => (&text[..text.len() - 1], 30),
-        _ => (text, 0),
-    };
-    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,8 +119,6 @@ pub enum ConfigError {
         what: &'static str,
         flag: &'static str,
     },
-    #[error("{name}={value:?} is not a size (a number, optionally with K, M or G)")]
-    BadSize { name: &'static str, value: String },
 }
 
 pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
@@ -139,22 +129,22 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 pub const POLL_INTERVAL: Duration = Duration::from_secs(30);
 
 impl Config {
-    /// Explicit choices first, then the per-user defaults.
+    /// The settings' choices first (`pool`, `state_dir`, `idle_timeout`,
+    /// prefetch and upload sizes), then the per-user defaults.
     pub fn resolve(
         socket: Option<&Path>,
-        pool_dir: Option<PathBuf>,
-        state_dir: Option<PathBuf>,
         threshold: Option<u64>,
+        settings: Arc<Settings>,
     ) -> Result<Config, ConfigError> {
-        let pool_dir = match pool_dir {
-            Some(dir) => dir,
+        let pool_dir = match settings.path(Key::Pool) {
+            Some(dir) => dir.to_path_buf(),
             None => Pool::default_dir().ok_or(ConfigError::NoHome {
                 what: "pool",
                 flag: "--pool",
             })?,
         };
-        let state_dir = match state_dir {
-            Some(dir) => dir,
+        let state_dir = match settings.path(Key::StateDir) {
+            Some(dir) => dir.to_path_buf(),
             None => default_state_dir().ok_or(ConfigError::NoHome {
                 what: "daemon state",
                 flag: "--state-dir",
@@ -168,9 +158,10 @@ impl Config {
             drain_timeout: DRAIN_TIMEOUT,
             debounce: DEBOUNCE,
             poll_interval: POLL_INTERVAL,
-            prefetch: PrefetchConfig::from_env()?,
-            upload: upload_from_env()?,
-            idle_timeout: None,
+            prefetch: PrefetchConfig::from_settings(&settings),
+            upload: upload_from_settings(&settings),
+            idle_timeout: settings.secs(Key::IdleTimeout).filter(|t| !t.is_zero()),
+            settings,
         })
     }
 
@@ -188,6 +179,7 @@ impl Config {
             prefetch: PrefetchConfig::default(),
             upload: UploadOptions::default(),
             idle_timeout: None,
+            settings: Arc::default(),
         }
     }
 }
@@ -201,19 +193,4 @@ pub fn default_state_dir() -> Option<PathBuf> {
             .unwrap_or(dirs.data_local_dir())
             .to_path_buf(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("123"), Some(123));
-        assert_eq!(parse_size("64k"), Some(64 << 10));
-        assert_eq!(parse_size(" 50M "), Some(50 << 20));
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size("fast"), None);
-        assert_eq!(parse_size(""), None);
-    }
 }

@@ -21,6 +21,8 @@
 //! - [`prefetch`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 //! - [`private`]: files and folders only their owner may read.
+//! - [`settings`]: every setting (flags, environment, the settings file)
+//!   and where it came from, built once at start and passed down.
 //! - [`safe_write`]: every file written in a repo, created exclusively and
 //!   renamed over, never through a symlink.
 
@@ -39,6 +41,7 @@ pub mod registry;
 pub mod remote;
 pub mod safe_write;
 pub mod server;
+pub mod settings;
 pub mod watch;
 
 #[cfg(test)]

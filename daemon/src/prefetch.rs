@@ -2,16 +2,20 @@
 //! queue ([`crate::registry::Registry::claim`]), ahead of any push.
 //!
 //! One prefetch: download a foreign object into the pool, hashing it in the
-//! same pass (sha256 and md5: the md5 checks a single-part S3 ETag, and DRS
-//! and Indexd records carry it), then HEAD it again: an object changed on
-//! the server meanwhile is reported and nothing is kept.
+//! same pass, then HEAD it again: an object changed on the server meanwhile
+//! is reported and nothing is kept. sha256 always; md5 only when it checks
+//! something (a single-part S3 ETag, a DRS record's md5), on its own
+//! thread; a multipart `-N` ETag is checked with the parts' md5s, its part
+//! size chosen per object (`remote::parts`). An Indexd registration that
+//! wants the md5 later reads it from the pool then, off this path. A small object fetched in one answer that named the
+//! pinned ETag (and `Last-Modified`) is of that one version already: no HEAD.
 //!
 //! An ETag that the bytes cannot be checked against (nginx's
-//! `mtime-size`, a multipart `-N` ETag without its part size) does not
-//! prove that ranges fetched at different times are of one version: such a
-//! download is also pinned to the `Last-Modified` recorded by add-url, in
-//! every answer that states one and in the HEAD at the end. What even that
-//! cannot see is in docs/add-url.md.
+//! `mtime-size`, a multipart `-N` ETag whose parts count no part size
+//! fits) does not prove that ranges fetched at different times are of one
+//! version: such a download is also pinned to the `Last-Modified` recorded
+//! by add-url, in every answer that states one and in the HEAD at the end.
+//! What even that cannot see is in docs/add-url.md.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +23,7 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
+    fetch_into_pool, parts, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
     RemoteError, ResolveError,
 };
 
@@ -87,10 +91,22 @@ impl PrefetchError {
 }
 
 /// What a prefetch learned of the content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
     pub oid: Oid,
-    pub md5: [u8; 16],
+    /// Computed only when it checked something.
+    pub md5: Option<[u8; 16]>,
+    /// Why the object's ETag could not be checked against its bytes, when
+    /// it is of the kind that can be (`multipart ETag not verifiable: …`).
+    pub unverified: Option<String>,
+}
+
+/// How the bytes of an object are checked beyond their size and version.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Checks {
+    md5: bool,
+    part_sizes: Vec<u64>,
+    unverified: Option<String>,
 }
 
 /// Fetches `object` into the pool and returns its hashes.
@@ -112,22 +128,29 @@ pub async fn prefetch(
     let located = remote.locate(&url)?;
     let origin = located.origin(&headers);
     let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
-    let part_size = part_size.filter(|_| etag.is_some_and(crate::registry::is_content_etag));
-    let last_modified = pinned_last_modified(object, part_size);
+    let checks = checks(&origin, object, part_size).await;
+    if let Some(why) = &checks.unverified {
+        log::info!("{}: {why}", origin.describe());
+    }
+    let last_modified = pinned_last_modified(object, &checks);
     let req = Fetch {
         origin,
         size: object.size,
         etag,
         last_modified,
         expect: None,
-        // Checks a single-part S3 ETag, which is the md5 of the content.
-        md5: true,
-        // A multipart S3 ETag is checkable when its part size is configured.
-        part_size,
+        md5: checks.md5,
+        part_sizes: &checks.part_sizes,
     };
     let fetched = fetch_into_pool(pool.clone(), req, opts, progress).await?;
     let oid = fetched.put.oid;
-    if let Err(why) = unchanged(&origin, object, last_modified).await? {
+    // One answer pinned to the version added needs no second look; ranges
+    // (maybe of several tries) do.
+    let now = match fetched.one_version {
+        true => Ok(()),
+        false => unchanged(&origin, object, last_modified).await?,
+    };
+    if let Err(why) = now {
         if fetched.put.stored {
             let pool = pool.clone();
             let _ = crate::blocking(move || pool.delete(&oid)).await;
@@ -137,8 +160,7 @@ pub async fn prefetch(
             why,
         });
     }
-    let md5 = fetched.md5.expect("asked for");
-    if let Some(expected) = object.md5.as_deref() {
+    if let (Some(expected), Some(md5)) = (object.md5.as_deref(), fetched.md5) {
         let got = hex::encode(md5);
         if !got.eq_ignore_ascii_case(expected) {
             if fetched.put.stored {
@@ -152,18 +174,91 @@ pub async fn prefetch(
             });
         }
     }
-    Ok(Hashed { oid, md5 })
+    Ok(Hashed {
+        oid,
+        md5: fetched.md5,
+        unverified: checks.unverified,
+    })
+}
+
+/// What checks the bytes of `object`: md5 for a single-part S3 ETag (the
+/// md5 of the content) or a DRS md5; the parts' md5s, in the part sizes
+/// that fit its parts count, for a multipart ETag (`configured`, the
+/// `DRSD_MULTIPART_PART_SIZE` override, first).
+///
+/// A multipart ETag no part size fits is not a reason to hold the object
+/// or to fail its job: no retry could make it fit, and a failing job would
+/// download it again on every try. It is fetched with the ETag check
+/// skipped, pinned to its `Last-Modified` as an object without a content
+/// ETag is (nginx's), and its bytes are trusted as read, which is what
+/// every such object gets; `drsctl status` names it, so the steward knows
+/// its provisional oid was linked to the bytes by the version pin alone.
+async fn checks(origin: &Origin<'_>, object: &ForeignObject, configured: Option<u64>) -> Checks {
+    let etag = object.etag.as_str();
+    let drs_md5 = object.md5.is_some();
+    if !crate::registry::is_content_etag(etag) {
+        return Checks {
+            md5: drs_md5,
+            ..Checks::default()
+        };
+    }
+    let Some(count) = parts::parts_of(etag) else {
+        return Checks {
+            md5: true,
+            ..Checks::default()
+        };
+    };
+    let size = object.size;
+    let fits = |p: &u64| parts::fits(size, count, *p);
+    let stated = match configured.filter(fits) {
+        Some(_) => None,
+        None => stated_part_size(origin, count).await,
+    };
+    match parts::candidates(size, count, configured, stated) {
+        Ok(part_sizes) => Checks {
+            md5: drs_md5,
+            part_sizes,
+            unverified: None,
+        },
+        Err(why) => Checks {
+            md5: drs_md5,
+            part_sizes: Vec::new(),
+            unverified: Some(format!("multipart ETag not verifiable: {why}")),
+        },
+    }
+}
+
+/// Part 1's length, when the store states it for an upload of `count`
+/// parts (AWS S3 does, RGW does not). A failed HEAD only means the common
+/// sizes are tried instead: the download's own requests report errors.
+async fn stated_part_size(origin: &Origin<'_>, count: u64) -> Option<u64> {
+    let Origin::S3 {
+        client,
+        bucket,
+        key,
+    } = origin
+    else {
+        return None; // a plain URL's signature would not cover `partNumber`
+    };
+    match client.head_part(bucket, key, 1).await {
+        Ok(Some((len, parts))) if parts == count => Some(len),
+        Ok(_) => None,
+        Err(e) => {
+            log::debug!("asking s3://{bucket}/{key} for its part size: {e}");
+            None
+        }
+    }
 }
 
 /// The `Last-Modified` a download of `object` is pinned to: the one
 /// recorded when it was added, unless its ETag is checked against the bytes
-/// (an MD5, or a multipart ETag whose part size is known). A copy of the
+/// (an MD5, or a multipart ETag with part sizes to try). A copy of the
 /// same bytes made later has a new date and the same MD5: it is not a
 /// change that matters.
-fn pinned_last_modified(object: &ForeignObject, part_size: Option<u64>) -> Option<&str> {
+fn pinned_last_modified<'a>(object: &'a ForeignObject, checks: &Checks) -> Option<&'a str> {
     let etag = object.etag.as_str();
-    let checked =
-        crate::registry::is_content_etag(etag) && (!etag.contains('-') || part_size.is_some());
+    let checked = crate::registry::is_content_etag(etag)
+        && (!etag.contains('-') || !checks.part_sizes.is_empty());
     (!checked)
         .then_some(object.last_modified.as_deref())
         .flatten()

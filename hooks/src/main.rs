@@ -34,8 +34,15 @@ enum Command {
     Agent,
     /// Run as git hook NAME: tell the daemon, then run `git lfs NAME` with the same arguments
     Hook {
+        /// The hook git runs (pre-push, post-checkout, post-commit, post-merge)
+        #[arg(value_name = "NAME")]
         name: String,
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The arguments git gave the hook, passed on to `git lfs NAME`
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
         args: Vec<String>,
     },
 }
@@ -72,5 +79,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             .block_on(agent::run(&socket))
             .map(|()| ExitCode::SUCCESS),
         Command::Hook { name, args } => runtime.block_on(hook::run(&socket, &name, &args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_positional_argument_has_a_help_line() {
+        let missing = drsd_proto::cli::undocumented_positionals(&super::Cli::command());
+        assert!(missing.is_empty(), "no help: {missing:?}");
     }
 }

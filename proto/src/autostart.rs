@@ -38,9 +38,9 @@ const LOG_ROTATE_BYTES: u64 = 8 << 20;
 #[derive(Debug, Clone)]
 pub struct Autostart {
     pub drsd: PathBuf,
-    /// Extra arguments before `serve` (e.g. `--pool DIR`).
+    /// Extra arguments right after `serve` (e.g. `--pool DIR`).
     pub args: Vec<OsString>,
-    /// Extra arguments after `serve`.
+    /// Extra arguments after `serve --socket PATH --ready`.
     pub serve_args: Vec<OsString>,
     pub timeout: Duration,
 }
@@ -116,6 +116,9 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
     // The daemon runs from `/`: it must not hold the client's folder, and so
     // it needs the socket as an absolute path.
     let socket = &std::path::absolute(socket).map_err(|e| failed(e.to_string()))?;
+    rotate(&log, LOG_ROTATE_BYTES);
+    // Where this daemon's lines begin: an error further up is an older one's.
+    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let mut child = spawn(socket, start, &log).map_err(|e| failed(e.to_string()))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut first = String::new();
@@ -123,19 +126,53 @@ async fn spawn_and_wait(socket: &Path, start: &Autostart) -> Result<(), IpcError
     let read = stdout.read_line(&mut first);
     match tokio::time::timeout(start.timeout, read).await {
         Ok(Ok(_)) if first.trim_end() == READY_LINE => Ok(()),
-        Ok(_) => match child.wait().await.map(|s| s.code()) {
-            Ok(Some(EXIT_ALREADY_RUNNING)) => Ok(()),
-            Ok(code) => Err(failed(format!(
-                "it exited with status {code:?} before it was ready"
-            ))),
+        Ok(_) => match child.wait().await {
+            Ok(status) if status.code() == Some(EXIT_ALREADY_RUNNING) => Ok(()),
+            Ok(status) => {
+                let said = last_error_line(&log, log_start)
+                    .map(|line| format!(" (its log says: {line})"))
+                    .unwrap_or_default();
+                Err(failed(format!(
+                    "it {} before it was ready{said}",
+                    ended(status)
+                )))
+            }
             Err(e) => Err(failed(e.to_string())),
         },
         Err(_) => Err(failed(format!("not ready after {:?}", start.timeout))),
     }
 }
 
+/// "exited with status 1", "was killed by signal 9": how a person says it.
+fn ended(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended ({status})"),
+    }
+}
+
+/// The last line the daemon wrote as an error after byte `from` of its log
+/// (`drsd: ...` from its main, or a logged `ERROR`), at most 500 characters.
+fn last_error_line(log: &Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 << 10;
+    let mut file = std::fs::File::open(log).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(from.max(len.saturating_sub(TAIL))))
+        .ok()?;
+    let mut text = Vec::new();
+    file.read_to_end(&mut text).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("drsd: ") || l.contains(" ERROR "))?;
+    Some(line.trim().chars().take(500).collect())
+}
+
 fn spawn(socket: &Path, start: &Autostart, log_path: &Path) -> std::io::Result<Child> {
-    rotate(log_path, LOG_ROTATE_BYTES);
     // Private: what the daemon logs is redacted, but paths and names are
     // still nobody else's business.
     let log = std::fs::OpenOptions::new()
@@ -152,10 +189,11 @@ fn spawn(socket: &Path, start: &Autostart, log_path: &Path) -> std::io::Result<C
         log.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
     }
     Command::new(&start.drsd)
+        .arg("serve")
         .args(&start.args)
         .arg("--socket")
         .arg(socket)
-        .args(["serve", "--ready"])
+        .arg("--ready")
         .args(&start.serve_args)
         .current_dir("/")
         .stdin(Stdio::null())
@@ -201,7 +239,56 @@ async fn connect_until(
 
 #[cfg(test)]
 mod tests {
-    use super::rotate;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::{connect_or_start, rotate, Autostart};
+
+    /// A stand-in for drsd: a shell script that does `body` and never gets ready.
+    fn fake_drsd(dir: &Path, body: &str) -> Autostart {
+        let drsd = dir.join("drsd");
+        std::fs::write(&drsd, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&drsd, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Autostart {
+            drsd,
+            args: vec![],
+            serve_args: vec![],
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    async fn start_error(body: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(run.join("drsd.log"), "drsd: an older daemon's error\n").unwrap();
+        let start = fake_drsd(dir.path(), body);
+        let err = connect_or_start(&run.join("drsd.sock"), "test", Some(&start))
+            .await
+            .err()
+            .expect("the start fails");
+        crate::one_line(&err)
+    }
+
+    #[tokio::test]
+    async fn a_daemon_that_exits_is_reported_with_its_status_and_its_last_error() {
+        let err = start_error("echo 'drsd: opening the pool at /x: denied' >&2; exit 1").await;
+        assert!(err.contains("exited with status 1 before"), "{err}");
+        assert!(!err.contains("Some("), "{err}");
+        assert!(
+            err.contains("its log says: drsd: opening the pool at /x: denied"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_daemon_killed_by_a_signal_is_reported_so_and_an_older_error_is_not_blamed() {
+        let err = start_error("kill -9 $$").await;
+        assert!(err.contains("was killed by signal 9 before"), "{err}");
+        assert!(!err.contains("older daemon"), "{err}");
+    }
 
     #[test]
     fn a_log_past_the_limit_moves_aside_replacing_the_older_one() {

@@ -130,6 +130,15 @@ impl Client {
         }
     }
 
+    /// The settings in force in the daemon and where each came from.
+    pub async fn config(&mut self) -> Result<ConfigReport, IpcError> {
+        let reply = self.call(Request::Config(ConfigRequest {})).await?;
+        match reply {
+            Reply::Config(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Asks the daemon to stop; it answers before it drains.
     pub async fn shutdown(&mut self) -> Result<(), IpcError> {
         let reply = self.call(Request::Shutdown).await?;
@@ -207,6 +216,14 @@ impl Client {
         let reply = self.call(Request::Promote(request)).await?;
         match reply {
             Reply::Promoted(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    pub async fn fetch(&mut self, request: FetchRequest) -> Result<FetchReport, IpcError> {
+        let reply = self.call(Request::Fetch(request)).await?;
+        match reply {
+            Reply::Fetched(report) => Ok(report),
             other => Err(self.unexpected(&other)),
         }
     }

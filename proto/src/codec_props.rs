@@ -240,6 +240,12 @@ fn request() -> impl Strategy<Value = Request> {
             })),
         path().prop_map(|cwd| Request::Provisional(ProvisionalRequest { cwd })),
         path().prop_map(|repo| Request::Hydrate(HydrateRequest { repo })),
+        (
+            path(),
+            proptest::collection::vec(path(), 0..4),
+            any::<bool>()
+        )
+            .prop_map(|(cwd, paths, all)| Request::Fetch(FetchRequest { cwd, paths, all })),
     ]
 }
 
@@ -524,6 +530,13 @@ fn reply() -> impl Strategy<Value = Reply> {
         ),
         (path(), waiting())
             .prop_map(|(repo, pointers)| Reply::Provisional(ProvisionalReport { repo, pointers })),
+        (path(), waiting(), strings()).prop_map(|(repo, fetching, hashed)| {
+            Reply::Fetched(FetchReport {
+                repo,
+                fetching,
+                hashed,
+            })
+        }),
         Just(Reply::Done),
     ]
 }

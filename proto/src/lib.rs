@@ -6,7 +6,9 @@
 //! - [`Request`] (payload structs per method) and [`Reply`] (reports): the
 //!   wire types; [`RequestFrame`]/[`ResponseFrame`] the lines they travel in.
 //! - [`codec`]: JSON-lines framing with a line limit.
+//! - [`cli`]: checks every command line's clap definition passes in a test.
 //! - [`paths`]: where the per-user socket lives, and checks that it is ours.
+//! - [`config_path`]: where the daemon's settings file is.
 //! - [`Client`]: a typed client, one method per request; [`connect_or_start`]
 //!   starts a daemon on demand.
 //!
@@ -29,10 +31,12 @@
 //! ```
 
 mod autostart;
+pub mod cli;
 mod client;
 pub mod codec;
 #[cfg(test)]
 mod codec_props;
+mod config;
 mod error;
 mod frame;
 mod oid;
@@ -45,6 +49,10 @@ pub use autostart::{
     IDLE_TIMEOUT_ENV, NO_AUTOSTART_ENV, READY_LINE,
 };
 pub use client::Client;
+pub use config::{
+    config_path, default_config_path, ConfigReport, ConfigRequest, SettingLine, SettingSource,
+    CONFIG_ENV, SECRET_SHOWN,
+};
 pub use error::{one_line, ErrorCode, IpcError, WireError};
 pub use frame::{Body, Progress, ResponseFrame, Stage};
 pub use oid::{BadOid, Oid};

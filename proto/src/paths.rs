@@ -191,11 +191,13 @@ mod tests {
     }
 }
 
-/// The `--socket` flag every drsd program takes (flatten it into a CLI).
+/// The `--socket` flag of every drsd program that talks to the daemon
+/// (flatten it into the commands that do; not global, so commands that never
+/// reach the daemon do not offer it).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SocketArg {
     /// The daemon's socket [default: $XDG_RUNTIME_DIR/drsd/drsd.sock, else $TMPDIR/drsd-<uid>/drsd.sock]
-    #[arg(long, env = "DRSD_SOCKET", global = true)]
+    #[arg(long, env = "DRSD_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Oid;
+use crate::{ConfigReport, Oid};
 
 /// A request's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +27,8 @@ pub enum Reply {
     AddUrl(AddUrlReport),
     Promoted(PromoteReport),
     Provisional(ProvisionalReport),
+    Config(ConfigReport),
+    Fetched(FetchReport),
     Done,
 }
 
@@ -46,6 +48,17 @@ pub struct PromoteReport {
     pub waiting: Vec<PathWaiting>,
     /// The index or the work tree no longer holds the provisional pointer.
     pub changed: Vec<String>,
+}
+
+/// What a fetch request did, by path (relative to the repo's top).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchReport {
+    pub repo: PathBuf,
+    /// Provisional pointers whose objects are now on their way, or were
+    /// already (their job's state: `queued`, `running`, `retrying`, `held`).
+    pub fetching: Vec<PathWaiting>,
+    /// Provisional pointers whose objects are hashed already: promote them.
+    pub hashed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,7 +216,8 @@ pub struct QueueReport {
     /// Downloads in progress.
     #[serde(default)]
     pub active: Vec<JobProgress>,
-    /// Jobs not done (the first 100), with the reason of a failure.
+    /// Jobs not done (the first 100), with the reason of a failure; then
+    /// done jobs with a note (an ETag that could not be verified).
     #[serde(default)]
     pub open: Vec<JobLine>,
 }

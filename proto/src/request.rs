@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ErrorCode, Oid, WireError};
+use crate::{ConfigRequest, ErrorCode, Oid, WireError};
 
 /// Bumped on any change a peer of the previous version would misread.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -59,6 +59,9 @@ pub enum Request {
     Promote(PromoteRequest),
     Provisional(ProvisionalRequest),
     Hydrate(HydrateRequest),
+    /// The settings in force in the daemon and where each came from.
+    Config(ConfigRequest),
+    Fetch(FetchRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,6 +212,19 @@ pub struct HydrateRequest {
     pub repo: PathBuf,
 }
 
+/// Queue the prefetch (download and hash) of the objects behind provisional
+/// pointers: the `paths` given (relative to `cwd`), or every one with
+/// `all`. Jobs `skipped` (`add-url --no-fetch`) or `failed` are queued
+/// again with fresh tries; objects without a job get one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchRequest {
+    pub cwd: PathBuf,
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    #[serde(default)]
+    pub all: bool,
+}
+
 impl Request {
     /// The method's name as it travels (`add_url`), for logs.
     pub fn method(&self) -> &'static str {
@@ -229,6 +245,8 @@ impl Request {
             Request::Promote(_) => "promote",
             Request::Provisional(_) => "provisional",
             Request::Hydrate(_) => "hydrate",
+            Request::Config(_) => "config",
+            Request::Fetch(_) => "fetch",
         }
     }
 
@@ -248,6 +266,7 @@ impl Request {
             }
             Request::AddUrl(add) => (add.entries.len(), "add_url entries"),
             Request::Promote(promote) => (promote.paths.len(), "promote paths"),
+            Request::Fetch(fetch) => (fetch.paths.len(), "fetch paths"),
             _ => return Ok(()),
         };
         if items > MAX_REQUEST_ENTRIES {

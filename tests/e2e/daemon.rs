@@ -118,6 +118,22 @@ fn json(out: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The message of a `--json` error (printed on standard output).
+fn error_message(out: &Output) -> String {
+    json(out)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -184,6 +200,13 @@ fn no_daemon_is_started_when_told_not_to() {
     let out = home.drsctl_alone(&["--json", "status"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "unreachable");
+    let message = json(&out)["error"]["message"].to_string();
+    assert!(
+        message.contains(&home.socket().display().to_string()),
+        "{message}"
+    );
+    assert_eq!(stderr(&out), "", "with --json, nothing on standard error");
+    let out = home.drsctl_alone(&["status"]);
     assert!(
         stderr(&out).contains(&home.socket().display().to_string()),
         "{}",
@@ -225,7 +248,7 @@ fn a_daemon_of_another_protocol_exits_4_and_one_that_hangs_up_exits_3() {
     other.join().unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "version_mismatch");
-    assert!(stderr(&out).contains("protocol 9"), "{}", stderr(&out));
+    assert!(error_message(&out).contains("protocol 9"), "{}", text(&out));
 
     // One that takes the connection and closes it unanswered (a daemon on
     // its way out) counts as none running.
@@ -236,9 +259,9 @@ fn a_daemon_of_another_protocol_exits_4_and_one_that_hangs_up_exits_3() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(json(&out)["error"]["code"], "unreachable");
     assert!(
-        stderr(&out).contains("closed the connection before the handshake"),
+        error_message(&out).contains("closed the connection before the handshake"),
         "{}",
-        stderr(&out)
+        text(&out)
     );
 }
 
@@ -373,9 +396,9 @@ fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("belongs to uid 0"),
+        error_message(&out).contains("belongs to uid 0"),
         "{}",
-        stderr(&out)
+        text(&out)
     );
     // A client without that check gets the daemon's refusal (on connecting,
     // before it has said anything).
@@ -437,10 +460,12 @@ fn repos_commands_print_tables_and_json_and_fail_clearly() {
     let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(json(&out)["error"]["code"], "invalid_argument");
+    let message = json(&out)["error"]["message"].to_string();
+    assert!(message.contains(missing.to_str().unwrap()), "{message}");
+    let text = String::from_utf8_lossy(&home.drsctl(&["repos", "list"]).stdout).into_owned();
     assert!(
-        stderr(&out).contains(missing.to_str().unwrap()),
-        "{}",
-        stderr(&out)
+        text.contains("last scan") && text.contains(" ago") && text.contains("hard link"),
+        "{text}"
     );
     let out = home.drsctl(&["repos", "remove", repo.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -908,13 +933,17 @@ fn every_error_is_printed_once_with_its_code() {
         assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
     }
-    // A daemon's error: its message and code, once, on stderr and in the JSON.
+    // A daemon's error: its message and code, once, on stderr; with --json
+    // in the JSON alone.
     let missing = home.dir.path().join("not-a-repo");
-    let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
+    let out = home.drsctl(&["repos", "add", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(err.matches("is not a git work tree").count(), 1, "{err}");
     assert_eq!(err.matches("(invalid_argument)").count(), 1, "{err}");
+    let out = home.drsctl(&["--json", "repos", "add", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "with --json, nothing on standard error");
     let message = json(&out)["error"]["message"].as_str().unwrap().to_string();
     assert_eq!(
         message.matches("is not a git work tree").count(),

@@ -595,6 +595,103 @@ fn an_object_added_with_no_fetch_stays_provisional_and_promote_does_not_wait_for
 }
 
 #[test]
+fn drsctl_fetch_queues_an_object_added_with_no_fetch_and_it_is_hashed_and_promoted() {
+    let world = World::with_prefetch();
+    let body = content(70_000, 9);
+    let url = source_object("fetchlater", "late.bam", &body);
+    let (repo, _) = drs_repo(&world, "f");
+    world.drsctl_ok(&repo, &["add-url", "--no-fetch", &url]);
+    std::thread::sleep(Duration::from_secs(1)); // a worker would have taken it by now
+    assert_eq!(
+        pointer_states(&world, &repo),
+        [("late.bam".into(), "skipped".into())]
+    );
+    let fetched = world.drsctl_ok(&repo, &["fetch", "late.bam"]);
+    let state = fetched["fetching"][0]["state"].as_str().unwrap();
+    assert!(["queued", "running"].contains(&state), "{fetched}");
+    let out = world.drsctl(&repo, &["--json", "promote", "--all", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);
+    assert_eq!(staged(&repo, "late.bam"), promoted);
+}
+
+#[test]
+fn add_url_again_without_no_fetch_queues_the_skipped_object() {
+    let world = World::with_prefetch();
+    let body = content(70_000, 10);
+    let url = source_object("addagain", "again.bam", &body);
+    let (repo, _) = drs_repo(&world, "g");
+    world.drsctl_ok(&repo, &["add-url", "--no-fetch", &url]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        pointer_states(&world, &repo),
+        [("again.bam".into(), "skipped".into())]
+    );
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    let promoted = pointer_text(&sha256_hex(&body), body.len() as u64);
+    wait_for("the object's prefetch and promotion", || {
+        staged(&repo, "again.bam") == promoted
+    });
+}
+
+#[test]
+fn promote_wait_off_a_terminal_prints_a_line_for_each_object_done() {
+    // 2 MiB at 1 MiB/s: promote --wait is waiting when the worker hashes
+    // the object and promotes its staged pointer itself.
+    std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "1M");
+    let world = World::with_prefetch();
+    let body = content(2 << 20, 11);
+    let url = source_object("waitlines", "w.bam", &body);
+    let (repo, _) = drs_repo(&world, "l");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    // Standard error is a pipe here, not a terminal.
+    let out = world.drsctl(&repo, &["promote", "--all", "--wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("drsctl: w.bam: ") && l.contains("promoted")),
+        "{err}"
+    );
+}
+
+#[test]
+fn promote_wait_stops_when_drsctl_shutdown_stops_the_daemon_and_starts_no_other() {
+    // 8 MiB at 1 MiB/s: the prefetch is still running at the shutdown.
+    std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "1M");
+    let world = World::with_prefetch();
+    let body = content(8 << 20, 12);
+    let url = source_object("waitstop", "slow.bam", &body);
+    let (repo, _) = drs_repo(&world, "s");
+    world.drsctl_ok(&repo, &["add-url", &url]);
+    let waiting = Command::new(drsd_e2e::bin("drsctl"))
+        .current_dir(&repo)
+        .args(["promote", "--all", "--wait"])
+        .envs(world.env())
+        .env("DRSD_NO_AUTOSTART", "0")
+        .env("DRSD_BIN", drsd_e2e::bin("drsd"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    world.drsctl_ok(&repo, &["shutdown"]);
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        text(&out).contains("no new daemon was started"),
+        "{}",
+        text(&out)
+    );
+    let socket = world.dir().join("run/drsd.sock");
+    assert!(
+        !socket.exists(),
+        "a daemon serves {} again",
+        socket.display()
+    );
+}
+
+#[test]
 fn a_daemon_started_on_demand_outlives_its_idle_timeout_while_it_prefetches_then_stops() {
     // 3 MiB at 1 MiB/s: the prefetch outlasts a 1 s idle timeout.
     std::env::set_var("DRSD_PREFETCH_BANDWIDTH", "1M");

@@ -23,7 +23,7 @@ fn head_and_conditional_ranged_gets_against_nginx() {
     let rel = format!("http-{}/obj.bin", std::process::id());
     let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     let (https, http) = www(&rel, &body);
-    let client = HttpClient::new(HttpConfig::from_env()).unwrap();
+    let client = HttpClient::new(HttpConfig::from_env().unwrap()).unwrap();
     rt().block_on(async {
         for u in [&https, &http] {
             let meta = client.head(&url(u)).await.unwrap().expect("found");
@@ -66,7 +66,7 @@ fn without_the_extra_root_the_self_signed_server_is_refused_by_name() {
             attempts: 1,
             first_delay: std::time::Duration::from_millis(1),
         },
-        ..HttpConfig::from_env()
+        ..HttpConfig::from_env().unwrap()
     };
     let client = HttpClient::new(config).unwrap();
     let signed = format!("{https}?X-Amz-Signature=secret");

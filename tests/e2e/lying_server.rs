@@ -55,7 +55,8 @@ fn fetch(pool: &Arc<Pool>, object: &ForeignObject) -> Result<Hashed, PrefetchErr
         parallel: 2,
         bandwidth: None,
     };
-    let remote = Remote::new(None);
+    let settings = drsd::settings::Settings::from_env().expect("the test environment's settings");
+    let remote = Remote::new(None, std::sync::Arc::new(settings));
     rt().block_on(prefetch(pool.clone(), &remote, object, opts, None, &|_| {}))
 }
 

@@ -7,6 +7,7 @@
 //! (`tests/lib.rs`).
 
 mod add_url;
+mod config;
 mod daemon;
 mod dir_remote;
 mod drs;
@@ -16,6 +17,7 @@ mod foreign;
 mod http;
 mod lfs_transfer;
 mod lying_server;
+mod multipart;
 mod pool_crash;
 mod push_integrity;
 mod recovery;

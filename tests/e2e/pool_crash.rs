@@ -51,9 +51,8 @@ fn sigkill_in_the_middle_of_a_large_put_lands_nothing_and_keeps_the_rest() {
     };
 
     let mut child = Command::new(bin("drsd"))
-        .arg("--pool")
+        .args(["put", "-", "--pool"])
         .arg(&pool_dir)
-        .args(["put", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -107,10 +106,11 @@ fn drsd_put_get_and_stats_work_as_commands() {
     let data = random(5, 300_000);
     std::fs::write(&file, &data).unwrap();
     let drsd = |args: &[&str]| {
+        // The pool flags follow the subcommand they belong to.
         let out = Command::new(bin("drsd"))
+            .args(args)
             .arg("--pool")
             .arg(&pool_dir)
-            .args(args)
             .output()
             .unwrap();
         assert!(
@@ -130,9 +130,8 @@ fn drsd_put_get_and_stats_work_as_commands() {
 
     let wrong = Oid::of(b"other").to_hex();
     let out = Command::new(bin("drsd"))
-        .arg("--pool")
-        .arg(&pool_dir)
-        .args(["put", "--sha256", &wrong, file.to_str().unwrap()])
+        .args(["put", "--pool", pool_dir.to_str().unwrap()])
+        .args(["--sha256", &wrong, file.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -266,7 +266,7 @@ mod fetch {
                 last_modified: None,
                 expect: None,
                 md5: true,
-                part_size: None,
+                part_sizes: &[],
             };
             let got = fetch_into_pool(pool.clone(), req, opts(), &|n| *seen.lock().unwrap() = n)
                 .await
@@ -323,12 +323,12 @@ mod fetch {
             last_modified: None,
             expect: None,
             md5: true,
-            part_size: None,
+            part_sizes: &[],
         }
     }
 
     #[test]
-    fn a_multipart_etag_is_checked_against_the_configured_part_size() {
+    fn a_multipart_etag_is_checked_against_the_part_size_given() {
         rt().block_on(async {
             let c = client();
             let b = fresh_bucket(&c, "parts").await;
@@ -343,22 +343,23 @@ mod fetch {
                 .unwrap();
             let etag = meta.etag.unwrap();
             assert!(etag.ends_with("-3"), "{etag}");
-            let req = |part: usize| Fetch {
+            let (right, wrong) = ([5 * MIB as u64], [4 * MIB as u64]);
+            let req = |sizes: bool| Fetch {
                 origin: s3(&c, &b, "p.bam"),
                 size: body.len() as u64,
                 etag: Some(&etag),
                 last_modified: None,
                 expect: None,
                 md5: false,
-                part_size: Some(part as u64),
+                part_sizes: if sizes { &right } else { &wrong },
             };
-            let got = fetch_into_pool(pool.clone(), req(5 * MIB), opts(), &|_| {})
+            let got = fetch_into_pool(pool.clone(), req(true), opts(), &|_| {})
                 .await
                 .unwrap();
             assert_eq!(got.put.oid, Oid::of(&body));
             pool.delete(&got.put.oid).unwrap();
             // The wrong part size gives another ETag: refused, nothing kept.
-            let err = fetch_into_pool(pool.clone(), req(4 * MIB), opts(), &|_| {})
+            let err = fetch_into_pool(pool.clone(), req(false), opts(), &|_| {})
                 .await
                 .unwrap_err();
             assert!(

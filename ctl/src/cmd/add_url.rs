@@ -326,7 +326,8 @@ fn show(report: &AddUrlReport, out: &Output) {
             );
         }
     });
-    if report.failed.len() > 1 || !report.added.is_empty() {
+    // With --json the report names them; standard error stays empty.
+    if !out.json && (report.failed.len() > 1 || !report.added.is_empty()) {
         for f in &report.failed {
             eprintln!("line {}: {}", f.line, f.message);
         }

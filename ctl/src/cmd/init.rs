@@ -114,6 +114,7 @@ pub async fn clone(
             &dir.to_string_lossy(),
         ],
         true,
+        out,
     )?;
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
     let report = request(socket, dir.clone(), Settings::default(), false).await?;
@@ -121,7 +122,7 @@ pub async fn clone(
     // git checks the files out through git-lfs's smudge filter, which finds
     // the objects in place; anything hydrate could not place it fetches
     // through the agent (and reports).
-    git(Some(&dir), &["checkout", "--quiet"], false)?;
+    git(Some(&dir), &["checkout", "--quiet"], false, out)?;
     let both = serde_json::json!({ "setup": report, "hydrate": hydrated });
     out.show(&both, || {
         println!(
@@ -148,7 +149,7 @@ async fn hydrate(socket: &Path, dir: &Path, out: &Output) -> Result<HydrateRepor
         .await;
     bar.finish_and_clear();
     let report = report?;
-    for problem in &report.failed {
+    for problem in report.failed.iter().filter(|_| !out.json) {
         eprintln!(
             "drsctl: object {} was not hydrated: {}",
             problem.oid, problem.why
@@ -170,7 +171,9 @@ fn default_dir(url: &str) -> Result<String, Failure> {
     Ok(name.to_string())
 }
 
-fn git(dir: Option<&Path>, args: &[&str], skip_smudge: bool) -> Result<(), Failure> {
+/// Runs git; with `--json` its messages are kept off standard error (where
+/// only drsctl's JSON error may go) and put in the error when it fails.
+fn git(dir: Option<&Path>, args: &[&str], skip_smudge: bool, out: &Output) -> Result<(), Failure> {
     let mut cmd = Command::new("git");
     if let Some(dir) = dir {
         cmd.arg("-C").arg(dir);
@@ -178,12 +181,20 @@ fn git(dir: Option<&Path>, args: &[&str], skip_smudge: bool) -> Result<(), Failu
     if skip_smudge {
         cmd.env("GIT_LFS_SKIP_SMUDGE", "1");
     }
-    let status = cmd
-        .args(args)
-        .status()
+    cmd.args(args);
+    if out.json {
+        cmd.stderr(std::process::Stdio::piped());
+    }
+    let done = cmd
+        .output()
         .with_context(|| format!("running git {}", args[0]))?;
-    if !status.success() {
-        return Err(anyhow!("git {} failed (see its message above)", args.join(" ")).into());
+    if !done.status.success() {
+        let said = String::from_utf8_lossy(&done.stderr);
+        let said = match said.trim() {
+            "" => "see its message above".to_string(),
+            said => said.replace('\n', "; "),
+        };
+        return Err(anyhow!("git {} failed: {said}", args.join(" ")).into());
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! sends one request and prints the reply.
 
 pub mod add_url;
+pub mod config;
+pub mod fetch;
 pub mod gc;
 pub mod init;
 pub mod pool;

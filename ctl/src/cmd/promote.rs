@@ -4,16 +4,16 @@
 //! still change; with `--retry`, the prefetch jobs that failed for good are
 //! queued again first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
-use drsd_proto::{JobState, PathWaiting, PromoteReport, PromoteRequest};
+use drsd_proto::{IpcError, JobState, PathWaiting, PromoteReport, PromoteRequest};
 use indicatif::ProgressBar;
 
-use crate::exit::{Failure, FAILED};
+use crate::exit::{Failure, FAILED, UNREACHABLE};
 use crate::output::Output;
 
 /// What `drsctl promote` was asked.
@@ -32,11 +32,13 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
         }
         false => ProgressBar::hidden(),
     };
-    let mut changes = Changes::new(args.wait && !std::io::stderr().is_terminal());
+    // Not with --json, whose standard error stays empty.
+    let mut changes = Changes::new(args.wait && !out.json && !std::io::stderr().is_terminal());
     let mut rewritten = Vec::new();
     let mut retry = args.retry;
+    let mut first = true;
     let report = loop {
-        let mut client = super::connect(socket).await?;
+        let mut client = reconnect(socket, std::mem::take(&mut first)).await?;
         let mut report = client
             .promote(PromoteRequest {
                 cwd: cwd.clone(),
@@ -71,6 +73,28 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
     })
 }
 
+/// The first connection may start a daemon; later ones, while waiting,
+/// must not: a daemon gone meanwhile was stopped (`drsctl shutdown`), and
+/// one started now would undo that.
+async fn reconnect(socket: &Path, first: bool) -> Result<drsd_proto::Client, Failure> {
+    if first {
+        return Ok(super::connect(socket).await?);
+    }
+    match drsd_proto::connect_or_start(socket, super::CLIENT, None).await {
+        Ok(client) => Ok(client),
+        Err(IpcError::NotRunning { .. }) => Err(Failure {
+            code: UNREACHABLE,
+            error: anyhow!(
+                "drsd stopped while promote --wait was waiting (drsctl shutdown?); \
+                 no new daemon was started: run the command again to go on"
+            ),
+            wire_code: None,
+            answered: false,
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The error for pointers left provisional, naming each object whose job
 /// failed for good and why.
 fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
@@ -96,7 +120,9 @@ fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
 }
 
 /// Off a terminal, where no spinner shows, one line on standard error per
-/// pointer whose state changed since the last look.
+/// pointer whose state changed since the last look, and one per object
+/// done: rewritten here, or gone from the waiting list (hashed, and its
+/// staged pointer promoted by the daemon itself).
 struct Changes {
     on: bool,
     seen: HashMap<String, JobState>,
@@ -115,7 +141,20 @@ impl Changes {
             return;
         }
         for path in &report.rewritten {
+            self.seen.remove(path);
             eprintln!("drsctl: {path}: promoted");
+        }
+        let still: HashSet<&str> = report.waiting.iter().map(|w| w.path.as_str()).collect();
+        let mut done: Vec<String> = self
+            .seen
+            .keys()
+            .filter(|p| !still.contains(p.as_str()))
+            .cloned()
+            .collect();
+        done.sort();
+        for path in done {
+            self.seen.remove(&path);
+            eprintln!("drsctl: {path}: hashed, promoted by drsd (staged)");
         }
         for w in &report.waiting {
             if self.seen.get(&w.path) != Some(&w.state) {

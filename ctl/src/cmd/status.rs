@@ -102,7 +102,12 @@ fn print_status(s: &StatusReport) {
             .as_deref()
             .map(|e| format!(": {e}"))
             .unwrap_or_default();
-        println!("  {} {} (tries {}){why}", j.state, j.url, j.attempts);
+        if j.state == JobState::Done {
+            // A done job is listed for its note: its bytes were trusted as read.
+            println!("  done, unverified {}{why}", j.url);
+        } else {
+            println!("  {} {} (tries {}){why}", j.state, j.url, j.attempts);
+        }
     }
     if q.failed > 0 {
         println!("  (failed jobs are not tried again: fix the cause, then drsctl promote --retry)");

@@ -33,6 +33,10 @@ pub enum Scope {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Promoted {
     pub rewritten: Vec<String>,
+    /// Holding the new pointer already (promoted by the workers, or by an
+    /// earlier run cut short before the registry learnt it): nothing to
+    /// commit, so not reported as rewritten, but the registry still learns.
+    pub already: Vec<String>,
     /// Committed, and the scope was [`Scope::Uncommitted`].
     pub committed: Vec<String>,
     /// The index or the work tree holds something else than the old pointer
@@ -64,14 +68,14 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
         repo: top.to_path_buf(),
         why: e.to_string(),
     })?;
-    let (mut ready, mut already) = (Vec::new(), Vec::new());
+    let mut ready = Vec::new();
     for r in rewrites {
         let blob = index.get(&r.path);
         let staged = blob.and_then(|b| pointers.get(b));
         if staged == Some(&r.to) && holds(top, &r.path, &r.to) {
             // Promoted already (by the workers, or an earlier run cut short
             // before the registry learnt it): done, not a change.
-            already.push(r.path.clone());
+            done.already.push(r.path.clone());
             continue;
         }
         if staged != Some(&r.from) {
@@ -91,7 +95,6 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
     }
     stage(top, &ready)?;
     done.rewritten = ready.into_iter().map(str::to_string).collect();
-    done.rewritten.extend(already);
     Ok(done)
 }
 
@@ -165,7 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pointer_promoted_already_is_done_not_changed() {
+    fn a_pointer_promoted_already_is_reported_already_not_rewritten_nor_changed() {
         let tmp = tempfile::tempdir().unwrap();
         let top = tmp.path();
         git_ok(top, &["init", "-q"]);
@@ -180,7 +183,8 @@ mod tests {
         assert_eq!(first.rewritten, vec!["p.bin".to_string()]);
         // The other path (workers, or `drsctl promote`) comes second.
         let second = promote(top, &[rewrite], Scope::All).unwrap();
-        assert_eq!(second.rewritten, vec!["p.bin".to_string()]);
+        assert!(second.rewritten.is_empty(), "nothing changed: {second:?}");
+        assert_eq!(second.already, vec!["p.bin".to_string()]);
         assert!(second.changed.is_empty(), "{second:?}");
         assert_eq!(
             std::fs::read(top.join("p.bin")).unwrap(),

@@ -10,6 +10,10 @@
 //! `drsctl promote --retry` asks), `done`, `held` (over the size limit: not
 //! fetched, until a daemon with a larger limit starts), `skipped`
 //! (`add-url --no-fetch`).
+//!
+//! A `done` job's `error` is a note on how its bytes were checked, shown by
+//! `drsctl status`: set when the object's ETag could not be verified
+//! (a multipart ETag whose parts count no part size fits).
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -146,21 +150,30 @@ impl Registry {
     /// Queues again the `failed` jobs of the unhashed objects with these
     /// provisional oids, as new (no earlier tries); returns how many.
     pub fn retry_failed(&self, provisional_oids: &[Oid]) -> Result<usize, RegistryError> {
-        self.write("retry failed jobs", |tx| {
+        self.queue_again(provisional_oids, &[JobState::Failed])
+    }
+
+    /// Queues again, as new, the jobs in one of the states `from` of the
+    /// unhashed objects with these provisional oids (`drsctl fetch` after
+    /// `add-url --no-fetch`, or a failure fixed); returns how many.
+    pub fn queue_again(
+        &self,
+        provisional_oids: &[Oid],
+        from: &[JobState],
+    ) -> Result<usize, RegistryError> {
+        self.write("queue jobs again", |tx| {
             let mut n = 0;
             for oid in provisional_oids {
-                n += tx.execute(
-                    "UPDATE jobs SET state = ?3, attempts = 0, error = NULL, next_at = 0,
-                        updated_at = ?2
-                     WHERE state = ?4 AND object_id IN (
-                        SELECT id FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL)",
-                    params![
-                        oid.to_hex(),
-                        now() as i64,
-                        JobState::Queued,
-                        JobState::Failed
-                    ],
-                )?;
+                for state in from {
+                    n += tx.execute(
+                        "UPDATE jobs SET state = ?3, attempts = 0, error = NULL, next_at = 0,
+                            updated_at = ?2
+                         WHERE state = ?4 AND object_id IN (
+                            SELECT id FROM objects
+                            WHERE provisional_oid = ?1 AND content_oid IS NULL)",
+                        params![oid.to_hex(), now() as i64, JobState::Queued, state],
+                    )?;
+                }
             }
             Ok(n)
         })
@@ -216,13 +229,15 @@ impl Registry {
     }
 
     /// The job's object is hashed and stored: its content oid and the job's
-    /// end in one transaction (a kill between the two would fetch it again).
-    /// Returns the repos referring to the object.
+    /// end in one transaction (a kill between the two would fetch it again),
+    /// with `note` when its ETag could not be verified. Returns the repos
+    /// referring to the object.
     pub fn job_done(
         &self,
         job: &Job,
         content_oid: &Oid,
         md5: Option<&str>,
+        note: Option<&str>,
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
         self.write("finish a job", |tx| {
             tx.execute(
@@ -231,8 +246,8 @@ impl Registry {
                 params![job.id, content_oid.to_hex(), md5, now() as i64],
             )?;
             tx.execute(
-                "UPDATE jobs SET state = ?3, error = NULL, updated_at = ?2 WHERE object_id = ?1",
-                params![job.id, now() as i64, JobState::Done],
+                "UPDATE jobs SET state = ?3, error = ?4, updated_at = ?2 WHERE object_id = ?1",
+                params![job.id, now() as i64, JobState::Done, note],
             )?;
             let mut stmt =
                 tx.prepare("SELECT DISTINCT repo FROM repo_refs WHERE object_id = ?1")?;
@@ -305,14 +320,16 @@ impl Registry {
         Ok(counts)
     }
 
-    /// Jobs not done, for `drsctl status` (at most `limit`).
+    /// Jobs not done, then done ones with a note, for `drsctl status` (at
+    /// most `limit`).
     pub fn open_jobs(&self, limit: usize) -> Result<Vec<OpenJob>, RegistryError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT o.url, o.size, j.state, j.attempts, j.error, j.next_at
                  FROM jobs j JOIN objects o ON o.id = j.object_id
-                 WHERE j.state != ?2 ORDER BY j.state, o.url LIMIT ?1",
+                 WHERE j.state != ?2 OR j.error IS NOT NULL
+                 ORDER BY j.state = ?2, j.state, o.url LIMIT ?1",
             )
             .map_err(sql(self.path(), "list jobs"))?;
         let rows = stmt

@@ -215,7 +215,7 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     assert_eq!(reg.requeue_running().unwrap(), 1);
     let job = reg.claim(100).unwrap().unwrap();
     let repos = reg
-        .job_done(&job, &oid(&"ab".repeat(32)), Some(&"cd".repeat(16)))
+        .job_done(&job, &oid(&"ab".repeat(32)), Some(&"cd".repeat(16)), None)
         .unwrap();
     assert_eq!(repos, vec![std::path::PathBuf::from("/r")]);
     let known = reg
@@ -346,4 +346,35 @@ fn the_small_object_lane_claims_only_objects_up_to_its_size() {
     );
     let job = reg.claim(50).unwrap().expect("any size");
     assert_eq!(job.object.url, "s3://b/big");
+}
+
+#[test]
+fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+    let noted = object("s3://b/a", "0123456789abcdef0123456789abcdef-15", 10);
+    let plain = object("s3://b/b", "fedcba9876543210fedcba9876543210", 10);
+    let open = object("s3://b/c", "00112233445566778899aabbccddeeff", 10);
+    let entries = [entry("a", &noted), entry("b", &plain), entry("c", &open)];
+    reg.record(Path::new("/r"), &entries).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    let note = "multipart ETag not verifiable: 15 parts of 10 bytes";
+    for (n, say) in [(1, Some(note)), (2, None)] {
+        let job = reg.claim(50).unwrap().unwrap();
+        reg.job_done(&job, &oid(&format!("{n}").repeat(64)), None, say)
+            .unwrap();
+    }
+    assert_eq!(reg.job_counts().unwrap().done, 2);
+    let listed = reg.open_jobs(10).unwrap();
+    let seen: Vec<_> = listed
+        .iter()
+        .map(|j| (j.url.as_str(), j.state, j.error.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("s3://b/c", JobState::Queued, None),
+            ("s3://b/a", JobState::Done, Some(note)),
+        ]
+    );
 }

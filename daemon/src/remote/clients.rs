@@ -1,13 +1,15 @@
 //! The clients of one daemon's remotes, one of each kind, kept for the
 //! daemon's life: they keep connections open between objects. Built on
-//! first use from the environment (and the AWS profile files); a failure is
-//! not kept, so fixing the setup needs no restart. Owned by the daemon's
+//! first use from the daemon's [`Settings`] (and the AWS profile files); a
+//! failure is not kept, so fixing a profile file needs no restart. Owned by the daemon's
 //! shared state, not the process: two daemons in one process (tests) share
 //! no client and no journal. The DRS client and every Indexd client share
 //! one connection pool (`drs::Api`), built apart from the DRS client so a
 //! bad `DRSD_DRS_SERVERS` does not keep Indexd from working.
 
 use std::sync::{Arc, Mutex};
+
+use crate::settings::{Key, Settings};
 
 use super::drs::{Api, DrsAuth, DrsClient, DrsError, DrsServers};
 use super::{
@@ -39,22 +41,33 @@ pub(super) struct Clients {
     drs: Slot<DrsClient>,
     /// Where the S3 client records its multipart uploads while in flight.
     journal: Option<Arc<dyn UploadJournal>>,
+    /// What the clients are built from.
+    settings: Arc<Settings>,
 }
 
 impl Clients {
-    pub(super) fn new(journal: Option<Arc<dyn UploadJournal>>) -> Clients {
+    pub(super) fn new(journal: Option<Arc<dyn UploadJournal>>, settings: Arc<Settings>) -> Clients {
         Clients {
             s3: Slot::new(),
             http: Slot::new(),
             api: Slot::new(),
             drs: Slot::new(),
             journal,
+            settings,
         }
+    }
+
+    pub(super) fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     pub(super) fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
         self.s3.get_or_build(|| {
-            let client = S3Client::new(S3Config::from_env()?, S3Credentials::from_env()?)?;
+            let settings = &self.settings;
+            let client = S3Client::new(
+                S3Config::from_settings(settings)?,
+                S3Credentials::from_settings(settings)?,
+            )?;
             Ok(match &self.journal {
                 Some(journal) => client.with_journal(journal.clone()),
                 None => client,
@@ -64,19 +77,27 @@ impl Clients {
 
     pub(super) fn http(&self) -> Result<Arc<HttpClient>, RemoteError> {
         self.http
-            .get_or_build(|| HttpClient::new(HttpConfig::from_env()))
+            .get_or_build(|| HttpClient::new(HttpConfig::from_settings(&self.settings)))
     }
 
     /// The connections of DRS and Indexd calls.
     pub(super) fn api(&self) -> Result<Arc<Api>, DrsError> {
-        self.api.get_or_build(|| Api::new(&HttpConfig::from_env()))
+        self.api
+            .get_or_build(|| Api::new(&HttpConfig::from_settings(&self.settings)))
     }
 
     pub(super) fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
         self.drs.get_or_build(|| {
             let api = Api::clone(&*self.api()?);
-            let client = DrsClient::with_api(api, DrsServers::from_env()?, DrsAuth::from_env()?);
-            Ok(match pending_bound_from_env()? {
+            let settings = &self.settings;
+            let client = DrsClient::with_api(
+                api,
+                DrsServers::from_settings(settings)?,
+                DrsAuth::from_settings(settings)?,
+            );
+            // `drs_wait_secs`: how long a DRS server answering 202 (not
+            // ready) is waited on before the object is given up on.
+            Ok(match settings.secs(Key::DrsWaitSecs) {
                 Some(bound) => client.with_pending_bound(bound),
                 None => client,
             })
@@ -84,21 +105,8 @@ impl Clients {
     }
 }
 
-/// `DRSD_DRS_WAIT_SECS`: how long a DRS server answering 202 (not ready)
-/// is waited on before the object is given up on; default 60.
+/// The variable of the `drs_wait_secs` setting (default 60).
 pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
-
-fn pending_bound_from_env() -> Result<Option<std::time::Duration>, DrsError> {
-    let Ok(text) = std::env::var(DRS_WAIT_ENV) else {
-        return Ok(None);
-    };
-    let secs: u64 = text.trim().parse().map_err(|_| DrsError::BadSetting {
-        name: DRS_WAIT_ENV,
-        value: text.clone(),
-        why: "want a whole number of seconds".into(),
-    })?;
-    Ok(Some(std::time::Duration::from_secs(secs)))
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
-//! S3 credentials, found the way the AWS tools find them (the environment,
-//! else a profile in the shared credentials file, else anonymous), and
+//! S3 credentials, found the way the AWS tools find them (the settings:
+//! the environment or drsd's settings file, else a profile in the shared
+//! credentials file, else anonymous), and
 //! where they came from: errors about a refused request name that source so
 //! the user knows which setting to fix, never the secret itself.
 
@@ -7,12 +8,20 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::RemoteError;
+use crate::settings::{Key, Settings, Source};
 
 /// Where credentials came from, for error messages (never the secret).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialSource {
     Environment,
-    Profile { name: String, path: PathBuf },
+    /// drsd's settings file (`s3.access_key_id`).
+    SettingsFile {
+        path: PathBuf,
+    },
+    Profile {
+        name: String,
+        path: PathBuf,
+    },
     Anonymous,
 }
 
@@ -20,6 +29,9 @@ impl fmt::Display for CredentialSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CredentialSource::Environment => f.write_str("the environment (AWS_ACCESS_KEY_ID)"),
+            CredentialSource::SettingsFile { path } => {
+                write!(f, "s3.access_key_id in {}", path.display())
+            }
             CredentialSource::Profile { name, path } => {
                 write!(f, "profile [{name}] in {}", path.display())
             }
@@ -28,9 +40,11 @@ impl fmt::Display for CredentialSource {
     }
 }
 
-/// Credentials found the way the AWS tools find them: `AWS_ACCESS_KEY_ID` /
-/// `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`, else the profile
-/// (`AWS_PROFILE`, default `default`) in `AWS_SHARED_CREDENTIALS_FILE` or
+/// Credentials found the way the AWS tools find them: the settings
+/// `s3.access_key_id` / `s3.secret_access_key` / `s3.session_token`
+/// (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`),
+/// else the profile `s3.profile` (`AWS_PROFILE`, default `default`) in
+/// `s3.credentials_file` (`AWS_SHARED_CREDENTIALS_FILE`) or
 /// `~/.aws/credentials`, else anonymous.
 #[derive(Clone)]
 pub struct S3Credentials {
@@ -45,31 +59,39 @@ impl fmt::Debug for S3Credentials {
 }
 
 impl S3Credentials {
+    /// [`S3Credentials::from_settings`] over the environment alone.
     pub fn from_env() -> Result<S3Credentials, RemoteError> {
-        let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
-        Self::resolve(|name| std::env::var(name).ok(), home.as_deref())
+        S3Credentials::from_settings(&Settings::from_env()?)
     }
 
-    /// The chain over any variable lookup, so it can be tested hermetically.
-    pub fn resolve(
-        var: impl Fn(&str) -> Option<String>,
-        home: Option<&Path>,
-    ) -> Result<S3Credentials, RemoteError> {
-        if let (Some(key), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+    /// The chain over `settings`, the profile file under the user's home.
+    pub fn from_settings(settings: &Settings) -> Result<S3Credentials, RemoteError> {
+        let home = directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf());
+        Self::resolve(settings, home.as_deref())
+    }
+
+    /// The chain over any settings and home, so it can be tested hermetically.
+    pub fn resolve(settings: &Settings, home: Option<&Path>) -> Result<S3Credentials, RemoteError> {
+        let text = |key| settings.text(key).map(str::to_string);
+        if let (Some(key), Some(secret)) = (text(Key::S3AccessKeyId), text(Key::S3SecretAccessKey))
         {
+            let source = match settings.source(Key::S3AccessKeyId) {
+                Some(Source::File(path)) => CredentialSource::SettingsFile { path: path.clone() },
+                _ => CredentialSource::Environment,
+            };
             return Ok(S3Credentials {
-                keys: Some(with_token(key, secret, var("AWS_SESSION_TOKEN"))),
-                source: CredentialSource::Environment,
+                keys: Some(with_token(key, secret, text(Key::S3SessionToken))),
+                source,
             });
         }
-        let path = match var("AWS_SHARED_CREDENTIALS_FILE") {
-            Some(p) => PathBuf::from(p),
+        let path = match settings.path(Key::S3CredentialsFile) {
+            Some(p) => p.to_path_buf(),
             None => match home {
                 Some(h) => h.join(".aws/credentials"),
                 None => return Ok(Self::anonymous()),
             },
         };
-        let name = var("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let name = text(Key::S3Profile).unwrap_or_else(|| "default".into());
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::anonymous()),
@@ -158,16 +180,9 @@ mod tests {
              [ci]\naws_access_key_id=C\naws_secret_access_key=ci-secret-value\naws_session_token=T\n[empty]\n",
         )
         .unwrap();
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        let env = |pairs: &[(&str, &str)]| Settings::from_pairs(pairs).unwrap();
         let c = S3Credentials::resolve(
-            env(&[("AWS_ACCESS_KEY_ID", "E"), ("AWS_SECRET_ACCESS_KEY", "F")]),
+            &env(&[("AWS_ACCESS_KEY_ID", "E"), ("AWS_SECRET_ACCESS_KEY", "F")]),
             Some(dir.path()),
         )
         .unwrap();
@@ -175,9 +190,9 @@ mod tests {
             (c.source, c.keys.unwrap().key().to_string()),
             (CredentialSource::Environment, "E".into())
         );
-        let c = S3Credentials::resolve(env(&[]), Some(dir.path())).unwrap();
+        let c = S3Credentials::resolve(&env(&[]), Some(dir.path())).unwrap();
         assert_eq!(c.keys.unwrap().secret(), "B");
-        let c = S3Credentials::resolve(env(&[("AWS_PROFILE", "ci")]), Some(dir.path())).unwrap();
+        let c = S3Credentials::resolve(&env(&[("AWS_PROFILE", "ci")]), Some(dir.path())).unwrap();
         let keys = c.keys.clone().unwrap();
         assert_eq!((keys.key(), keys.token()), ("C", Some("T")));
         assert!(c.source.to_string().contains("[ci]"));
@@ -185,11 +200,11 @@ mod tests {
             !format!("{c:?}").contains("ci-secret-value"),
             "Debug must not show the secret"
         );
-        let err =
-            S3Credentials::resolve(env(&[("AWS_PROFILE", "empty")]), Some(dir.path())).unwrap_err();
+        let err = S3Credentials::resolve(&env(&[("AWS_PROFILE", "empty")]), Some(dir.path()))
+            .unwrap_err();
         assert!(err.to_string().contains("[empty]"), "{err}");
         let none = tempfile::tempdir().unwrap();
-        let c = S3Credentials::resolve(env(&[]), Some(none.path())).unwrap();
+        let c = S3Credentials::resolve(&env(&[]), Some(none.path())).unwrap();
         assert_eq!(c.source, CredentialSource::Anonymous);
     }
 }

@@ -112,11 +112,14 @@ pub struct Fetch<'a> {
     pub last_modified: Option<&'a str>,
     /// The content oid, when known: the download must hash to it.
     pub expect: Option<Oid>,
-    /// Compute md5 too (and check a single-part ETag with it).
+    /// Compute md5 too, on a thread of its own beside sha256 (and check a
+    /// single-part ETag with it). Only when it checks something: md5 is one
+    /// serial chain, slower than the network on a fast link.
     pub md5: bool,
-    /// The part size of a multipart upload, when known: a `-N` ETag is then
-    /// checked against the md5 of the parts' md5s.
-    pub part_size: Option<u64>,
+    /// The part sizes a multipart upload may have used (`remote::parts`):
+    /// a `-N` ETag is then checked against the md5 of the parts' md5s, one
+    /// hash thread per size, and must match one of them. Empty: not checked.
+    pub part_sizes: &'a [u64],
 }
 
 /// How a download is cut: `parallel` range requests of `chunk` bytes in
@@ -147,6 +150,10 @@ pub struct Fetched {
     pub md5: Option<[u8; 16]>,
     /// Bytes taken from an earlier, interrupted download.
     pub resumed_from: u64,
+    /// The whole object came in one answer that named the pinned ETag and,
+    /// when one is pinned, the pinned `Last-Modified`: the bytes are of one
+    /// version, the one added, and a HEAD afterwards could add nothing.
+    pub one_version: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -259,6 +266,7 @@ pub async fn fetch_into_pool(
         put,
         md5: done.md5,
         resumed_from: start,
+        one_version: false, // ranges, maybe of several tries
     })
 }
 
@@ -286,9 +294,10 @@ async fn attempt(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(Result<(), FetchError>, Done), FetchError> {
     let (tx, rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
-    let parts = req
-        .part_size
-        .filter(|_| req.etag.is_some_and(|e| e.contains('-')));
+    let parts = match req.etag {
+        Some(e) if e.contains('-') => req.part_sizes.to_vec(),
+        _ => Vec::new(),
+    };
     let sink = Sink::spawn(file, partial.for_writer(), start, (req.md5, parts), rx);
     let fetched = stream_in_order(req, object, start, cut, opts, tx, progress).await;
     let done = crate::blocking(move || sink.finish()).await?;
@@ -313,19 +322,19 @@ async fn fetch_small(
         }
         Ok::<_, FetchError>(body)
     };
-    let body = if req.size == 0 {
-        Vec::new()
+    let (body, stated) = if req.size == 0 {
+        (Vec::new(), false)
     } else {
-        let ((), body) =
+        let (stated, body) =
             tokio::try_join!(stream_range(req, object, range, Cut::Ranges, tx), collect)?;
-        body
+        (body, stated)
     };
     progress(body.len() as u64);
     let done = Done {
         len: body.len() as u64,
         sha256: Oid::of(&body),
         md5: req.md5.then(|| Md5::digest(&body).into()),
-        multipart: None,
+        multipart: Vec::new(),
     };
     verify(req, object, &done)?;
     let put = crate::blocking(move || pool.put(&done.sha256, &body)).await?;
@@ -333,6 +342,7 @@ async fn fetch_small(
         put,
         md5: done.md5,
         resumed_from: 0,
+        one_version: stated && req.etag.is_some(),
     })
 }
 
@@ -366,7 +376,7 @@ async fn stream_in_order(
             let permit = loop {
                 tokio::select! {
                     p = permits.clone().acquire_owned() => break p.expect("never closed"),
-                    Some(done) = running.next() => done?,
+                    Some(done) = running.next() => { done?; }
                 }
             };
             let (tx, rx) = tokio_mpsc::channel(PIECES_AHEAD);
@@ -438,14 +448,16 @@ fn open_partial(
 
 /// One range request (or, with [`Cut::Whole`], a GET of the whole object),
 /// its answer checked before any of its body is used, the body sent on in
-/// pieces of [`PIECE`] bytes.
+/// pieces of [`PIECE`] bytes. Returns whether the answer stated the
+/// pinned `Last-Modified` (true when none is pinned): its ETag, when one
+/// is pinned, is always checked.
 async fn stream_range(
     req: &Fetch<'_>,
     object: &str,
     range: Range<u64>,
     cut: Cut,
     tx: Sender<Bytes>,
-) -> Result<(), FetchError> {
+) -> Result<bool, FetchError> {
     let want = range.end - range.start;
     let ask = (cut == Cut::Ranges).then(|| range.clone());
     let mut resp = req
@@ -485,6 +497,8 @@ async fn stream_range(
         }
         Err(Unfit::Wrong(why)) => return Err(wrong(why)),
     }
+    // Checked above: when the answer states one, it is the pinned one.
+    let stated = req.last_modified.is_none() || resp.headers().contains_key("last-modified");
     let broke = |why: String| FetchError::Short {
         object: object.to_string(),
         why: format!("{span}: {why}"),
@@ -507,7 +521,7 @@ async fn stream_range(
         if (piece.len() >= PIECE || end) && !piece.is_empty() {
             let full = std::mem::replace(&mut piece, BytesMut::with_capacity(PIECE));
             if tx.send(full.freeze()).await.is_err() {
-                return Ok(()); // the writer stopped; it reports why
+                return Ok(stated); // the writer stopped; it reports why
             }
         }
         if end {
@@ -517,7 +531,7 @@ async fn stream_range(
     if got != want {
         return Err(broke(format!("got {got} of {want}")));
     }
-    Ok(())
+    Ok(stated)
 }
 
 fn verify(req: &Fetch<'_>, object: &str, done: &Done) -> Result<(), FetchError> {
@@ -536,13 +550,14 @@ fn verify(req: &Fetch<'_>, object: &str, done: &Done) -> Result<(), FetchError> 
     if let Some(want) = req.expect.filter(|w| *w != done.sha256) {
         return Err(mismatch("sha256", want.to_hex(), done.sha256.to_hex()));
     }
-    // A multipart ETag is the md5 of the parts' md5s, then `-N`.
-    if let (Some(etag), Some(parts)) = (req.etag, &done.multipart) {
-        if !etag.eq_ignore_ascii_case(parts) {
+    // A multipart ETag is the md5 of the parts' md5s, then `-N`: one of
+    // the part sizes tried must give it.
+    if let Some(etag) = req.etag.filter(|_| !done.multipart.is_empty()) {
+        if !done.multipart.iter().any(|p| etag.eq_ignore_ascii_case(p)) {
             return Err(mismatch(
                 "multipart md5 (the ETag)",
                 etag.to_string(),
-                parts.clone(),
+                done.multipart.join(" or "),
             ));
         }
     }
@@ -565,8 +580,8 @@ struct Done {
     len: u64,
     sha256: Oid,
     md5: Option<[u8; 16]>,
-    /// `<md5 of the parts' md5s>-<parts>`, when a part size was given.
-    multipart: Option<String>,
+    /// `<md5 of the parts' md5s>-<parts>`, one per part size tried.
+    multipart: Vec<String>,
 }
 
 /// The writer thread: rehashes the resumed prefix from disk, then appends
@@ -580,7 +595,7 @@ impl Sink {
         file: File,
         partial: Partial,
         start: u64,
-        md5: (bool, Option<u64>),
+        md5: (bool, Vec<u64>),
         rx: Receiver<Bytes>,
     ) -> Sink {
         let thread = named("drsd-write", move || {
@@ -600,16 +615,19 @@ fn write_and_hash(
     mut file: File,
     mut partial: Partial,
     start: u64,
-    (want_md5, part_size): (bool, Option<u64>),
+    (want_md5, part_sizes): (bool, Vec<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
     let path = &partial.path.clone();
     let sha = Hasher::spawn::<Sha256>("drsd-sha256");
     let md5 = want_md5.then(|| Hasher::spawn::<Md5>("drsd-md5"));
-    let parts = part_size.map(|size| Hasher::start("drsd-md5-parts", PartsMd5::new(size)));
+    let parts: Vec<Hasher> = part_sizes
+        .iter()
+        .map(|size| Hasher::start("drsd-md5-parts", PartsMd5::new(*size)))
+        .collect();
     let feed = |chunk: Bytes| {
         sha.send(chunk.clone());
-        if let Some(p) = &parts {
+        for p in &parts {
             p.send(chunk.clone());
         }
         if let Some(m) = &md5 {
@@ -640,7 +658,10 @@ fn write_and_hash(
     let len = out.finish().map_err(io("write and fsync", path))?;
     let sha256 = Oid::from_digest(sha.finish().try_into().expect("32 bytes"));
     let md5 = md5.map(|m| m.finish().try_into().expect("16 bytes"));
-    let multipart = parts.map(|p| String::from_utf8(p.finish()).expect("hex and digits"));
+    let multipart = parts
+        .into_iter()
+        .map(|p| String::from_utf8(p.finish()).expect("hex and digits"))
+        .collect();
     Ok(Done {
         len,
         sha256,

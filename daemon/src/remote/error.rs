@@ -68,6 +68,23 @@ impl Permanence {
     }
 }
 
+/// Whether the request failed because its host name could not be resolved
+/// (it does not exist, or no name server answered).
+pub fn is_name_failure(e: &reqwest::Error) -> bool {
+    let mut cause = e.source();
+    while let Some(err) = cause {
+        let text = err.to_string();
+        if NO_SUCH_NAME.iter().any(|m| text.contains(m))
+            || text.contains("failure in name resolution")
+            || text.starts_with("dns error")
+        {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
 /// rustls reports a handshake that failed (a plain-HTTP answer to a
 /// ClientHello, a certificate not trusted or not for this host) as an
 /// InvalidData I/O error, a name that cannot be a TLS server name as
@@ -127,6 +144,10 @@ pub enum RemoteError {
         object: String,
         why: String,
     },
+    /// A setting the client is built from does not parse (tools reading
+    /// the environment; the daemon checks its settings when it starts).
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
 }
 
 impl RemoteError {
@@ -135,7 +156,8 @@ impl RemoteError {
         match self {
             RemoteError::BadUrl { .. }
             | RemoteError::Credentials { .. }
-            | RemoteError::Auth { .. } => Permanence::Permanent,
+            | RemoteError::Auth { .. }
+            | RemoteError::Settings(_) => Permanence::Permanent,
             RemoteError::Http { status, .. } => Permanence::of_status(*status),
             RemoteError::Transport { permanence, .. } => *permanence,
             // A short body, an answer we could not read: the next may do.

@@ -10,12 +10,13 @@
 use std::sync::Arc;
 
 use super::clients::Clients;
-use super::drs::{DrsClient, DrsError, IndexdClient};
+use super::drs::{DrsClient, DrsError, IndexdClient, NetrcFile};
 use super::{
     fetch_into_pool, Fetch, FetchError, FetchOptions, HttpClient, ObjectLayout, ObjectMeta,
     ObjectUrl, Origin, RemoteError, S3Client, UploadJournal,
 };
 use crate::pool::{Oid, Pool};
+use crate::settings::Settings;
 
 /// The daemon's way to its remotes, with the clients it keeps.
 pub struct Remote {
@@ -89,9 +90,10 @@ impl Remote {
     /// No client is built yet; the S3 one will record its multipart uploads
     /// in `journal` (the daemon's registry), so the next start can abort
     /// those a kill left.
-    pub fn new(journal: Option<Arc<dyn UploadJournal>>) -> Remote {
+    /// The clients are built from `settings`.
+    pub fn new(journal: Option<Arc<dyn UploadJournal>>, settings: Arc<Settings>) -> Remote {
         Remote {
-            clients: Clients::new(journal),
+            clients: Clients::new(journal, settings),
         }
     }
 
@@ -109,7 +111,12 @@ impl Remote {
     /// A client of the Indexd at `base`, on the DRS client's connections.
     pub fn indexd(&self, base: &url::Url) -> Result<IndexdClient, DrsError> {
         let api = self.clients.api()?;
-        Ok(IndexdClient::with_api((*api).clone(), base.clone()))
+        let netrc = NetrcFile::from_settings(self.clients.settings());
+        Ok(IndexdClient::with_netrc(
+            (*api).clone(),
+            base.clone(),
+            netrc,
+        ))
     }
 
     /// The object at `url` and the client its scheme wants.
@@ -178,7 +185,7 @@ impl Remote {
             last_modified: None, // the sha256 is the check
             expect: Some(oid),
             md5: false,
-            part_size: None, // the sha256 is known: it is the check
+            part_sizes: &[], // the sha256 is known: it is the check
         };
         fetch_into_pool(pool, req, FetchOptions::default(), report).await?;
         Ok(())

@@ -1,8 +1,9 @@
 //! Plain HTTP(S) objects: a HEAD for what the server says about an object
 //! and conditional, ranged GETs, with the same bounded retries as S3.
 //!
-//! Extra trusted roots come from the PEM file named by `DRSD_CA_FILE` (a
-//! site's own CA, or a test server's self-signed certificate). URLs in
+//! Extra trusted roots come from the PEM file named by the `ca_file`
+//! setting, `DRSD_CA_FILE` (a site's own CA, or a test server's
+//! self-signed certificate). URLs in
 //! errors and logs are shown without their query string: a signed URL's
 //! query is a secret.
 
@@ -16,8 +17,10 @@ use super::transport::{
     chain, head_size, header, ranged_if, send_retrying, transport, with_secret_headers, Retry, Sent,
 };
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError};
+use crate::settings::{Key, Settings, SettingsError};
 
-/// The environment variable naming a PEM file of extra trusted roots.
+/// The environment variable naming a PEM file of extra trusted roots
+/// (the `ca_file` setting).
 pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";
 
 #[derive(Debug, Clone)]
@@ -28,16 +31,29 @@ pub struct HttpConfig {
     pub ca_file: Option<PathBuf>,
 }
 
-impl HttpConfig {
-    /// Default retries and timeout; `DRSD_CA_FILE` when set.
-    pub fn from_env() -> HttpConfig {
+impl Default for HttpConfig {
+    /// Default retries and timeout, the system's roots alone.
+    fn default() -> HttpConfig {
         HttpConfig {
             retry: Retry::default(),
             timeout: Duration::from_secs(60),
-            ca_file: std::env::var_os(CA_FILE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            ca_file: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// Default retries and timeout; the `ca_file` setting when set.
+    pub fn from_settings(settings: &Settings) -> HttpConfig {
+        HttpConfig {
+            ca_file: settings.path(Key::CaFile).map(PathBuf::from),
+            ..HttpConfig::default()
+        }
+    }
+
+    /// [`HttpConfig::from_settings`] over the environment alone.
+    pub fn from_env() -> Result<HttpConfig, SettingsError> {
+        Ok(HttpConfig::from_settings(&Settings::from_env()?))
     }
 }
 
@@ -246,7 +262,7 @@ mod tests {
         for path in [missing, junk] {
             let config = HttpConfig {
                 ca_file: Some(path.clone()),
-                ..HttpConfig::from_env()
+                ..HttpConfig::default()
             };
             let err = HttpClient::new(config).err().expect("refused").to_string();
             assert!(
@@ -292,7 +308,7 @@ mod tests {
                 attempts: 4,
                 first_delay: Duration::from_millis(1),
             },
-            ..HttpConfig::from_env()
+            ..HttpConfig::default()
         })
         .unwrap()
     }
@@ -356,7 +372,7 @@ mod tests {
                 attempts: 2,
                 first_delay: Duration::from_millis(1),
             },
-            ..HttpConfig::from_env()
+            ..HttpConfig::default()
         };
         let client = HttpClient::new(config).unwrap();
         // Port 9 (discard) on loopback: nothing listens there in the test machines.

@@ -28,6 +28,7 @@ mod journal;
 mod object_remote;
 mod partial;
 pub mod partials;
+pub mod parts;
 mod resolved;
 mod s3;
 mod transport;
@@ -37,6 +38,7 @@ mod url;
 mod url_props;
 
 pub use checksum::content_sha256;
+pub use clients::DRS_WAIT_ENV;
 pub use copy::CopyOutcome;
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};

@@ -95,7 +95,7 @@ impl Remote {
             last_modified: None, // the sha256 is the check
             expect: Some(oid),
             md5: false,
-            part_size: None,
+            part_sizes: &[],
         };
         Ok(fetch_into_pool(pool, req, FetchOptions::default(), report).await?)
     }

@@ -19,6 +19,7 @@ use super::transport::{
     chain, etag, head_size, header, ranged_if, send_retrying, transport, with_headers, Retry, Sent,
 };
 use super::{RemoteError, S3Credentials, UploadJournal};
+use crate::settings::{Key, Settings};
 
 /// How long a presigned request stays valid: long enough for one slow part.
 const SIGN_FOR: Duration = Duration::from_secs(3600);
@@ -54,28 +55,47 @@ pub struct S3Config {
 }
 
 impl S3Config {
-    /// From `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` (path-style when set,
-    /// as RGW wants) and `AWS_REGION` / `AWS_DEFAULT_REGION`.
+    /// [`S3Config::from_settings`] over the environment alone.
     pub fn from_env() -> Result<S3Config, RemoteError> {
-        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-        let custom = var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL"));
-        let text = custom
-            .clone()
-            .unwrap_or_else(|| "https://s3.amazonaws.com".into());
+        S3Config::from_settings(&Settings::from_env()?)
+    }
+
+    /// From `s3.endpoint` (`AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`;
+    /// path-style when set, as RGW wants) and `s3.region` (`AWS_REGION` /
+    /// `AWS_DEFAULT_REGION`).
+    pub fn from_settings(settings: &Settings) -> Result<S3Config, RemoteError> {
+        let custom = settings.text(Key::S3Endpoint);
+        let text = custom.unwrap_or(DEFAULT_ENDPOINT).to_string();
         let endpoint = url::Url::parse(&text).map_err(|e| RemoteError::BadUrl {
             url: text.clone(),
             why: format!("S3 endpoint: {e}"),
         })?;
         Ok(S3Config {
             endpoint,
-            region: var("AWS_REGION")
-                .or_else(|| var("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| "us-east-1".into()),
+            region: settings.text(Key::S3Region).unwrap_or("us-east-1").into(),
             path_style: custom.is_some(),
             retry: Retry::default(),
             timeout: Duration::from_secs(60),
         })
     }
+}
+
+/// The endpoint used when none is configured.
+const DEFAULT_ENDPOINT: &str = "https://s3.amazonaws.com";
+
+/// For a host name that did not resolve while no endpoint is configured
+/// (AWS's was tried, as for `s3://bucket` on a lab's own store): how to
+/// set one.
+fn endpoint_hint(endpoint: &url::Url, e: &reqwest::Error) -> Option<String> {
+    let default = url::Url::parse(DEFAULT_ENDPOINT).ok()?;
+    if endpoint.host_str() != default.host_str() || !super::error::is_name_failure(e) {
+        return None;
+    }
+    Some(format!(
+        "; no S3 endpoint is configured, so {DEFAULT_ENDPOINT} was tried: set \
+         AWS_ENDPOINT_URL where drsd starts, or `endpoint` under [s3] in its settings \
+         file (`drsctl config --path`), to your store's URL"
+    ))
 }
 
 /// What a HEAD tells about an object.
@@ -224,6 +244,36 @@ impl S3Client {
         let mut found = meta(&resp, "HEAD", &object)?;
         found.sha256 = super::checksum::content_sha256(resp.headers());
         Ok(Some(found))
+    }
+
+    /// Part `n`'s length and the upload's parts count, from a
+    /// `HEAD ?partNumber=n`, when the store answers for a part: AWS S3
+    /// does; Ceph RGW ignores `partNumber` and answers for the whole
+    /// object without `x-amz-mp-parts-count`, which gives `None`.
+    pub async fn head_part(
+        &self,
+        bucket: &str,
+        key: &str,
+        n: u32,
+    ) -> Result<Option<(u64, u64)>, RemoteError> {
+        let b = self.bucket(bucket)?;
+        let mut action = b.head_object(self.creds.keys.as_ref(), key);
+        let number = n.to_string();
+        action.query_mut().insert("partNumber", number.as_str());
+        let url = action.sign(SIGN_FOR);
+        let object = format!("s3://{bucket}/{key}");
+        let resp = self
+            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
+                self.http.head(url.clone())
+            })
+            .await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let Some(parts) = header(&resp, "x-amz-mp-parts-count").and_then(|p| p.parse().ok()) else {
+            return Ok(None);
+        };
+        Ok(Some((head_size(&resp, "HEAD", &object)?, parts)))
     }
 
     /// A GET of the object or of `range` of it, ready to stream.
@@ -429,7 +479,15 @@ impl S3Client {
             Sent::Refused { resp, attempt } => {
                 Err(self.status_error(op, object, attempt, resp).await)
             }
-            Sent::Failed { error, attempt } => Err(transport(op, object, attempt, &error)),
+            Sent::Failed { error, attempt } => {
+                let mut e = transport(op, object, attempt, &error);
+                if let (RemoteError::Transport { why, .. }, Some(hint)) =
+                    (&mut e, endpoint_hint(&self.config.endpoint, &error))
+                {
+                    why.push_str(&hint);
+                }
+                Err(e)
+            }
         }
     }
 
@@ -527,4 +585,38 @@ fn encode_key(key: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::{endpoint_hint, DEFAULT_ENDPOINT};
+
+    /// A request to a name that never resolves (RFC 6761's `.invalid`).
+    async fn unresolvable() -> reqwest::Error {
+        reqwest::Client::new()
+            .head("http://no-such-bucket.drsd-test.invalid/key")
+            .send()
+            .await
+            .expect_err("an .invalid host does not resolve")
+    }
+
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_names_its_host_and_how_to_set_the_endpoint() {
+        let e = unresolvable().await;
+        let error = crate::remote::transport::transport("HEAD", "s3://b/k", 1, &e).to_string();
+        assert!(
+            error.contains("looking up the host no-such-bucket.drsd-test.invalid"),
+            "{error}"
+        );
+        let default = url::Url::parse(DEFAULT_ENDPOINT).unwrap();
+        let hint = endpoint_hint(&default, &e).expect("a hint for the default endpoint");
+        assert!(hint.contains("AWS_ENDPOINT_URL"), "{hint}");
+        assert!(hint.contains("drsctl config --path"), "{hint}");
+        let configured = url::Url::parse("http://rgw.lab:8080").unwrap();
+        assert_eq!(
+            endpoint_hint(&configured, &e),
+            None,
+            "the endpoint was chosen"
+        );
+    }
 }

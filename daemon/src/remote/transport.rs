@@ -147,11 +147,21 @@ pub(super) fn transport(
     attempts: u32,
     e: &reqwest::Error,
 ) -> RemoteError {
+    let mut why = chain(e);
+    // The host is no secret (the signature is in the query), and a name
+    // that did not resolve is only actionable once you know which.
+    if let Some(host) = e
+        .url()
+        .and_then(|u| u.host_str())
+        .filter(|_| super::error::is_name_failure(e))
+    {
+        why.push_str(&format!(" (looking up the host {host})"));
+    }
     RemoteError::Transport {
         op,
         object: object.into(),
         attempts,
-        why: chain(e),
+        why,
         permanence: Permanence::of_transport(e),
     }
 }

@@ -161,13 +161,18 @@ async fn work(shared: &Arc<Shared>, job: Job) {
 
 /// The job's object is hashed: its content oid recorded, then promoted in
 /// every repo that refers to it.
-async fn finish(shared: &Shared, job: Job, Hashed { oid, md5 }: Hashed, shown: &str) {
-    let md5 = hex::encode(md5);
-    log::info!("prefetched {shown}: sha256 {oid}, md5 {md5}");
+async fn finish(shared: &Shared, job: Job, hashed: Hashed, shown: &str) {
+    let Hashed {
+        oid,
+        md5,
+        unverified,
+    } = hashed;
+    let md5 = md5.map(hex::encode);
+    log::info!("prefetched {shown}: sha256 {oid}");
     let registry = shared.registry.clone();
     let recorded = {
         let job = job.clone();
-        blocking(move || registry.job_done(&job, &oid, Some(&md5))).await
+        blocking(move || registry.job_done(&job, &oid, md5.as_deref(), unverified.as_deref())).await
     };
     match recorded {
         Ok(repos) => {

@@ -9,13 +9,16 @@
 //! - [`promotion`]: the one path from a provisional pointer to a content
 //!   pointer, taken by the workers once an object is hashed, at catch-up,
 //!   and by `drsctl promote`;
-//! - [`standing`]: where each provisional pointer's object stands.
+//! - [`standing`]: where each provisional pointer's object stands;
+//! - [`fetch`]: `drsctl fetch`, the prefetch of named objects queued
+//!   (after `add-url --no-fetch`, or a failure fixed).
 //!
 //! The prefetch queue itself is the registry's; the workers that drain it
 //! are `server::workers`, which come back here to promote.
 
 mod drs;
 mod error;
+pub mod fetch;
 pub mod plan;
 pub mod promotion;
 pub mod resolve;

@@ -147,7 +147,10 @@ fn promote_to_content(
     let promoted = promote(at.top, &rewrites, trigger.scope())?;
     let changed: Vec<Entry> = ready
         .into_iter()
-        .filter(|(e, to)| e.oid != *to && promoted.rewritten.contains(&e.path))
+        .filter(|(e, to)| {
+            e.oid != *to
+                && (promoted.rewritten.contains(&e.path) || promoted.already.contains(&e.path))
+        })
         .map(|(e, to)| Entry { oid: to, ..e })
         .collect();
     record_and_mirror(registry, at.top, at.common, &changed)?;
@@ -372,7 +375,7 @@ fn retry_failed(registry: &Registry, entries: &[Entry]) -> Result<usize, Foreign
 }
 
 /// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.
-fn relative(top: &Path, cwd: &Path, path: &Path) -> String {
+pub(super) fn relative(top: &Path, cwd: &Path, path: &Path) -> String {
     let full = std::path::absolute(cwd.join(path)).unwrap_or_else(|_| cwd.join(path));
     full.strip_prefix(top)
         .unwrap_or(&full)

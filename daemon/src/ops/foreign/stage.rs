@@ -14,7 +14,7 @@ use super::{Added, ForeignError, ForeignObjects, Refused};
 use crate::git::Repo;
 use crate::lfs::{track, Pointer};
 use crate::pool::Oid;
-use crate::registry::{mirror, Entry, Registry};
+use crate::registry::{mirror, Entry, JobState, Registry};
 
 /// How long git's `index.lock`, held by another git, is waited for.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
@@ -64,14 +64,17 @@ impl ForeignObjects {
             check_attributes_file(&top)?;
             wait_for_index(&top)?;
             let added = write_all(&registry, &top, &common, resolved)?;
+            let oids: Vec<Oid> = added
+                .iter()
+                .filter(|a| a.provisional)
+                .map(|a| a.oid)
+                .collect();
             if no_fetch {
                 // Before any job is queued for them, so no worker takes one.
-                let oids: Vec<Oid> = added
-                    .iter()
-                    .filter(|a| a.provisional)
-                    .map(|a| a.oid)
-                    .collect();
                 registry.skip(&oids)?;
+            } else {
+                // Added before with --no-fetch: this add-url asks for the bytes.
+                registry.queue_again(&oids, &[JobState::Skipped])?;
             }
             Ok::<_, ForeignError>((added, failed))
         })

@@ -16,6 +16,7 @@
 //! user's token, or post their long-lived Gen3 key, to that host. A netrc
 //! `machine` entry names its host itself, so it needs no such check.
 
+use crate::settings::{Key, Settings};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -140,16 +141,13 @@ impl fmt::Debug for DrsAuth {
 }
 
 impl DrsAuth {
-    /// `DRSD_GEN3_CREDENTIALS` or `DRSD_DRS_TOKEN_FILE` (not both), and the
-    /// netrc file (`$NETRC`, else `~/.netrc`). The files are read when
+    /// The settings `gen3_credentials` (`DRSD_GEN3_CREDENTIALS`) or
+    /// `drs_token_file` (`DRSD_DRS_TOKEN_FILE`), not both, and the netrc
+    /// file (`netrc`, `$NETRC`, else `~/.netrc`). The files are read when
     /// used, not here.
-    pub fn from_env() -> Result<DrsAuth, DrsError> {
-        let var = |name| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let bearer = match (var(GEN3_CREDENTIALS_ENV), var(TOKEN_FILE_ENV)) {
+    pub fn from_settings(settings: &Settings) -> Result<DrsAuth, DrsError> {
+        let var = |key| settings.path(key).map(PathBuf::from);
+        let bearer = match (var(Key::Gen3Credentials), var(Key::DrsTokenFile)) {
             (Some(_), Some(token)) => {
                 return Err(DrsError::Credentials {
                     what: "the DRS credentials",
@@ -165,7 +163,7 @@ impl DrsAuth {
         };
         Ok(DrsAuth {
             bearer,
-            netrc: NetrcFile::from_env(),
+            netrc: NetrcFile::from_settings(settings),
             named: Vec::new(),
         })
     }

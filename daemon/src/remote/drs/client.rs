@@ -54,11 +54,6 @@ impl DrsClient {
         Ok(DrsClient::with_api(Api::new(http)?, servers, auth))
     }
 
-    /// `DRSD_DRS_SERVERS`, the credentials of `DrsAuth::from_env`.
-    pub fn from_env(http: &HttpConfig) -> Result<DrsClient, DrsError> {
-        DrsClient::new(http, DrsServers::from_env()?, DrsAuth::from_env()?)
-    }
-
     /// A client on connections shared with others (the facade's).
     pub(crate) fn with_api(api: Api, servers: DrsServers, auth: DrsAuth) -> DrsClient {
         DrsClient {

@@ -71,13 +71,6 @@ pub enum DrsError {
         path: PathBuf,
         why: String,
     },
-    /// A DRS setting of the daemon's environment that does not parse.
-    #[error("{name}={value:?}: {why}")]
-    BadSetting {
-        name: &'static str,
-        value: String,
-        why: String,
-    },
 }
 
 fn tries(attempts: u32) -> String {
@@ -99,7 +92,6 @@ impl DrsError {
             // A token file being rewritten reads empty for a moment.
             DrsError::Credentials { .. } => Permanence::Transient,
             DrsError::BadUri(_)
-            | DrsError::BadSetting { .. }
             | DrsError::BadServers(_)
             | DrsError::NotFound { .. }
             | DrsError::Auth { .. }

@@ -72,16 +72,17 @@ pub struct IndexdClient {
 
 impl IndexdClient {
     /// The Indexd at `base` (its root, e.g. `https://commons.example.org`).
-    pub fn new(http: &HttpConfig, base: url::Url) -> Result<IndexdClient, DrsError> {
-        Ok(IndexdClient::with_api(Api::new(http)?, base))
+    /// Logins from `netrc`.
+    pub fn new(
+        http: &HttpConfig,
+        base: url::Url,
+        netrc: NetrcFile,
+    ) -> Result<IndexdClient, DrsError> {
+        Ok(IndexdClient::with_netrc(Api::new(http)?, base, netrc))
     }
 
     /// On connections shared with others (the facade's).
-    pub(crate) fn with_api(api: Api, base: url::Url) -> IndexdClient {
-        IndexdClient::with_netrc(api, base, NetrcFile::from_env())
-    }
-
-    pub(super) fn with_netrc(api: Api, base: url::Url, netrc: NetrcFile) -> IndexdClient {
+    pub(crate) fn with_netrc(api: Api, base: url::Url, netrc: NetrcFile) -> IndexdClient {
         let auth = DrsAuth::none().netrc_file(netrc).trusting_url(&base);
         IndexdClient {
             caller: Caller {
@@ -313,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_did_keeps_its_slashes_as_separators_and_hostile_parts_are_refused() {
-        let api = Api::new(&HttpConfig::from_env()).unwrap();
+        let api = Api::new(&HttpConfig::default()).unwrap();
         let client = IndexdClient::with_netrc(
             api,
             url::Url::parse("http://127.0.0.1:1/root").unwrap(),

@@ -38,6 +38,6 @@ pub use client::DrsClient;
 pub use error::DrsError;
 pub use indexd::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};
-pub use netrc::{basic_for, Login, NetrcFile};
+pub use netrc::{Login, NetrcFile};
 pub use servers::{BadDrsServers, DrsServers, SERVERS_ENV};
 pub use uri::{BadDrsUri, DrsUri};

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 
 use super::auth::CredentialKind;
 use super::DrsError;
+use crate::settings::{Key, Settings};
 
 /// A login found for a host: the user, the password, and where it came
 /// from. Debug shows the user and the source, never the password.
@@ -48,9 +49,14 @@ pub struct NetrcFile {
 }
 
 impl NetrcFile {
-    /// `$NETRC`, else `$HOME/.netrc`.
-    pub fn from_env() -> NetrcFile {
-        NetrcFile::locate(|name| std::env::var_os(name))
+    /// The `netrc` setting (`$NETRC`), else `~/.netrc`.
+    pub fn from_settings(settings: &Settings) -> NetrcFile {
+        let home = directories::BaseDirs::new().map(|d| d.home_dir().as_os_str().to_owned());
+        NetrcFile::locate(|name| match name {
+            "NETRC" => settings.path(Key::Netrc).map(|p| p.as_os_str().to_owned()),
+            "HOME" => home.clone(),
+            _ => None,
+        })
     }
 
     /// The same choice over any variable lookup, so it can be tested
@@ -114,19 +120,6 @@ impl NetrcFile {
             what: "the netrc file",
             path: self.path.clone().unwrap_or_default(),
             why,
-        }
-    }
-}
-
-/// The user and password netrc holds for `host`'s host (its `default`
-/// entry too: for Indexd, whose URL the user gave). A file that cannot be
-/// read is logged by name and counts as no login.
-pub fn basic_for(host: &url::Url) -> Option<(String, String)> {
-    match NetrcFile::from_env().login(host, true) {
-        Ok(login) => login.map(|l| (l.user, l.password)),
-        Err(e) => {
-            log::warn!("{e}; going on without a netrc login");
-            None
         }
     }
 }

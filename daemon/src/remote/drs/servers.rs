@@ -16,6 +16,7 @@ use percent_encoding::utf8_percent_encode;
 
 use super::uri::{BadDrsUri, DrsUri, Form, NOT_UNRESERVED};
 use crate::remote::redacted;
+use crate::settings::{Key, Settings};
 
 /// The environment variable holding the map.
 pub const SERVERS_ENV: &str = "DRSD_DRS_SERVERS";
@@ -40,9 +41,10 @@ pub struct DrsServers {
 }
 
 impl DrsServers {
-    /// The map in `DRSD_DRS_SERVERS`; empty when it is unset or blank.
-    pub fn from_env() -> Result<DrsServers, BadDrsServers> {
-        DrsServers::parse(&std::env::var(SERVERS_ENV).unwrap_or_default())
+    /// The map of the `drs_servers` setting (`DRSD_DRS_SERVERS`); empty
+    /// when it is unset.
+    pub fn from_settings(settings: &Settings) -> Result<DrsServers, BadDrsServers> {
+        DrsServers::parse(settings.text(Key::DrsServers).unwrap_or_default())
     }
 
     /// `NAME=URL` entries separated by commas (blanks around them ignored).

@@ -1,6 +1,8 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
 mod add_url;
+mod config;
+mod fetch;
 mod gc;
 mod hydrate;
 mod init;
@@ -77,8 +79,10 @@ pub(crate) async fn handle(
         Request::PrePush(request) => push::handle(&shared, request, &progress).await,
         Request::Promote(request) => promote::handle(&shared, request).await,
         Request::Provisional(request) => provisional::handle(&shared, request).await,
+        Request::Fetch(request) => fetch::handle(&shared, request).await,
         Request::Hydrate(request) => hydrate::handle(&shared, request, &progress).await,
         Request::AddUrl(request) => add_url::handle(&shared, request, &progress).await,
+        Request::Config(_) => Ok(config::handle(&shared)),
         Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",

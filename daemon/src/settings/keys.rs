@@ -1,0 +1,336 @@
+//! Every setting the daemon reads: its key in the settings file, the
+//! environment variables that set it, the `drsd` flag that sets it if any,
+//! what values it takes and what its default is. One table, so the file's
+//! keys, the environment and `drsctl config` cannot drift apart.
+
+use crate::remote::drs::{GEN3_CREDENTIALS_ENV, SERVERS_ENV, TOKEN_FILE_ENV};
+use crate::remote::partials::PARTIAL_MAX_ENV;
+use crate::remote::CA_FILE_ENV;
+
+/// A setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Key {
+    Pool,
+    StateDir,
+    IdleTimeout,
+    PrefetchJobs,
+    PrefetchSmallJobs,
+    PrefetchBandwidth,
+    PrefetchMaxSize,
+    RetrySecs,
+    MultipartPartSize,
+    PartialMax,
+    UploadPartSize,
+    CopyWholeMax,
+    CaFile,
+    DrsServers,
+    DrsTokenFile,
+    Gen3Credentials,
+    DrsWaitSecs,
+    Netrc,
+    S3Endpoint,
+    S3Region,
+    S3AccessKeyId,
+    S3SecretAccessKey,
+    S3SessionToken,
+    S3Profile,
+    S3CredentialsFile,
+}
+
+/// What values a setting takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole number.
+    Count,
+    /// Bytes: a whole number, or a string with a K, M or G suffix (powers of 1024).
+    Size,
+    /// Seconds, fractions allowed.
+    Secs,
+    Path,
+    /// An http(s) URL.
+    Url,
+    /// `NAME=URL[,NAME=URL...]` (see `remote::drs::servers`).
+    DrsServers,
+    Text,
+}
+
+impl Kind {
+    /// What is accepted, for error messages.
+    pub fn accepted(self) -> &'static str {
+        match self {
+            Kind::Count => "a whole number",
+            Kind::Size => "a size: a whole number of bytes, or a string such as \"64M\" (K, M, G)",
+            Kind::Secs => "a number of seconds",
+            Kind::Path => "a path (a string)",
+            Kind::Url => "an http:// or https:// URL (a string)",
+            Kind::DrsServers => {
+                "NAME=URL[,NAME=URL...] (a string), e.g. \"dg.TEST=https://data.example.org\""
+            }
+            Kind::Text => "a string",
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug)]
+pub struct Spec {
+    pub key: Key,
+    /// The table in the file (`s3`), `None` at the top level.
+    pub table: Option<&'static str>,
+    /// The key in its table.
+    pub name: &'static str,
+    /// The variables that set it, the first one set winning.
+    pub env: &'static [&'static str],
+    /// The `drsd` flag that sets it (and overrides the environment).
+    pub flag: Option<&'static str>,
+    pub kind: Kind,
+    /// Never shown, logged or put in an error.
+    pub secret: bool,
+    /// What applies when it is not set, for `drsctl config`.
+    pub default: &'static str,
+}
+
+impl Spec {
+    /// `prefetch_jobs`, `s3.endpoint`.
+    pub fn dotted(&self) -> String {
+        match self.table {
+            Some(table) => format!("{table}.{}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+}
+
+const fn top(key: Key, name: &'static str, env: &'static [&'static str], kind: Kind) -> Spec {
+    Spec {
+        key,
+        table: None,
+        name,
+        env,
+        flag: None,
+        kind,
+        secret: false,
+        default: "unset",
+    }
+}
+
+const fn s3(key: Key, name: &'static str, env: &'static [&'static str], kind: Kind) -> Spec {
+    Spec {
+        table: Some("s3"),
+        ..top(key, name, env, kind)
+    }
+}
+
+const fn flag(spec: Spec, flag: &'static str) -> Spec {
+    Spec {
+        flag: Some(flag),
+        ..spec
+    }
+}
+
+const fn default(spec: Spec, default: &'static str) -> Spec {
+    Spec { default, ..spec }
+}
+
+const fn secret(spec: Spec) -> Spec {
+    Spec {
+        secret: true,
+        ..spec
+    }
+}
+
+/// Every setting, in the order `drsctl config` shows them.
+pub static SPECS: &[Spec] = &[
+    default(
+        flag(top(Key::Pool, "pool", &["DRSD_POOL"], Kind::Path), "--pool"),
+        "$XDG_DATA_HOME/drsd/pool",
+    ),
+    default(
+        flag(
+            top(Key::StateDir, "state_dir", &["DRSD_STATE_DIR"], Kind::Path),
+            "--state-dir",
+        ),
+        "$XDG_STATE_HOME/drsd",
+    ),
+    default(
+        flag(
+            top(
+                Key::IdleTimeout,
+                "idle_timeout",
+                &[drsd_proto::IDLE_TIMEOUT_ENV],
+                Kind::Secs,
+            ),
+            "--idle-timeout",
+        ),
+        "never (900 when a client starts the daemon)",
+    ),
+    default(
+        top(
+            Key::PrefetchJobs,
+            "prefetch_jobs",
+            &["DRSD_PREFETCH_JOBS"],
+            Kind::Count,
+        ),
+        "2",
+    ),
+    default(
+        top(
+            Key::PrefetchSmallJobs,
+            "prefetch_small_jobs",
+            &["DRSD_PREFETCH_SMALL_JOBS"],
+            Kind::Count,
+        ),
+        "32",
+    ),
+    default(
+        top(
+            Key::PrefetchBandwidth,
+            "prefetch_bandwidth",
+            &["DRSD_PREFETCH_BANDWIDTH"],
+            Kind::Size,
+        ),
+        "unlimited",
+    ),
+    default(
+        top(
+            Key::PrefetchMaxSize,
+            "prefetch_max_size",
+            &["DRSD_PREFETCH_MAX_SIZE"],
+            Kind::Size,
+        ),
+        "unlimited",
+    ),
+    default(
+        top(
+            Key::RetrySecs,
+            "retry_secs",
+            &["DRSD_RETRY_SECS"],
+            Kind::Secs,
+        ),
+        "30",
+    ),
+    default(
+        top(
+            Key::MultipartPartSize,
+            "multipart_part_size",
+            &["DRSD_MULTIPART_PART_SIZE"],
+            Kind::Size,
+        ),
+        "unset (multipart ETags not checked)",
+    ),
+    default(
+        top(
+            Key::PartialMax,
+            "partial_max",
+            &[PARTIAL_MAX_ENV],
+            Kind::Size,
+        ),
+        "1G",
+    ),
+    default(
+        top(
+            Key::UploadPartSize,
+            "upload_part_size",
+            &["DRSD_UPLOAD_PART_SIZE"],
+            Kind::Size,
+        ),
+        "64M",
+    ),
+    default(
+        top(
+            Key::CopyWholeMax,
+            "copy_whole_max",
+            &["DRSD_COPY_WHOLE_MAX"],
+            Kind::Size,
+        ),
+        "5G",
+    ),
+    default(
+        top(Key::CaFile, "ca_file", &[CA_FILE_ENV], Kind::Path),
+        "the system's roots only",
+    ),
+    top(
+        Key::DrsServers,
+        "drs_servers",
+        &[SERVERS_ENV],
+        Kind::DrsServers,
+    ),
+    top(
+        Key::DrsTokenFile,
+        "drs_token_file",
+        &[TOKEN_FILE_ENV],
+        Kind::Path,
+    ),
+    top(
+        Key::Gen3Credentials,
+        "gen3_credentials",
+        &[GEN3_CREDENTIALS_ENV],
+        Kind::Path,
+    ),
+    default(
+        top(
+            Key::DrsWaitSecs,
+            "drs_wait_secs",
+            &[crate::remote::DRS_WAIT_ENV],
+            Kind::Secs,
+        ),
+        "60",
+    ),
+    default(top(Key::Netrc, "netrc", &["NETRC"], Kind::Path), "~/.netrc"),
+    default(
+        s3(
+            Key::S3Endpoint,
+            "endpoint",
+            &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+            Kind::Url,
+        ),
+        "https://s3.amazonaws.com",
+    ),
+    default(
+        s3(
+            Key::S3Region,
+            "region",
+            &["AWS_REGION", "AWS_DEFAULT_REGION"],
+            Kind::Text,
+        ),
+        "us-east-1",
+    ),
+    s3(
+        Key::S3AccessKeyId,
+        "access_key_id",
+        &["AWS_ACCESS_KEY_ID"],
+        Kind::Text,
+    ),
+    secret(s3(
+        Key::S3SecretAccessKey,
+        "secret_access_key",
+        &["AWS_SECRET_ACCESS_KEY"],
+        Kind::Text,
+    )),
+    secret(s3(
+        Key::S3SessionToken,
+        "session_token",
+        &["AWS_SESSION_TOKEN"],
+        Kind::Text,
+    )),
+    default(
+        s3(Key::S3Profile, "profile", &["AWS_PROFILE"], Kind::Text),
+        "default",
+    ),
+    default(
+        s3(
+            Key::S3CredentialsFile,
+            "credentials_file",
+            &["AWS_SHARED_CREDENTIALS_FILE"],
+            Kind::Path,
+        ),
+        "~/.aws/credentials",
+    ),
+];
+
+/// The row of `key`.
+pub fn spec(key: Key) -> &'static Spec {
+    SPECS
+        .iter()
+        .find(|s| s.key == key)
+        .expect("every key has a row")
+}
