@@ -296,11 +296,13 @@ fn an_upload_to_an_unreachable_store_fails_clearly_and_a_retry_succeeds() {
         ("one.bin", content(7, 200_000)),
         ("two.bin", content(8, 2 << 20)),
     ];
+    // init checks the store, so the repo is set up while it is reachable;
+    // then it goes away.
+    let (a, _) = world.source_repo(&Daemon::start(&world.dir("d1")), &files);
     let down = Daemon::start_with(
         &world.dir("d1"),
         &[("AWS_ENDPOINT_URL", "http://127.0.0.1:9")],
     );
-    let (a, _) = world.source_repo(&down, &files);
     let text = git_fails(&down, &a, &["push", "-q", "origin", "main"]);
     let oid = Oid::of(&files[1].1);
     assert!(

@@ -20,6 +20,7 @@ mod lying_server;
 mod multipart;
 mod pool_crash;
 mod push_integrity;
+mod quickstart;
 mod recovery;
 mod s3;
 mod secrets;

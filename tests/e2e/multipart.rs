@@ -67,6 +67,9 @@ fn rclone_copy(file: &Path, bucket: &str, key: &str) {
             .args(["copyto", "--s3-upload-cutoff", "5M"])
             .arg(file)
             .arg(format!("rgw:{bucket}/{key}"))
+            // rclone's AWS SDK cannot load a CA bundle into its own HTTP
+            // transport and fails outright; RGW is plain http here anyway.
+            .env_remove("AWS_CA_BUNDLE")
             .env("RCLONE_CONFIG_RGW_TYPE", "s3")
             .env("RCLONE_CONFIG_RGW_PROVIDER", "Ceph")
             .env("RCLONE_CONFIG_RGW_ENV_AUTH", "false")

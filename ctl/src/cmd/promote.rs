@@ -191,7 +191,10 @@ fn show(report: &PromoteReport, out: &Output) {
             println!("skipped  {path}: it no longer holds the provisional pointer");
         }
         if report.rewritten.is_empty() && report.waiting.is_empty() && report.changed.is_empty() {
-            println!("nothing to promote in {}", report.repo.display());
+            println!(
+                "no provisional pointer left to promote in {}",
+                report.repo.display()
+            );
         }
     });
 }

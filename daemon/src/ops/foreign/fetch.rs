@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::promotion::relative;
+use super::promotion::named_entries;
 use super::{standing, ForeignError, ForeignObjects, Standing, Waiting};
 use crate::git::Repo;
 use crate::pool::Oid;
@@ -54,31 +54,15 @@ struct Wanted {
     unhashed: Vec<Oid>,
 }
 
-/// A named path that is not a provisional pointer of the repo is refused,
-/// naming it: a typo must not read as "nothing to fetch".
 fn wanted(registry: &Registry, request: &FetchRequest) -> Result<Wanted, ForeignError> {
     let top = Repo::locate(&request.cwd)
         .map_err(ForeignError::NotInRepo)?
         .top;
-    let named: Vec<String> = request
-        .paths
-        .iter()
-        .map(|p| relative(&top, &request.cwd, p))
-        .collect();
-    let entries: Vec<Entry> = registry
-        .for_repo(&top)?
-        .into_iter()
-        .filter(|e| e.is_provisional() && (request.all || named.contains(&e.path)))
-        .collect();
-    if let Some(stray) = named
-        .iter()
-        .find(|n| !entries.iter().any(|e| &e.path == *n))
-    {
-        return Err(ForeignError::Refused(format!(
-            "{stray} is not a provisional pointer in {} (drsctl status lists them)",
-            top.display()
-        )));
-    }
+    let entries: Vec<Entry> =
+        named_entries(registry, &top, &request.cwd, &request.paths, request.all)?
+            .into_iter()
+            .filter(Entry::is_provisional)
+            .collect();
     let unhashed = entries
         .iter()
         .filter(|e| e.object.content_oid.is_none())

@@ -326,16 +326,7 @@ fn promote_named(
     top: PathBuf,
     request: PromoteRequest,
 ) -> Result<(PromoteOutcome, usize), ForeignError> {
-    let wanted: Vec<String> = request
-        .paths
-        .iter()
-        .map(|p| relative(&top, &request.cwd, p))
-        .collect();
-    let entries: Vec<Entry> = registry
-        .for_repo(&top)?
-        .into_iter()
-        .filter(|e| request.all || wanted.contains(&e.path))
-        .collect();
+    let entries = named_entries(registry, &top, &request.cwd, &request.paths, request.all)?;
     let retried = match request.retry {
         true => retry_failed(registry, &entries)?,
         false => 0,
@@ -372,6 +363,31 @@ fn retry_failed(registry: &Registry, entries: &[Entry]) -> Result<usize, Foreign
         .map(|e| e.object.provisional_oid)
         .collect();
     Ok(registry.retry_failed(&oids)?)
+}
+
+/// The repo's entries at `paths` (relative to the client's `cwd`), or all
+/// of them. A path that names no entry (a typo, a file not added by URL) is
+/// refused, naming it: it must not read as "nothing to do".
+pub(super) fn named_entries(
+    registry: &Registry,
+    top: &Path,
+    cwd: &Path,
+    paths: &[PathBuf],
+    all: bool,
+) -> Result<Vec<Entry>, ForeignError> {
+    let named: Vec<String> = paths.iter().map(|p| relative(top, cwd, p)).collect();
+    let entries: Vec<Entry> = registry
+        .for_repo(top)?
+        .into_iter()
+        .filter(|e| all || named.contains(&e.path))
+        .collect();
+    match named.iter().find(|n| !entries.iter().any(|e| &e.path == *n)) {
+        Some(stray) => Err(ForeignError::Refused(format!(
+            "{stray} is not a pointer added by URL in {} (drsctl status lists the provisional ones)",
+            top.display()
+        ))),
+        None => Ok(entries),
+    }
 }
 
 /// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.
