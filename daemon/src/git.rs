@@ -38,6 +38,8 @@ pub fn git(repo: &Path) -> Command {
         "GIT_INDEX_FILE",
         "GIT_COMMON_DIR",
         "GIT_OBJECT_DIRECTORY",
+        // Where git reads attributes from: the daemon chooses (track::stage).
+        "GIT_ATTR_SOURCE",
     ] {
         cmd.env_remove(var);
     }
@@ -69,8 +71,17 @@ pub fn spawn_fed(
     input: Vec<u8>,
     stderr: Stdio,
 ) -> std::io::Result<(Child, Feeder)> {
-    let mut child = git(repo)
-        .args(args)
+    spawn_fed_with(git(repo).args(args), input, stderr)
+}
+
+/// [`spawn_fed`] of a [`git`] command built by the caller (extra
+/// environment, say).
+pub fn spawn_fed_with(
+    cmd: &mut Command,
+    input: Vec<u8>,
+    stderr: Stdio,
+) -> std::io::Result<(Child, Feeder)> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)

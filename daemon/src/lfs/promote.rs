@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::scan::read_pointers;
-use super::track::{replace, stage, TrackError};
+use super::track::{attributes, replace, stage, Convert, TrackError};
 use super::Pointer;
 use crate::git::git;
 
@@ -93,7 +93,18 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
         replace(top, &r.path, r.to.to_text().as_bytes())?;
         ready.push(r.path.as_str());
     }
-    stage(top, &ready)?;
+    // Pointers whose attributes change nothing (every path add-url tracked,
+    // unless the user added an encoding or ident) are staged as they are:
+    // git then matches none of them against .gitattributes' lines.
+    let attrs = attributes(top, &ready)?;
+    let pick = |as_is: bool| -> Vec<&str> {
+        let both = ready.iter().zip(&attrs);
+        both.filter(|(_, a)| a.pointer_as_is == as_is)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    stage(top, &pick(true), Convert::AsIs)?;
+    stage(top, &pick(false), Convert::ByAttributes)?;
     done.rewritten = ready.into_iter().map(str::to_string).collect();
     Ok(done)
 }
@@ -158,7 +169,7 @@ mod tests {
 
     fn staged_pointer(top: &Path, rel: &str, p: &Pointer) {
         std::fs::write(top.join(rel), p.to_text()).unwrap();
-        stage(top, &[rel]).unwrap();
+        stage(top, &[rel], Convert::ByAttributes).unwrap();
     }
 
     /// A provisional pointer and the content pointer it becomes.

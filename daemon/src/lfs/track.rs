@@ -35,6 +35,27 @@ pub struct PathAttrs {
     /// No filter, `working-tree-encoding` or `ident`: git stores the file's
     /// bytes as they are.
     pub plain: bool,
+    /// No `working-tree-encoding` or `ident`, and no filter but git-lfs's
+    /// (whose clean filter passes a pointer through): git stores a pointer
+    /// file's bytes as they are, so it may be staged with
+    /// [`Convert::AsIs`].
+    pub pointer_as_is: bool,
+}
+
+/// How [`stage`] lets git convert the files it stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Convert {
+    /// As `git add` would: each path's attributes apply.
+    ByAttributes,
+    /// The files are pointers whose attributes change nothing (see
+    /// [`PathAttrs::pointer_as_is`]): git is told to read attributes from
+    /// the empty tree (`GIT_ATTR_SOURCE`, git 2.40 and later; older ones
+    /// ignore it), which stores the same blobs and spares it matching each
+    /// path against every `.gitattributes` line. add-url writes a line per
+    /// path: with 10,000 of them, staging 1,000 pointers took git 0.8 s
+    /// instead of 0.02 s, and each add-url batch and each promotion batch
+    /// paid it, so 10,000 objects cost quadratic time.
+    AsIs,
 }
 
 const ASKED: [&str; 3] = ["filter", "working-tree-encoding", "ident"];
@@ -57,9 +78,11 @@ pub fn attributes(top: &Path, paths: &[&str]) -> Result<Vec<PathAttrs>, TrackErr
         let why = format!("answered {} values for {} paths", values.len(), paths.len());
         return Err(git_err(top, "git check-attr", why));
     }
+    let none = |x: &[u8]| x == b"unspecified" || x == b"unset";
     let attrs = values.chunks(ASKED.len()).map(|v| PathAttrs {
         lfs: v[0] == b"lfs",
         plain: v.iter().all(|x| *x == b"unspecified"),
+        pointer_as_is: (none(v[0]) || v[0] == b"lfs") && none(v[1]) && none(v[2]),
     });
     Ok(attrs.collect())
 }
@@ -93,12 +116,14 @@ pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> 
         pack_blobs(top, paths)?;
         (pick(|a| a.plain), pick(|a| !a.plain))
     };
-    stage(top, &early)?;
+    // Plain paths' blobs are their bytes whatever lines come: staged as
+    // they are, before the lines (git < 2.40 matches them against fewer).
+    stage(top, &early, Convert::AsIs)?;
     append_lines(top, &untracked)?;
     if !untracked.is_empty() {
         later.push(".gitattributes");
     }
-    stage(top, &later)?;
+    stage(top, &later, Convert::ByAttributes)?;
     Ok(untracked.len())
 }
 
@@ -126,10 +151,14 @@ fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
 /// Stages the pointer files at `paths` as `git add` would, with one `git
 /// update-index --add --stdin`: no pathspec matching (which costs `git add`
 /// seconds for 10,000 paths: each is matched against every pathspec).
-pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+pub(crate) fn stage(top: &Path, paths: &[&str], convert: Convert) -> Result<(), TrackError> {
     if paths.is_empty() {
         return Ok(());
     }
+    let attr_source = match convert {
+        Convert::AsIs => Some(empty_tree(top)?),
+        Convert::ByAttributes => None,
+    };
     // git-lfs's clean filter passes a pointer through unchanged, so staging
     // with it switched off stores the same blob; it also keeps git from
     // starting `git-lfs filter-process` (tens of ms) to re-check index
@@ -148,15 +177,42 @@ pub(crate) fn stage(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     ];
     // Another git in the repo (the user's, or one left running by a killed
     // daemon) may hold the index for a moment: wait for it, a little.
+    let update = || {
+        let mut cmd = crate::git::git(top);
+        cmd.args(args);
+        if let Some(tree) = &attr_source {
+            cmd.env("GIT_ATTR_SOURCE", tree);
+        }
+        run_fed(top, &mut cmd, nul_separated(paths), "git update-index")
+    };
     for _ in 0..50 {
-        match run_with_input(top, &args, paths, "git update-index") {
+        match update() {
             Err(TrackError::Git { why, .. }) if why.contains("index.lock") => {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             done => return done.map(|_| ()),
         }
     }
-    run_with_input(top, &args, paths, "git update-index").map(|_| ())
+    update().map(|_| ())
+}
+
+/// The empty tree's id in the repo's object format (SHA-1 or SHA-256).
+fn empty_tree(top: &Path) -> Result<&'static str, TrackError> {
+    let out = run_with_bytes(
+        top,
+        &["rev-parse", "--show-object-format"],
+        Vec::new(),
+        "git rev-parse",
+    )?;
+    match String::from_utf8_lossy(&out).trim() {
+        "sha1" => Ok("4b825dc642cb6eb9a060e54bf8d69288fbee4904"),
+        "sha256" => Ok("6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"),
+        other => Err(git_err(
+            top,
+            "git rev-parse",
+            format!("object format {other:?}"),
+        )),
+    }
 }
 
 /// `path` as a gitattributes pattern matching exactly it and nothing else
@@ -237,12 +293,16 @@ pub(crate) fn run_with_input(
     input: &[&str],
     what: &'static str,
 ) -> Result<Vec<u8>, TrackError> {
+    run_with_bytes(top, args, nul_separated(input), what)
+}
+
+fn nul_separated(input: &[&str]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(input.iter().map(|p| p.len() + 1).sum());
     for p in input {
         bytes.extend_from_slice(p.as_bytes());
         bytes.push(0);
     }
-    run_with_bytes(top, args, bytes, what)
+    bytes
 }
 
 /// Runs git in `top` with `bytes` on its standard input, fed from a thread
@@ -253,7 +313,17 @@ fn run_with_bytes(
     bytes: Vec<u8>,
     what: &'static str,
 ) -> Result<Vec<u8>, TrackError> {
-    let (child, feeder) = crate::git::spawn_fed(top, args, bytes, Stdio::piped())
+    run_fed(top, crate::git::git(top).args(args), bytes, what)
+}
+
+/// Runs `cmd` (a [`crate::git::git`] in `top`) with `bytes` on its input.
+fn run_fed(
+    top: &Path,
+    cmd: &mut std::process::Command,
+    bytes: Vec<u8>,
+    what: &'static str,
+) -> Result<Vec<u8>, TrackError> {
+    let (child, feeder) = crate::git::spawn_fed_with(cmd, bytes, Stdio::piped())
         .map_err(|e| git_err(top, what, format!("cannot run git: {e}")))?;
     let out = child
         .wait_with_output()
@@ -315,6 +385,94 @@ mod tests {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `git version` as (major, minor).
+    fn git_version() -> (u32, u32) {
+        let out = Command::new("git").arg("version").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut nums = text.split_whitespace().nth(2).unwrap().split('.');
+        let mut next = || nums.next().unwrap().parse().unwrap();
+        (next(), next())
+    }
+
+    /// The blob `git add` would store for `path` (its attributes applied).
+    fn blob_of(top: &Path, path: &str) -> String {
+        let out = git(top, &["hash-object", "--path", path, path]);
+        out.trim().to_string()
+    }
+
+    fn staged_blob(top: &Path, path: &str) -> String {
+        let out = git(top, &["ls-files", "-s", "--", path]);
+        out.split_whitespace().nth(1).unwrap().to_string()
+    }
+
+    #[test]
+    fn many_tracked_pointers_are_staged_with_the_blobs_git_add_gives_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        std::fs::create_dir(top.join("d")).unwrap();
+        // An encoding git applies on add: that path must be converted.
+        std::fs::write(
+            top.join(".gitattributes"),
+            "/d/enc.bin working-tree-encoding=UTF-16LE\n",
+        )
+        .unwrap();
+        let mut paths: Vec<String> = (0..PACK_FROM + 4)
+            .map(|i| format!("d/f{i:04}.bin"))
+            .collect();
+        paths.push("d/enc.bin".into());
+        for (i, p) in paths.iter().enumerate() {
+            let pointer = format!(
+                "version https://git-lfs.github.com/spec/v1\noid sha256:{i:064x}\nsize 9\n"
+            );
+            let bytes = match p.as_str() {
+                "d/enc.bin" => pointer.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+                _ => pointer.into_bytes(),
+            };
+            std::fs::write(top.join(p), bytes).unwrap();
+        }
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        track_and_stage(top, &refs).unwrap();
+        for p in &refs {
+            assert_eq!(staged_blob(top, p), blob_of(top, p), "{p}");
+        }
+        // And again through promotion's path, after the lines are written.
+        let attrs = attributes(top, &refs).unwrap();
+        let enc = attrs.last().unwrap();
+        assert!(!enc.pointer_as_is, "{enc:?}");
+        assert!(attrs[..refs.len() - 1].iter().all(|a| a.pointer_as_is));
+    }
+
+    #[test]
+    fn staging_as_is_reads_no_attributes_where_git_can_be_told_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        // An attribute that would change the blob: git 2.40 and later must
+        // not read it when told the file is stored as it is.
+        std::fs::write(
+            top.join(".gitattributes"),
+            "/p.bin working-tree-encoding=UTF-16LE\n",
+        )
+        .unwrap();
+        let text: Vec<u8> = "pointer\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        std::fs::write(top.join("p.bin"), &text).unwrap();
+        stage(top, &["p.bin"], Convert::AsIs).unwrap();
+        let raw = git(top, &["hash-object", "--no-filters", "p.bin"]);
+        let converted = blob_of(top, "p.bin");
+        assert_ne!(raw.trim(), converted, "the attribute converts");
+        let want = match git_version() >= (2, 40) {
+            true => raw.trim().to_string(),
+            false => converted, // GIT_ATTR_SOURCE is not known: as before
+        };
+        assert_eq!(staged_blob(top, "p.bin"), want);
+        stage(top, &["p.bin"], Convert::ByAttributes).unwrap();
+        assert_eq!(staged_blob(top, "p.bin"), blob_of(top, "p.bin"));
     }
 
     #[test]
