@@ -143,7 +143,9 @@ same() {
   done
 }
 declare -A t
-add() { t[$1]="${t[$1]:-} $2"; }
+# Each figure also goes to standard error as it is measured: a run that
+# dies (RGW stalled under load) still leaves what it measured.
+add() { t[$1]="${t[$1]:-} $2"; echo "measured: $1 $2" >&2; }
 
 # (a) 2,000 x 16 KiB, one run.
 small_run() {
