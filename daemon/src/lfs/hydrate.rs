@@ -61,6 +61,35 @@ pub fn hydrate(pool: &Pool, lfs_dir: &Path, oid: &Oid, size: u64) -> Result<Hydr
     Ok(Hydrated::Placed)
 }
 
+/// Puts `bytes`, already checked to be object `oid`, in `lfs_dir/objects`
+/// as [`hydrate`] puts a pool entry there (a fresh name in `lfs_dir/tmp`,
+/// then a rename; no folder or name that is a symlink is written through):
+/// for an object just fetched, whose bytes are in memory, so it is not read
+/// back out of the pool.
+pub fn place_bytes(lfs_dir: &Path, oid: &Oid, bytes: &[u8]) -> Result<Hydrated, PoolError> {
+    let dest = object_path(&lfs_dir.join("objects"), oid);
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) if m.file_type().is_symlink() => return Err(refused(&dest)),
+        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => return Ok(Hydrated::Present),
+        _ => {}
+    }
+    let (anchor, lfs) = split(lfs_dir);
+    let hex = oid.to_hex();
+    let shard = lfs.join("objects").join(&hex[0..2]).join(&hex[2..4]);
+    let tmp_dir = safe_dir(&anchor, &lfs.join("tmp"))?;
+    safe_dir(&anchor, &shard)?;
+    let io = |op, e| PoolError::Io(crate::IoError::new(op, tmp_dir.clone(), e));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!("drs-{oid}-"))
+        .tempfile_in(&tmp_dir)
+        .map_err(|e| io("create a temp file in", e))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(|e| io("write into", e))?;
+    tmp.into_temp_path()
+        .persist(&dest)
+        .map_err(|e| PoolError::Io(crate::IoError::new("rename into", dest.clone(), e.error)))?;
+    Ok(Hydrated::Placed)
+}
+
 /// Exports pool entry `oid` to a new random name in `dir`, created
 /// exclusively (never through an existing name or a symlink); `None` when
 /// the pool lacks it. The name is removed when the result is dropped,

@@ -23,6 +23,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Stores `value` under `key`; a key already present is left as it is.
     /// True when this call stored it.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<bool>;
+    /// Stores each `(key, value)` as [`Backend::put`] would, in one write
+    /// transaction where the engine has them (a batch of small objects pays
+    /// one commit, not one each). True for each pair this call stored.
+    fn put_many(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<bool>> {
+        entries.iter().map(|(k, v)| self.put(k, v)).collect()
+    }
+    /// Write transactions committed since the engine was opened, for
+    /// engines that have them (0 for the others): what a batch saves.
+    fn write_transactions(&self) -> u64 {
+        0
+    }
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
     /// Moves `key`'s entry aside, out of every lookup (`has`, `get`,

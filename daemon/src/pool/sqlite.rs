@@ -108,6 +108,13 @@ impl SqliteEngine {
         }
     }
 
+    /// Counts a commit, nudging the background checkpointer now and then.
+    fn committed(&self) {
+        if self.commits.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
+            let _ = self.checkpoint.try_send(()); // one nudge pending is enough
+        }
+    }
+
     fn ensure_table(&self, conn: &Connection) -> Result<()> {
         if !self.table_ready.load(Ordering::Acquire) {
             conn.execute(CREATE, [])
@@ -177,10 +184,37 @@ impl Backend for SqliteEngine {
             .and_then(|mut s| s.execute(params![key, value]))
             .map_err(self.error("put"))?;
         drop(conn);
-        if self.commits.fetch_add(1, Ordering::Relaxed) % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1 {
-            let _ = self.checkpoint.try_send(()); // one nudge pending is enough
-        }
+        self.committed();
         Ok(changed > 0)
+    }
+
+    fn put_many(&self, entries: &[(&[u8], &[u8])]) -> Result<Vec<bool>> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = lock(&self.writer);
+        self.ensure_table(&conn)?;
+        let stored = (|| {
+            let tx = conn.transaction()?;
+            let mut stored = Vec::with_capacity(entries.len());
+            {
+                let mut insert =
+                    tx.prepare_cached("INSERT OR IGNORE INTO blobs (key, value) VALUES (?1, ?2)")?;
+                for (key, value) in entries {
+                    stored.push(insert.execute(params![key, value])? > 0);
+                }
+            }
+            tx.commit()?;
+            Ok(stored)
+        })()
+        .map_err(self.error("put"))?;
+        drop(conn);
+        self.committed();
+        Ok(stored)
+    }
+
+    fn write_transactions(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     fn delete(&self, key: &[u8]) -> Result<bool> {

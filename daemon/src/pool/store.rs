@@ -320,6 +320,44 @@ impl Pool {
         Ok((self.store(oid, bytes, tier)?, pin))
     }
 
+    /// Stores each `(oid, bytes)` after checking that the bytes hash to the
+    /// oid, as [`Pool::put`] does; the kv tier's share goes in one engine
+    /// write (one SQLite transaction). A pair that does not hash to its oid
+    /// fails the whole call before anything is written.
+    pub fn put_many(&self, entries: &[(Oid, &[u8])]) -> Result<Vec<Put>> {
+        let _pins: Vec<Pin> = entries.iter().map(|(oid, _)| self.pin(oid)).collect();
+        for (oid, bytes) in entries {
+            check(Some(oid), Oid::of(bytes), bytes.len() as u64)?;
+        }
+        let small: Vec<(&[u8], &[u8])> = entries
+            .iter()
+            .filter(|(_, b)| self.tier_for(b.len() as u64) == Tier::Kv)
+            .map(|(oid, b)| (oid.as_bytes().as_slice(), *b))
+            .collect();
+        let mut stored = self.kv.put_many(&small)?.into_iter();
+        entries
+            .iter()
+            .map(|(oid, bytes)| {
+                let tier = self.tier_for(bytes.len() as u64);
+                match tier {
+                    Tier::Kv => Ok(Put {
+                        oid: *oid,
+                        len: bytes.len() as u64,
+                        tier,
+                        stored: stored.next().unwrap_or(false),
+                    }),
+                    Tier::Large => self.store(oid, bytes, tier),
+                }
+            })
+            .collect()
+    }
+
+    /// Write transactions the kv engine has committed since the pool was
+    /// opened (see [`Backend::write_transactions`]).
+    pub fn kv_write_transactions(&self) -> u64 {
+        self.kv.write_transactions()
+    }
+
     /// Writes verified bytes into their tier's engine.
     fn store(&self, oid: &Oid, bytes: &[u8], tier: Tier) -> Result<Put> {
         let stored = self.engine(tier).put(oid.as_bytes(), bytes)?;

@@ -163,6 +163,22 @@ impl DirRemote {
         }
     }
 
+    /// Object `oid` of `size` bytes read whole (a small one), unchecked:
+    /// the caller hashes it.
+    pub fn read_whole(&self, oid: &Oid, size: u64) -> Result<Vec<u8>, DirError> {
+        let mut file = self.open_object(oid, size)?;
+        let mut bytes = Vec::with_capacity(size as usize);
+        std::io::Read::read_to_end(&mut file, &mut bytes)
+            .map_err(IoError::at("read", &self.path_of(oid)))?;
+        Ok(bytes)
+    }
+
+    /// Puts `bytes`, already checked to be `oid`, in the folder unless it
+    /// is there.
+    pub fn put_bytes(&self, oid: &Oid, bytes: Vec<u8>) -> Result<DirPut, DirError> {
+        self.put_blob(oid, Blob::Bytes(bytes), None)
+    }
+
     /// Puts pool entry `oid` in the folder unless it is there; the pool's
     /// verified read is what goes in.
     pub fn put_from_pool(&self, pool: &Pool, oid: &Oid) -> Result<DirPut, DirError> {

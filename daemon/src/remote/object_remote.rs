@@ -132,6 +132,60 @@ impl Remote {
         }
     }
 
+    /// Sends `bytes`, already checked to be object `oid`, to `remote`
+    /// unless it is there: a small object read once (into the pool and
+    /// here), not read back out of the pool to be sent.
+    pub async fn upload_bytes(
+        &self,
+        remote: &ObjectRemote,
+        oid: Oid,
+        bytes: Vec<u8>,
+        opts: UploadOptions,
+    ) -> Result<Uploaded, UploadError> {
+        match remote {
+            ObjectRemote::S3(layout) => {
+                let client = self.s3()?;
+                super::upload::upload_blob(
+                    &client,
+                    crate::pool::Blob::Bytes(bytes),
+                    layout,
+                    &oid,
+                    opts,
+                )
+                .await
+            }
+            ObjectRemote::Dir(dir) => {
+                let dir = dir.clone();
+                let put = crate::blocking(move || dir.put_bytes(&oid, bytes));
+                Ok(uploaded(put.await?, oid))
+            }
+        }
+    }
+
+    /// Small object `oid` of `size` bytes read whole into memory from
+    /// `remote`, its sha256 checked: one GET (or one file read), no pool
+    /// write. `None` when it cannot be had that way (missing, another size,
+    /// other bytes, an error): the caller then takes the full path
+    /// ([`Remote::fetch_pointed`] and the others), which says why.
+    pub async fn read_small(&self, remote: &ObjectRemote, oid: Oid, size: u64) -> Option<Vec<u8>> {
+        let bytes = match remote {
+            ObjectRemote::S3(layout) => {
+                let client = self.s3().ok()?;
+                client
+                    .get_bytes(&layout.bucket, &layout.key(&oid), None)
+                    .await
+                    .ok()?
+            }
+            ObjectRemote::Dir(dir) => {
+                let dir = dir.clone();
+                crate::blocking(move || dir.read_whole(&oid, size))
+                    .await
+                    .ok()?
+            }
+        };
+        (bytes.len() as u64 == size && Oid::of(&bytes) == oid).then_some(bytes)
+    }
+
     /// Sends the file at `path` to `remote` as object `oid` (checked
     /// against the oid) unless it is there.
     pub async fn upload_file(

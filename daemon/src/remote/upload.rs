@@ -173,7 +173,7 @@ fn checked_file(path: &Path, want: Oid) -> Result<Blob, UploadError> {
     })
 }
 
-async fn upload_blob(
+pub(crate) async fn upload_blob(
     client: &S3Client,
     blob: Blob,
     layout: &ObjectLayout,

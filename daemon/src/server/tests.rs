@@ -1001,3 +1001,113 @@ async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
     assert_eq!(daemon.status().await.pid, std::process::id());
     daemon.stop().await;
 }
+
+// ---- small objects in batches ---------------------------------------------
+
+/// A repo of `n` small LFS files (and `one.bam`) whose object remote is the
+/// folder `store`, recorded in `.gitattributes`; returns the oids.
+fn small_objects_repo(parent: &Path, store: &Path, n: usize) -> (PathBuf, Vec<crate::pool::Oid>) {
+    let repo = lfs_repo(parent, "small");
+    std::fs::create_dir_all(store).unwrap();
+    let mut attributes = std::fs::read_to_string(repo.join(".gitattributes")).unwrap();
+    attributes.push_str(&format!(
+        ".gitattributes drs-remote=file://{}\n",
+        store.display()
+    ));
+    std::fs::write(repo.join(".gitattributes"), attributes).unwrap();
+    let mut oids = vec![crate::pool::Oid::of(b"reads one")];
+    for i in 0..n {
+        let bytes = format!("small object {i}\n").repeat(100).into_bytes();
+        oids.push(crate::pool::Oid::of(&bytes));
+        std::fs::write(repo.join(format!("f{i:03}.bam")), bytes).unwrap();
+    }
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "small ones"]);
+    (repo, oids)
+}
+
+fn head_of(repo: &Path) -> String {
+    let out = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transaction() {
+    let daemon = start().await;
+    let parent = tempfile::tempdir().unwrap();
+    let store = parent.path().join("objects");
+    let (repo, oids) = small_objects_repo(parent.path(), &store, 40);
+    let before = daemon.shared.pool.kv_write_transactions();
+    let request = PrePushRequest {
+        repo: repo.clone(),
+        remote: "origin".into(),
+        updates: format!(
+            "refs/heads/main {} refs/heads/main {}\n",
+            head_of(&repo),
+            "0".repeat(40)
+        ),
+    };
+    let mut client = daemon.client().await;
+    let report = client.pre_push(request, |_| {}).await.unwrap();
+    assert_eq!(report.objects, 41, "{report:?}");
+    assert_eq!(report.uploaded, 41, "{report:?}");
+    assert!(
+        report.failed.is_empty() && report.refused.is_empty(),
+        "{report:?}"
+    );
+    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    assert_eq!(
+        transactions, 1,
+        "41 objects took {transactions} pool transactions"
+    );
+    let remote =
+        crate::remote::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
+    for oid in &oids {
+        assert!(
+            daemon.shared.pool.has(oid).unwrap(),
+            "{oid} not in the pool"
+        );
+        let sent = std::fs::read(remote.path_of(oid)).unwrap();
+        assert_eq!(crate::pool::Oid::of(&sent), *oid);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hydrating_forty_small_objects_from_the_object_remote_writes_the_pool_in_one_transaction() {
+    let daemon = start().await;
+    let parent = tempfile::tempdir().unwrap();
+    let store = parent.path().join("objects");
+    let (repo, oids) = small_objects_repo(parent.path(), &store, 40);
+    let remote =
+        crate::remote::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
+    let objects = repo.join(".git/lfs/objects");
+    for oid in &oids {
+        remote
+            .put_from_file(&crate::lfs::hydrate::object_path(&objects, oid), oid)
+            .unwrap();
+    }
+    // A fresh clone's state: neither the repo nor the pool has them.
+    std::fs::remove_dir_all(&objects).unwrap();
+    let before = daemon.shared.pool.kv_write_transactions();
+    let mut client = daemon.client().await;
+    let report = client.hydrate(repo.clone(), |_| {}).await.unwrap();
+    assert_eq!(report.downloaded, 41, "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
+    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    assert_eq!(
+        transactions, 1,
+        "41 objects took {transactions} pool transactions"
+    );
+    for oid in &oids {
+        assert!(
+            daemon.shared.pool.has(oid).unwrap(),
+            "{oid} not in the pool"
+        );
+        let placed = std::fs::read(crate::lfs::hydrate::object_path(&objects, oid)).unwrap();
+        assert_eq!(crate::pool::Oid::of(&placed), *oid);
+    }
+}

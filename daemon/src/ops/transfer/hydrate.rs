@@ -7,10 +7,13 @@ use std::path::Path;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::{and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL};
+use super::{
+    and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL, SMALL_BATCH,
+};
 use crate::blocking;
+use crate::lfs::hydrate::place_bytes;
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
-use crate::pool::PoolError;
+use crate::pool::{Oid, Pool, PoolError, Tier};
 use crate::server::RepoLocks;
 use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
 
@@ -24,9 +27,17 @@ pub enum HydratedFrom {
 }
 
 impl Transfers {
-    /// Hydrates every object of HEAD's pointers, `PARALLEL` at a time;
-    /// `progress(done, total)` after each. Writes in the repo's `.git` take
-    /// its lock in `locks`.
+    /// Hydrates every object of HEAD's pointers; `progress(done, total)`
+    /// as they land. Writes in the repo's `.git` take its lock in `locks`.
+    ///
+    /// First one pass over the pool (what the repo or the pool has). Then
+    /// the small objects neither has are read into memory from the object
+    /// remote, `PARALLEL` at a time, in batches of `SMALL_BATCH`: each batch
+    /// goes into the pool in one transaction and into `.git/lfs/objects`
+    /// from memory (not read back out of the pool). The rest (large ones,
+    /// corrupt pool entries, objects the object remote does not give whole)
+    /// take the full path of [`Transfers::hydrate_object`], `PARALLEL` at a
+    /// time.
     pub(crate) async fn hydrate_repo(
         &self,
         locks: &RepoLocks,
@@ -42,33 +53,87 @@ impl Transfers {
             })?
         };
         let total = pointers.len() as u64;
-        let mut report = HydrateReport {
+        let report = HydrateReport {
             objects: total,
             ..HydrateReport::default()
         };
-        let mut results = stream::iter(pointers)
-            .map(|pointer| {
-                let facts = &facts;
-                async move {
-                    let oid = pointer.oid;
-                    (oid, self.hydrate_object(locks, repo, facts, pointer).await)
-                }
+        let tally = Tally {
+            state: std::sync::Mutex::new((report, 0)),
+            total,
+            progress,
+        };
+        // What the repo or the pool has, in one pass under the lock.
+        let placed = {
+            let _writing = locks.lock(&facts.top).await;
+            let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
+            blocking(move || {
+                pointers
+                    .into_iter()
+                    .map(|p| (p, hydrate(&pool, &lfs, &p.oid, p.size)))
+                    .collect::<Vec<_>>()
             })
-            .buffer_unordered(PARALLEL);
-        let mut done = 0;
-        while let Some((oid, outcome)) = results.next().await {
+            .await
+        };
+        let objects = facts.object_remote(repo).ok();
+        let (mut small, mut rest) = (Vec::new(), Vec::new());
+        for (pointer, outcome) in placed {
             match outcome {
-                Ok(HydratedFrom::Present) => report.present += 1,
-                Ok(HydratedFrom::Pool) => report.from_pool += 1,
-                Ok(HydratedFrom::Remote) => report.downloaded += 1,
-                Err(e) => report.failed.push(ObjectProblem {
-                    oid,
-                    why: e.message,
-                }),
+                Ok(Hydrated::Present) => tally.add(pointer.oid, Ok(HydratedFrom::Present)),
+                Ok(Hydrated::Placed) => tally.add(pointer.oid, Ok(HydratedFrom::Pool)),
+                Ok(Hydrated::NotInPool)
+                    if objects.is_some() && self.pool.tier_for(pointer.size) == Tier::Kv =>
+                {
+                    small.push(pointer)
+                }
+                // A corrupt entry (moved aside) or none: the full path.
+                Ok(Hydrated::NotInPool) => rest.push((pointer, None)),
+                Err(e @ PoolError::Corrupt { .. }) => rest.push((pointer, Some(e))),
+                Err(e) => tally.add(pointer.oid, Err(internal(e))),
             }
-            done += 1;
-            progress(done, total);
         }
+        // The small ones in batches beside the rest (a large object's
+        // download runs while the small ones arrive).
+        let batched = async {
+            let mut missed = Vec::new();
+            let Some(objects) = &objects else {
+                return missed;
+            };
+            for batch in small.chunks(SMALL_BATCH) {
+                let fetched: Vec<(Pointer, Option<Vec<u8>>)> =
+                    stream::iter(batch.iter().copied())
+                        .map(|p| async move {
+                            (p, self.remote.read_small(objects, p.oid, p.size).await)
+                        })
+                        .buffer_unordered(PARALLEL)
+                        .collect()
+                        .await;
+                let mut got = Vec::with_capacity(fetched.len());
+                for (pointer, bytes) in fetched {
+                    match bytes {
+                        Some(bytes) => got.push((pointer.oid, bytes)),
+                        None => missed.push((pointer, None)),
+                    }
+                }
+                let _writing = locks.lock(&facts.top).await;
+                let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
+                let outcomes = blocking(move || place_batch(&pool, &lfs, got)).await;
+                drop(_writing);
+                for (oid, outcome) in outcomes {
+                    tally.add(
+                        oid,
+                        outcome.map(|()| HydratedFrom::Remote).map_err(internal),
+                    );
+                }
+            }
+            missed
+        };
+        let (missed, ()) = tokio::join!(
+            batched,
+            self.hydrate_each(locks, repo, &facts, std::mem::take(&mut rest), &tally)
+        );
+        // What the object remote did not give whole: the full path says why.
+        self.hydrate_each(locks, repo, &facts, missed, &tally).await;
+        let (report, _) = tally.state.into_inner().unwrap_or_else(|e| e.into_inner());
         log::info!(
             "hydrate {}: {} objects, {} present, {} from the pool, {} downloaded, {} failed, in {:.2} s",
             repo.display(),
@@ -82,16 +147,42 @@ impl Transfers {
         Ok(report)
     }
 
+    /// [`Transfers::hydrate_object`] for each of `pointers` (with the
+    /// corrupt pool entry found for it, if one was), `PARALLEL` at a time.
+    async fn hydrate_each(
+        &self,
+        locks: &RepoLocks,
+        repo: &Path,
+        facts: &RepoFacts,
+        pointers: Vec<(Pointer, Option<PoolError>)>,
+        tally: &Tally<'_>,
+    ) {
+        let mut results = stream::iter(pointers)
+            .map(|(pointer, corrupt)| async move {
+                let oid = pointer.oid;
+                let outcome = self
+                    .hydrate_object(locks, repo, facts, pointer, corrupt)
+                    .await;
+                (oid, outcome)
+            })
+            .buffer_unordered(PARALLEL);
+        while let Some((oid, outcome)) = results.next().await {
+            tally.add(oid, outcome);
+        }
+    }
+
     /// One object into the repo's `.git/lfs/objects`: from the pool, else
     /// from the object remote. A pool entry found corrupt on its way out
-    /// has been moved aside: the object is fetched as if the pool never had
-    /// it, and if that fails too, the error says both.
+    /// has been moved aside (`corrupt`: one found so already): the object is
+    /// fetched as if the pool never had it, and if that fails too, the error
+    /// says both.
     pub(crate) async fn hydrate_object(
         &self,
         locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
+        corrupt: Option<PoolError>,
     ) -> Result<HydratedFrom, WireError> {
         let place = || async {
             // A write in the repo's `.git`: one writer at a time.
@@ -99,12 +190,15 @@ impl Transfers {
             let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
             blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size)).await
         };
-        let corrupt = match place().await {
-            Ok(Hydrated::Present) => return Ok(HydratedFrom::Present),
-            Ok(Hydrated::Placed) => return Ok(HydratedFrom::Pool),
-            Ok(Hydrated::NotInPool) => None,
-            Err(e @ PoolError::Corrupt { .. }) => Some(e),
-            Err(e) => return Err(internal(e)),
+        let corrupt = match corrupt {
+            Some(known) => Some(known),
+            None => match place().await {
+                Ok(Hydrated::Present) => return Ok(HydratedFrom::Present),
+                Ok(Hydrated::Placed) => return Ok(HydratedFrom::Pool),
+                Ok(Hydrated::NotInPool) => None,
+                Err(e @ PoolError::Corrupt { .. }) => Some(e),
+                Err(e) => return Err(internal(e)),
+            },
         };
         let fetched = self
             .fetch(repo, facts, pointer.oid, pointer.size, &|_| {})
@@ -118,4 +212,49 @@ impl Transfers {
             _ => Ok(HydratedFrom::Remote),
         }
     }
+}
+
+/// The report as objects land, shared by the batches and the rest.
+struct Tally<'a> {
+    state: std::sync::Mutex<(HydrateReport, u64)>,
+    total: u64,
+    progress: &'a (dyn Fn(u64, u64) + Sync),
+}
+
+impl Tally<'_> {
+    fn add(&self, oid: Oid, outcome: Result<HydratedFrom, WireError>) {
+        let mut state = crate::lock::lock(&self.state);
+        let (report, done) = &mut *state;
+        match outcome {
+            Ok(HydratedFrom::Present) => report.present += 1,
+            Ok(HydratedFrom::Pool) => report.from_pool += 1,
+            Ok(HydratedFrom::Remote) => report.downloaded += 1,
+            Err(e) => report.failed.push(ObjectProblem {
+                oid,
+                why: e.message,
+            }),
+        }
+        *done += 1;
+        (self.progress)(*done, self.total);
+    }
+}
+
+/// One batch of small objects, each already checked against its oid: into
+/// the pool in one transaction, then into `lfs/objects` from memory. The
+/// pool is a cache: when it cannot take them the repo still gets them.
+fn place_batch(
+    pool: &Pool,
+    lfs: &Path,
+    got: Vec<(Oid, Vec<u8>)>,
+) -> Vec<(Oid, Result<(), PoolError>)> {
+    let entries: Vec<(Oid, &[u8])> = got.iter().map(|(oid, b)| (*oid, b.as_slice())).collect();
+    if let Err(e) = pool.put_many(&entries) {
+        log::warn!(
+            "{} fetched objects could not go into the pool ({e}); the repo gets them all the same",
+            entries.len()
+        );
+    }
+    got.iter()
+        .map(|(oid, bytes)| (*oid, place_bytes(lfs, oid, bytes).map(|_| ())))
+        .collect()
 }

@@ -34,6 +34,10 @@ pub use facts::RepoFacts;
 /// small-object rate stops growing past about 32 (docs/benchmarks.md).
 pub const PARALLEL: usize = 32;
 
+/// Small objects per batch (hydrate, pre-push): each batch goes into the
+/// pool in one transaction, and its objects are read once.
+pub const SMALL_BATCH: usize = 512;
+
 /// The daemon's transfers and what they remember between requests.
 pub struct Transfers {
     pool: Arc<Pool>,

@@ -5,13 +5,13 @@
 //! refused or failed, with what to do: a clone must be able to get every
 //! object it is given.
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use futures_util::stream::{self, StreamExt};
 
 use super::indexd::{IndexdTarget, Registered};
-use super::{internal, RepoFacts, Transfers, PARALLEL};
+use super::{internal, RepoFacts, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
@@ -83,42 +83,88 @@ impl Transfers {
             remote,
         };
         let indexd = self.indexd_target(&facts, &layout)?;
-        let mut results = stream::iter(objects)
-            .map(|pushed| {
-                let (target, foreign, superseded) = (&target, &foreign, &superseded);
-                let indexd = indexd.as_ref();
-                async move {
-                    let oid = pushed.pointer.oid;
-                    if superseded.contains(&oid) {
-                        return (pushed, Registered::Not(PushOutcome::Present));
-                    }
-                    let entry = foreign.get(&oid);
-                    let outcome = match indexd {
-                        Some(ix) => self.push_registered(target, ix, entry, &pushed).await,
-                        None => {
-                            Registered::Not(self.push_object(target, entry, &pushed.pointer).await)
-                        }
-                    };
-                    (pushed, outcome)
-                }
+        // In batches: the batch's small objects of the repo's own are read
+        // once from `.git/lfs/objects`, checked and taken into the pool in
+        // one transaction (`take_in_small`), then sent from memory; the
+        // next batch is read while this one is sent.
+        let fast = indexd.is_none();
+        let mut batches: Vec<Vec<Pushed>> = Vec::new();
+        let mut objects = objects.into_iter().peekable();
+        while objects.peek().is_some() {
+            batches.push(objects.by_ref().take(SMALL_BATCH).collect());
+        }
+        let smalls: Vec<Vec<Pointer>> = batches
+            .iter()
+            .map(|batch| {
+                batch
+                    .iter()
+                    .map(|p| p.pointer)
+                    .filter(|p| {
+                        fast && !superseded.contains(&p.oid)
+                            && !foreign.contains_key(&p.oid)
+                            && self.pool.tier_for(p.size) == crate::pool::Tier::Kv
+                    })
+                    .collect()
             })
-            .buffer_unordered(PARALLEL);
+            .collect();
+        let take_in = |i: usize| {
+            let small = smalls.get(i).cloned().unwrap_or_default();
+            self.take_in_small(lfs_objects.clone(), small)
+        };
+        let mut read = take_in(0).await;
         let mut done = 0;
-        while let Some((pushed, outcome)) = results.next().await {
-            let outcome = match outcome {
-                Registered::Held => {
-                    report.in_indexd += 1;
-                    PushOutcome::Present
+        for (i, batch) in batches.into_iter().enumerate() {
+            let with_bytes: Vec<(Pushed, Option<Vec<u8>>)> = batch
+                .into_iter()
+                .map(|p| {
+                    let bytes = read.remove(&p.pointer.oid);
+                    (p, bytes)
+                })
+                .collect();
+            let send = async {
+                let mut results = stream::iter(with_bytes)
+                    .map(|(pushed, bytes)| {
+                        let (target, foreign, superseded) = (&target, &foreign, &superseded);
+                        let indexd = indexd.as_ref();
+                        async move {
+                            let oid = pushed.pointer.oid;
+                            if superseded.contains(&oid) {
+                                return (pushed, Registered::Not(PushOutcome::Present));
+                            }
+                            if let Some(bytes) = bytes {
+                                let outcome = self.send_bytes(target, oid, bytes).await;
+                                return (pushed, Registered::Not(outcome));
+                            }
+                            let entry = foreign.get(&oid);
+                            let outcome = match indexd {
+                                Some(ix) => self.push_registered(target, ix, entry, &pushed).await,
+                                None => Registered::Not(
+                                    self.push_object(target, entry, &pushed.pointer).await,
+                                ),
+                            };
+                            (pushed, outcome)
+                        }
+                    })
+                    .buffer_unordered(PARALLEL);
+                while let Some((pushed, outcome)) = results.next().await {
+                    let outcome = match outcome {
+                        Registered::Held => {
+                            report.in_indexd += 1;
+                            PushOutcome::Present
+                        }
+                        Registered::Now(o) => {
+                            report.registered += 1;
+                            o
+                        }
+                        Registered::Not(o) => o,
+                    };
+                    tally(&mut report, pushed, outcome);
+                    done += 1;
+                    progress(done, total);
                 }
-                Registered::Now(o) => {
-                    report.registered += 1;
-                    o
-                }
-                Registered::Not(o) => o,
             };
-            tally(&mut report, pushed, outcome);
-            done += 1;
-            progress(done, total);
+            let ((), next) = tokio::join!(send, take_in(i + 1));
+            read = next;
         }
         if indexd.is_some() && !foreign.is_empty() {
             self.mirror_dids(&facts).await;
@@ -335,6 +381,65 @@ impl Transfers {
             Err(e) => PushOutcome::Failed(format!(
                 "{why}; and the object remote could not be checked for it: {e}"
             )),
+        }
+    }
+
+    /// Reads the small objects in `pointers` from `lfs_objects`, keeps
+    /// those whose bytes are what their oid names, and puts them in the
+    /// pool in one transaction: each read once, for the pool and the
+    /// upload. The others (absent, another size, other bytes) are left to
+    /// the full path, which says what is wrong. A pool that cannot take
+    /// them does not stop the push: the pool is a cache.
+    async fn take_in_small(
+        &self,
+        lfs_objects: PathBuf,
+        pointers: Vec<Pointer>,
+    ) -> HashMap<Oid, Vec<u8>> {
+        if pointers.is_empty() {
+            return HashMap::new();
+        }
+        let pool = self.pool.clone();
+        blocking(move || {
+            let read: HashMap<Oid, Vec<u8>> = pointers
+                .iter()
+                .filter_map(|p| {
+                    let bytes = std::fs::read(object_path(&lfs_objects, &p.oid)).ok()?;
+                    (bytes.len() as u64 == p.size && Oid::of(&bytes) == p.oid)
+                        .then_some((p.oid, bytes))
+                })
+                .collect();
+            let entries: Vec<(Oid, &[u8])> =
+                read.iter().map(|(oid, b)| (*oid, b.as_slice())).collect();
+            if let Err(e) = pool.put_many(&entries) {
+                log::warn!(
+                    "{} pushed objects could not go into the pool ({e}); they are sent all the same",
+                    entries.len()
+                );
+            }
+            read
+        })
+        .await
+    }
+
+    /// Sends `bytes`, checked to be object `oid`, unless the object remote
+    /// holds it (or this daemon saw it there lately).
+    async fn send_bytes(&self, target: &PushTarget<'_>, oid: Oid, bytes: Vec<u8>) -> PushOutcome {
+        if self.confirmed.holds(target.layout, oid) {
+            return PushOutcome::Present;
+        }
+        match self
+            .remote
+            .upload_bytes(target.layout, oid, bytes, self.upload)
+            .await
+        {
+            Ok(uploaded) => {
+                self.confirmed.record(target.layout, oid);
+                match uploaded {
+                    crate::remote::Uploaded::Skipped(_) => PushOutcome::Present,
+                    _ => PushOutcome::Uploaded,
+                }
+            }
+            Err(e) => PushOutcome::Failed(format!("could not be sent to the object remote: {e}")),
         }
     }
 
