@@ -37,6 +37,7 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
     let mut rewritten = Vec::new();
     let mut retry = args.retry;
     let mut first = true;
+    let mut pause = Pause::default();
     let report = loop {
         let mut client = reconnect(socket, std::mem::take(&mut first)).await?;
         let mut report = client
@@ -58,7 +59,7 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
         }
         bar.set_message(report.waiting.len().to_string());
         bar.tick();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(pause.next(report.waiting.len())).await;
     };
     bar.finish_and_clear();
     show(&report, out);
@@ -126,6 +127,40 @@ fn unfinished(waiting: &[PathWaiting]) -> anyhow::Error {
 struct Changes {
     on: bool,
     seen: HashMap<String, JobState>,
+}
+
+/// How long `--wait` pauses between asks: 50 ms while objects keep
+/// getting hashed (a batch of small ones is done in a second or two, and a
+/// fixed half second was a third of that), doubling to half a second while
+/// nothing moves (a large download: each ask costs the daemon a look at the
+/// repo's entries).
+#[derive(Debug)]
+struct Pause {
+    waiting: usize,
+    now: Duration,
+}
+
+impl Default for Pause {
+    fn default() -> Pause {
+        Pause {
+            waiting: usize::MAX,
+            now: Pause::SHORT,
+        }
+    }
+}
+
+impl Pause {
+    const SHORT: Duration = Duration::from_millis(50);
+    const LONG: Duration = Duration::from_millis(500);
+
+    fn next(&mut self, waiting: usize) -> Duration {
+        self.now = match waiting < self.waiting {
+            true => Pause::SHORT,
+            false => (self.now * 2).min(Pause::LONG),
+        };
+        self.waiting = waiting;
+        self.now
+    }
 }
 
 impl Changes {
@@ -197,4 +232,20 @@ fn show(report: &PromoteReport, out: &Output) {
             );
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_asks_often_while_objects_get_hashed_and_backs_off_while_none_do() {
+        let mut pause = Pause::default();
+        assert_eq!(pause.next(1000), Pause::SHORT, "the first pause is short");
+        assert_eq!(pause.next(900), Pause::SHORT, "progress: short again");
+        let idle: Vec<Duration> = (0..5).map(|_| pause.next(900)).collect();
+        let ms: Vec<u128> = idle.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [100, 200, 400, 500, 500]);
+        assert_eq!(pause.next(899), Pause::SHORT, "one more done: short");
+    }
 }
