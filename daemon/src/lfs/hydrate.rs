@@ -38,27 +38,17 @@ pub fn object_path(objects: &Path, oid: &Oid) -> PathBuf {
 /// Folders on the way that are symlinks, and an object path that is one,
 /// are refused: nothing is written through a link planted in `.git`.
 pub fn hydrate(pool: &Pool, lfs_dir: &Path, oid: &Oid, size: u64) -> Result<Hydrated, PoolError> {
-    let dest = object_path(&lfs_dir.join("objects"), oid);
-    match std::fs::symlink_metadata(&dest) {
-        Ok(m) if m.file_type().is_symlink() => return Err(refused(&dest)),
-        Ok(m) if m.is_file() && m.len() == size => return Ok(Hydrated::Present),
-        _ => {}
+    if present(lfs_dir, oid, size)? {
+        return Ok(Hydrated::Present);
     }
     if pool.size(oid)? != Some(size) {
         return Ok(Hydrated::NotInPool);
     }
-    let (anchor, lfs) = split(lfs_dir);
-    let hex = oid.to_hex();
-    let shard = lfs.join("objects").join(&hex[0..2]).join(&hex[2..4]);
-    let tmp_dir = safe_dir(&anchor, &lfs.join("tmp"))?;
-    safe_dir(&anchor, &shard)?;
-    let Some(tmp) = export_to_temp(pool, oid, &tmp_dir)? else {
+    let place = Place::open(lfs_dir, oid)?;
+    let Some(tmp) = export_to_temp(pool, oid, &place.tmp_dir)? else {
         return Ok(Hydrated::NotInPool); // swept between the check and the export
     };
-    // rename(2) replaces a name, never what a link there points at.
-    tmp.persist(&dest)
-        .map_err(|e| PoolError::Io(crate::IoError::new("rename into", dest.clone(), e.error)))?;
-    Ok(Hydrated::Placed)
+    place.commit(tmp)
 }
 
 /// Puts `bytes`, already checked to be object `oid`, in `lfs_dir/objects`
@@ -67,27 +57,60 @@ pub fn hydrate(pool: &Pool, lfs_dir: &Path, oid: &Oid, size: u64) -> Result<Hydr
 /// for an object just fetched, whose bytes are in memory, so it is not read
 /// back out of the pool.
 pub fn place_bytes(lfs_dir: &Path, oid: &Oid, bytes: &[u8]) -> Result<Hydrated, PoolError> {
-    let dest = object_path(&lfs_dir.join("objects"), oid);
-    match std::fs::symlink_metadata(&dest) {
-        Ok(m) if m.file_type().is_symlink() => return Err(refused(&dest)),
-        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => return Ok(Hydrated::Present),
-        _ => {}
+    if present(lfs_dir, oid, bytes.len() as u64)? {
+        return Ok(Hydrated::Present);
     }
-    let (anchor, lfs) = split(lfs_dir);
-    let hex = oid.to_hex();
-    let shard = lfs.join("objects").join(&hex[0..2]).join(&hex[2..4]);
-    let tmp_dir = safe_dir(&anchor, &lfs.join("tmp"))?;
-    safe_dir(&anchor, &shard)?;
-    let io = |op, e| PoolError::Io(crate::IoError::new(op, tmp_dir.clone(), e));
+    let place = Place::open(lfs_dir, oid)?;
+    let io = |op, e| PoolError::Io(crate::IoError::new(op, place.tmp_dir.clone(), e));
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!("drs-{oid}-"))
-        .tempfile_in(&tmp_dir)
+        .tempfile_in(&place.tmp_dir)
         .map_err(|e| io("create a temp file in", e))?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(|e| io("write into", e))?;
-    tmp.into_temp_path()
-        .persist(&dest)
-        .map_err(|e| PoolError::Io(crate::IoError::new("rename into", dest.clone(), e.error)))?;
-    Ok(Hydrated::Placed)
+    place.commit(tmp.into_temp_path())
+}
+
+/// Whether the repo has a file of `size` bytes at the object's path; an
+/// object path that is a symlink is refused.
+fn present(lfs_dir: &Path, oid: &Oid, size: u64) -> Result<bool, PoolError> {
+    let dest = object_path(&lfs_dir.join("objects"), oid);
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) if m.file_type().is_symlink() => Err(refused(&dest)),
+        Ok(m) => Ok(m.is_file() && m.len() == size),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Where an object goes in a repo: its path, and the temp folder it is
+/// written in first, both reached through no symlink.
+struct Place {
+    dest: PathBuf,
+    tmp_dir: PathBuf,
+}
+
+impl Place {
+    /// The folders on the way made or checked, through no symlink.
+    fn open(lfs_dir: &Path, oid: &Oid) -> Result<Place, PoolError> {
+        let (anchor, lfs) = split(lfs_dir);
+        let hex = oid.to_hex();
+        let shard = lfs.join("objects").join(&hex[0..2]).join(&hex[2..4]);
+        let tmp_dir = safe_dir(&anchor, &lfs.join("tmp"))?;
+        safe_dir(&anchor, &shard)?;
+        let dest = object_path(&lfs_dir.join("objects"), oid);
+        Ok(Place { dest, tmp_dir })
+    }
+
+    /// rename(2) replaces a name, never what a link there points at.
+    fn commit(self, tmp: TempPath) -> Result<Hydrated, PoolError> {
+        tmp.persist(&self.dest).map_err(|e| {
+            PoolError::Io(crate::IoError::new(
+                "rename into",
+                self.dest.clone(),
+                e.error,
+            ))
+        })?;
+        Ok(Hydrated::Placed)
+    }
 }
 
 /// Exports pool entry `oid` to a new random name in `dir`, created
