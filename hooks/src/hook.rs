@@ -1,5 +1,6 @@
 //! The git hooks `drsctl init` installs: tell the daemon about the repo,
-//! then run git-lfs's own hook with the same arguments and input.
+//! then run git-lfs's own hook with the same arguments and input; for
+//! pre-push, only when the daemon did not already show every object sent.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -21,8 +22,15 @@ pub async fn run(socket: &Path, name: &str, args: &[String]) -> Result<ExitCode>
     }
     if name == "pre-push" {
         let remote = args.first().cloned().unwrap_or_else(|| "origin".into());
-        if !send_ahead(socket, remote, &input).await {
-            return Ok(ExitCode::from(1));
+        match send_ahead(socket, remote, &input).await {
+            Ahead::Refused => return Ok(ExitCode::from(1)),
+            // git-lfs's own pre-push would offer the same objects (chosen
+            // as it chooses them) to the agent one by one, only for the
+            // daemon to find each in the object remote: time for nothing,
+            // and a "(missing)" line for each one not in .git/lfs/objects
+            // (a foreign object, a small one in the pool alone).
+            Ahead::AllThere => return Ok(ExitCode::SUCCESS),
+            Ahead::NotAsked => {}
         }
     }
     let mut child = Command::new("git")
@@ -69,17 +77,29 @@ async fn notify_daemon(socket: &Path) -> bool {
     }
 }
 
+/// What [`send_ahead`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Ahead {
+    /// Every pushed object is shown to be in the object remote.
+    AllThere,
+    /// One is not: the push must stop.
+    Refused,
+    /// The daemon was not asked (no working folder): git-lfs's hook does
+    /// the work alone.
+    NotAsked,
+}
+
 /// Has the daemon send the pushed objects to the object remote, many at a
-/// time, before git-lfs offers them to the agent one by one. True only when
-/// every object is shown to be in the object remote: one that is not (it
-/// exists nowhere, is not what its pointer says, is still provisional, or
-/// could not be sent or checked now) must not be published, since git-lfs
-/// lets missing objects through (`lfs.allowincompletepush`). Each is named
-/// with its paths, the reason and what to do.
-async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
+/// time. [`Ahead::AllThere`] only when every object is shown to be in the
+/// object remote: one that is not (it exists nowhere, is not what its
+/// pointer says, is still provisional, or could not be sent or checked now)
+/// must not be published, since git-lfs lets missing objects through
+/// (`lfs.allowincompletepush`). Each is named with its paths, the reason
+/// and what to do.
+async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> Ahead {
     let who = concat!("drs-hook ", env!("CARGO_PKG_VERSION"));
     let Ok(repo) = std::env::current_dir() else {
-        return true;
+        return Ahead::NotAsked;
     };
     let request = PrePushRequest {
         repo,
@@ -117,7 +137,10 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
                     "drs-hook: nothing was pushed; once the failure above is fixed, push again"
                 );
             }
-            report.refused.is_empty() && report.failed.is_empty()
+            match report.refused.is_empty() && report.failed.is_empty() {
+                true => Ahead::AllThere,
+                false => Ahead::Refused,
+            }
         }
         // git-lfs lets missing objects through (allowincompletepush): without
         // the daemon's check, the push could carry pointers nobody can fetch.
@@ -125,7 +148,7 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> bool {
             eprintln!(
                 "drs-hook: refusing the push: the drsd daemon could not check its objects: {e}"
             );
-            false
+            Ahead::Refused
         }
     }
 }

@@ -251,12 +251,64 @@ fn a_foreign_object_added_by_url_is_fetched_and_written_into_the_folder_on_push(
         &["add-url", &url, "data.bin", "--sha256", &hex, "--no-fetch"],
     );
     alice.git(&a, &["commit", "-qm", "by url"]);
-    alice.git(&a, &["push", "-q", "origin", "main"]);
+    let said = alice.git(&a, &["push", "-q", "origin", "main"]);
+    assert!(!said.contains("missing"), "{said}");
     let oid = Oid::of(&body);
     assert_eq!(std::fs::read(in_folder(&folder, &oid)).unwrap(), body);
     let bob = User::start(&top.path().join("bob"));
     bob.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "b"]);
     assert_eq!(std::fs::read(top.path().join("b/data.bin")).unwrap(), body);
+}
+
+/// Promoted small foreign objects live in the pool alone (no file, and
+/// mostly no folder, each in `.git/lfs/objects`): the push sends them from
+/// the pool and names none missing, git checks one out through the agent,
+/// and a clone elsewhere gets them all.
+#[test]
+fn promoted_small_foreign_objects_stay_in_the_pool_and_are_pushed_checked_out_and_cloned() {
+    let top = tempfile::tempdir().unwrap();
+    let folder = top.path().join("objects");
+    std::fs::create_dir(&folder).unwrap();
+    let alice = User::start_with_env(
+        &top.path().join("alice"),
+        &[("DRSD_PREFETCH_MAX_SIZE", "1M")],
+    );
+    let (a, bare) = source_repo(&alice, top.path(), &folder, &[("x.bin", content(5, 1000))]);
+    let www = www_dir("dirsmall");
+    let bodies: Vec<(String, Vec<u8>)> = (0..3u8)
+        .map(|i| (format!("s{i}.bin"), content(40 + i, 4096)))
+        .collect();
+    for (name, body) in &bodies {
+        let url = serve(&format!("{www}/{name}"), body);
+        alice.drsctl(&a, &["add-url", &url, name]);
+    }
+    alice.drsctl(&a, &["promote", "--all", "--wait"]);
+    let lfs_objects = a.join(".git/lfs/objects");
+    for (name, body) in &bodies {
+        let oid = Oid::of(body);
+        let pointer = std::fs::read_to_string(a.join(name)).unwrap();
+        assert!(pointer.contains(&oid.to_hex()), "{name}: {pointer}");
+        let copy = drsd::lfs::hydrate::object_path(&lfs_objects, &oid);
+        assert!(!copy.exists(), "{name} was written to {}", copy.display());
+    }
+    alice.git(&a, &["commit", "-qm", "by url"]);
+    let said = alice.git(&a, &["push", "origin", "main"]);
+    assert!(!said.contains("missing"), "{said}");
+    for (name, body) in &bodies {
+        let there = std::fs::read(in_folder(&folder, &Oid::of(body)));
+        assert_eq!(there.unwrap(), *body, "{name} in the folder remote");
+    }
+    std::fs::remove_file(a.join("s0.bin")).unwrap();
+    alice.git(&a, &["checkout", "--", "s0.bin"]);
+    assert_eq!(std::fs::read(a.join("s0.bin")).unwrap(), bodies[0].1);
+    let bob = User::start(&top.path().join("bob"));
+    bob.drsctl(top.path(), &["clone", bare.to_str().unwrap(), "b"]);
+    for (name, body) in &bodies {
+        assert_eq!(
+            std::fs::read(top.path().join("b").join(name)).unwrap(),
+            *body
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The one path from provisional pointers to content pointers, once their
-//! objects are hashed: the bytes into the repo's `.git/lfs/objects`, the
-//! pointers rewritten in the work tree and the index (never in a commit:
+//! objects are hashed: a large object linked into the repo's
+//! `.git/lfs/objects` (see [`reachable`] for the small ones), the pointers
+//! rewritten in the work tree and the index (never in a commit:
 //! the user commits), the registry and the repo's mirror told the new oids.
 //!
 //! Taken for three reasons ([`Trigger`]): a worker hashed an object, a
@@ -16,7 +17,7 @@ use crate::git::Repo;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::promote::{promote, Promoted, Rewrite, Scope};
 use crate::lfs::{hydrate, Hydrated, Pointer};
-use crate::pool::{Oid, Pool};
+use crate::pool::{Oid, Pool, PoolError, Tier};
 use crate::registry::{Entry, ForeignObject, Registry};
 
 use super::stage::record_and_mirror;
@@ -130,10 +131,9 @@ fn promote_to_content(
     for (entry, to) in targets {
         let held = match here.get(&to) {
             Some(held) => *held,
-            None => {
-                let placed = hydrate(pool, &lfs, &to, entry.object.size)?;
-                *here.entry(to).or_insert(placed != Hydrated::NotInPool)
-            }
+            None => *here
+                .entry(to)
+                .or_insert(reachable(pool, &lfs, &to, entry.object.size)?),
         };
         if held || trigger == Trigger::Asked {
             ready.push((entry, to));
@@ -158,6 +158,27 @@ fn promote_to_content(
         promoted,
         recorded: changed.len(),
     })
+}
+
+/// Whether git-lfs can have pool object `oid` (of `size` bytes) in the
+/// repo whose LFS folder is `lfs`: false when the pool lacks it. A large
+/// object is linked into `.git/lfs/objects` (a link, no bytes copied), so
+/// git-lfs checks it out with no transfer. A small one stays in the pool's
+/// small-object tier alone: writing it out would cost a file and, mostly, a
+/// folder each (on ext4, new inodes were over half the daemon's time for
+/// 1,000 objects of 4 KiB), and nothing needs it there: git-lfs gets it
+/// through the agent when it checks the path out, and the pre-push reads it
+/// from the pool.
+fn reachable(pool: &Pool, lfs: &Path, oid: &Oid, size: u64) -> Result<bool, PoolError> {
+    match pool.tier_for(size) {
+        Tier::Kv => Ok(pool.size(oid)? == Some(size)),
+        Tier::Large => Ok(hydrate(pool, lfs, oid, size)? != Hydrated::NotInPool),
+    }
+}
+
+/// Whether [`reachable`] puts an object of `size` bytes in `.git/lfs/objects`.
+fn linked_into_repo(pool: &Pool, size: u64) -> bool {
+    pool.tier_for(size) == Tier::Large
 }
 
 fn rewrite(e: &Entry, to: Oid) -> Rewrite {
@@ -245,8 +266,8 @@ impl ForeignObjects {
     /// For a repo whose foreign objects were hashed while the workers could
     /// not reach it: a daemon killed between recording a hash and promoting,
     /// a daemon state wiped and restored from the repo's mirror, a repo
-    /// registered late. Objects the repo lacks in `.git/lfs/objects`, or
-    /// whose pointers still carry the provisional oid, are dealt with now,
+    /// registered late. Large objects the repo lacks in `.git/lfs/objects`,
+    /// or objects whose pointers still carry the provisional oid, are dealt with now,
     /// as the workers would have. Run when a repo is registered and at start.
     pub async fn catch_up(&self, repo: &Path) {
         let (pool, registry) = (self.pool.clone(), self.registry.clone());
@@ -259,7 +280,11 @@ impl ForeignObjects {
                 .for_repo(&top)?
                 .into_iter()
                 .filter_map(|e| Some((e.object.content_oid?, e)))
-                .filter(|(oid, e)| e.is_provisional() || !object_path(&objects, oid).is_file())
+                .filter(|(oid, e)| {
+                    e.is_provisional()
+                        || (linked_into_repo(&pool, e.object.size)
+                            && !object_path(&objects, oid).is_file())
+                })
                 .map(|(oid, e)| (e, oid))
                 .collect();
             if targets.is_empty() {
