@@ -294,6 +294,17 @@ async fn unchanged(
     Ok(Ok(()))
 }
 
+/// When a job that failed with `error` on its try number `tries` (from 1)
+/// is tried again, in seconds since the epoch: after [`backoff`] from
+/// `first`, or `None` when it has had all its tries
+/// ([`PrefetchError::max_tries`]) and is failed for good.
+pub fn next_try(error: &PrefetchError, tries: u32, first: Duration) -> Option<u64> {
+    match error.max_tries() {
+        Some(max) if tries >= max => None,
+        _ => Some(crate::registry::now() + backoff(first, tries - 1).as_secs()),
+    }
+}
+
 /// How long to wait before try `attempts + 1`: `first`, doubling, at most an hour.
 pub fn backoff(first: Duration, attempts: u32) -> Duration {
     first

@@ -145,6 +145,7 @@ fn oid_source() -> impl Strategy<Value = OidSource> {
         Just(OidSource::StoreChecksum),
         Just(OidSource::DrsChecksum),
         Just(OidSource::Registry),
+        Just(OidSource::Hashed),
         Just(OidSource::Etag),
     ]
 }

@@ -379,6 +379,9 @@ pub enum OidSource {
     DrsChecksum,
     /// An object already recorded with the same URL, size and ETag.
     Registry,
+    /// The content itself, read and hashed during the add-url (an object
+    /// small enough for the pool's small tier).
+    Hashed,
     /// A provisional oid made from the URL and ETag: the content is not
     /// hashed yet.
     Etag,

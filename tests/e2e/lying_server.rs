@@ -247,3 +247,53 @@ fn a_content_length_past_i64_max_is_refused_by_add_url_naming_the_url() {
         assert_eq!(git(&repo, &["status", "--porcelain"]), "");
     }
 }
+
+/// A small object is read during add-url itself (one GET, through the
+/// prefetch's checks), so its pointer carries its content's sha256 at
+/// once; `--no-fetch` reads nothing.
+#[test]
+fn a_small_object_is_read_at_add_url_and_named_by_its_sha256_but_not_with_no_fetch() {
+    let world = World::with_prefetch();
+    let repo = world.repo("r");
+    let bytes = b"sidecar v1".to_vec();
+    let liar = Liar::start(bytes.clone(), "5f0-1a", LM);
+    let report = world.drsctl_ok(&repo, &["add-url", "--no-fetch", &liar.url("a.bai")]);
+    assert_eq!(report["added"][0]["oid_from"], "etag", "{report}");
+    let asked = liar.requests();
+    assert!(asked.iter().all(|r| r.starts_with("HEAD")), "{asked:?}");
+
+    let report = world.drsctl_ok(&repo, &["add-url", &liar.url("b.bai")]);
+    let added = &report["added"][0];
+    assert_eq!(added["oid_from"], "hashed", "{report}");
+    assert_eq!(added["provisional"], false, "{report}");
+    let oid = Oid::of(&bytes).to_hex();
+    assert_eq!(added["oid"], oid.as_str(), "{report}");
+    let pointer = std::fs::read_to_string(repo.join("b.bai")).unwrap();
+    assert!(pointer.contains(&oid), "{pointer}");
+    assert!(git(&repo, &["diff", "--cached", "--", "b.bai"]).contains(&oid));
+}
+
+/// A small object served by its GET as another version (other bytes,
+/// another ETag) than its HEAD named is not named by those bytes: its
+/// pointer keeps the provisional oid and the prefetch is left to try.
+#[test]
+fn a_small_object_served_as_another_version_at_add_url_keeps_its_provisional_oid() {
+    let world = World::with_prefetch();
+    let repo = world.repo("r");
+    let (v1, v2) = (b"sidecar v1".to_vec(), b"sidecar v2".to_vec());
+    let liar = Liar::start(v1.clone(), "5f0-1a", LM);
+    liar.lies(Lies {
+        other_version: Some(("5f0-2b".into(), v2.clone())),
+        ..Lies::default()
+    });
+    let report = world.drsctl_ok(&repo, &["add-url", &liar.url("c.bai")]);
+    let added = &report["added"][0];
+    assert_eq!(added["oid_from"], "etag", "{report}");
+    assert_eq!(added["provisional"], true, "{report}");
+    let asked = liar.requests();
+    assert!(asked.iter().any(|r| r.starts_with("GET")), "{asked:?}");
+    let pointer = std::fs::read_to_string(repo.join("c.bai")).unwrap();
+    for bytes in [&v1, &v2] {
+        assert!(!pointer.contains(&Oid::of(bytes).to_hex()), "{pointer}");
+    }
+}

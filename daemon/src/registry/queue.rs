@@ -116,6 +116,41 @@ impl Registry {
         })
     }
 
+    /// Records tries made outside the queue that failed (add-url's read of
+    /// a small object), by provisional oid: each object's job counts one
+    /// attempt more and is `retrying` at its time, or `failed` for good
+    /// with none, with its reason; so the workers neither repeat a try at
+    /// once nor give the object more tries than any other job. A job that
+    /// is running or done is left alone.
+    pub fn tried(&self, failures: &[(Oid, String, Option<u64>)]) -> Result<(), RegistryError> {
+        self.write("record tries", |tx| {
+            for (oid, why, retry_at) in failures {
+                let state = match retry_at {
+                    Some(_) => JobState::Retrying,
+                    None => JobState::Failed,
+                };
+                tx.execute(
+                    "INSERT INTO jobs (object_id, state, attempts, next_at, error, updated_at)
+                     SELECT id, ?2, 1, ?3, ?4, ?5 FROM objects
+                     WHERE provisional_oid = ?1 AND content_oid IS NULL
+                     ON CONFLICT (object_id) DO UPDATE SET state = ?2, attempts = attempts + 1,
+                        next_at = ?3, error = ?4, updated_at = ?5
+                     WHERE state NOT IN (?6, ?7)",
+                    params![
+                        oid.to_hex(),
+                        state,
+                        retry_at.unwrap_or(0) as i64,
+                        why,
+                        now() as i64,
+                        JobState::Running,
+                        JobState::Done
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
     /// The state of the prefetch job of the object at `url` with this ETag
     /// and size, and the reason of its last failure, if it has a job.
     pub fn job_state(

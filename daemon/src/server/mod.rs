@@ -118,6 +118,7 @@ impl Daemon {
             Arc::clone(&repo_locks),
             Arc::clone(&jobs_wake),
             config.prefetch.max_size,
+            config.prefetch.retry,
         ));
         let registrar = Registrar::new(repos.clone(), foreign.clone(), remote.clone());
         let shared = Arc::new(Shared {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::blocking;
-use crate::prefetch::{backoff, prefetch, Hashed};
+use crate::prefetch::{next_try, prefetch, Hashed};
 use crate::registry::{now, Job, Registry};
 use crate::remote::{redact_text, FetchOptions};
 use drsd_proto::JobProgress;
@@ -134,21 +134,16 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             // Stored, shown by `drsctl status` and `promote`: no secret in it.
             let why = redact_text(&e.to_string());
             let tries = job.attempts + 1;
-            let retry_at = match e.max_tries() {
-                Some(max) if tries >= max => {
-                    log::warn!(
-                        "prefetch of {shown} failed (try {tries}), not tried again (drsctl promote --retry): {why}"
-                    );
-                    None
-                }
-                _ => {
-                    let wait = backoff(cfg.retry, job.attempts);
-                    log::warn!(
-                        "prefetch of {shown} failed (try {tries}), again in {wait:?}: {why}"
-                    );
-                    Some(now() + wait.as_secs())
-                }
-            };
+            let retry_at = next_try(&e, tries, cfg.retry);
+            match retry_at {
+                None => log::warn!(
+                    "prefetch of {shown} failed (try {tries}), not tried again (drsctl promote --retry): {why}"
+                ),
+                Some(at) => log::warn!(
+                    "prefetch of {shown} failed (try {tries}), again in {}s: {why}",
+                    at.saturating_sub(now())
+                ),
+            }
             let registry = shared.registry.clone();
             let failed = blocking(move || registry.job_failed(&job, &why, retry_at)).await;
             if let Err(e) = failed {

@@ -3,6 +3,8 @@
 //!
 //! - [`plan`]: an add-url's lines checked (URL, path inside the repo);
 //! - [`resolve`]: one HEAD per URL, and the oid each pointer gets;
+//! - [`read_small`]: objects for the pool's small tier read at once, so
+//!   their pointers carry the content's sha256 from the start;
 //! - [`stage`]: the registry and its mirror ([`record_and_mirror`]), the
 //!   pointer files, `.gitattributes` and `git add`, as the repo's one writer;
 //! - [`restore`]: a repo's entries put back from its mirror;
@@ -21,6 +23,7 @@ mod error;
 pub mod fetch;
 pub mod plan;
 pub mod promotion;
+mod read_small;
 pub mod resolve;
 pub mod restore;
 pub mod stage;
@@ -29,6 +32,7 @@ mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -56,6 +60,8 @@ pub struct ForeignObjects {
     jobs_wake: Arc<Notify>,
     /// Objects larger than this are held, not prefetched.
     max_size: Option<u64>,
+    /// The first wait before a failed prefetch is tried again.
+    retry: Duration,
     /// Hashed objects waiting for their repo's next promotion batch.
     pending: promotion::PendingPromotions,
 }
@@ -114,6 +120,7 @@ impl ForeignObjects {
         repo_locks: Arc<RepoLocks>,
         jobs_wake: Arc<Notify>,
         max_size: Option<u64>,
+        retry: Duration,
     ) -> ForeignObjects {
         ForeignObjects {
             registry,
@@ -122,13 +129,16 @@ impl ForeignObjects {
             repo_locks,
             jobs_wake,
             max_size,
+            retry,
             pending: Default::default(),
         }
     }
 
-    /// `drsctl add-url`: per URL exactly one HEAD, never a read of the
-    /// content; then for the whole request one registry transaction, the
-    /// mirror, the pointers, one `.gitattributes` update and one `git add`.
+    /// `drsctl add-url`: per URL one HEAD; then, unless `no_fetch`, one GET
+    /// of each object small enough for the pool's small tier (`read_small`),
+    /// never a read of a larger one; then for the whole request one registry
+    /// transaction, the mirror, the pointers, one `.gitattributes` update
+    /// and one `git add`.
     /// A line that fails is reported with its number and leaves nothing
     /// behind; the other lines still go in. `on_head(done, total)` is
     /// called as the HEADs come back.
@@ -149,6 +159,10 @@ impl ForeignObjects {
         let targets = plan::plan(&top, &cwd, lines, force, &mut refused).await;
         let resolved =
             resolve::resolve(&self.registry, &self.remote, targets, on_head, &mut refused).await;
+        let (resolved, failed_reads) = match no_fetch {
+            true => (resolved, Vec::new()),
+            false => self.read_small(resolved).await,
+        };
         let staged = stage::Staging {
             top: &top,
             common: &common,
@@ -156,7 +170,7 @@ impl ForeignObjects {
             no_fetch,
         };
         let added = self
-            .record_and_stage(staged, resolved, &mut refused)
+            .record_and_stage(staged, resolved, failed_reads, &mut refused)
             .await?;
         refused.sort_by_key(|f| f.line);
         Ok(AddOutcome { added, refused })

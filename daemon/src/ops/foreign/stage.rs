@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::plan::{check_existing, check_inside};
+use super::read_small::FailedRead;
 use super::resolve::Resolved;
 use super::{Added, ForeignError, ForeignObjects, Refused};
 use crate::git::Repo;
@@ -50,6 +51,7 @@ impl ForeignObjects {
         &self,
         at: Staging<'_>,
         resolved: Vec<Resolved>,
+        failed_reads: Vec<FailedRead>,
         refused: &mut Vec<Refused>,
     ) -> Result<Vec<Added>, ForeignError> {
         if resolved.is_empty() {
@@ -75,6 +77,9 @@ impl ForeignObjects {
             } else {
                 // Added before with --no-fetch: this add-url asks for the bytes.
                 registry.queue_again(&oids, &[JobState::Skipped])?;
+                // Before the workers are woken: a read that failed is the
+                // job's first try, not repeated at once.
+                registry.tried(&failed_reads)?;
             }
             Ok::<_, ForeignError>((added, failed))
         })
