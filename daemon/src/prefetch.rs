@@ -118,67 +118,108 @@ pub async fn prefetch(
     part_size: Option<u64>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Hashed, PrefetchError> {
-    let (url, headers) = match ObjectUrl::parse(object.url.expose())? {
-        ObjectUrl::Drs(uri) => {
-            let access = remote.access(&uri).await?;
-            (access.url, access.headers)
-        }
-        plain => (plain, Vec::new()),
-    };
+    let (url, headers) = source(remote, object).await?;
     let located = remote.locate(&url)?;
     let origin = located.origin(&headers);
-    let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
     let checks = checks(&origin, object, part_size).await;
-    if let Some(why) = &checks.unverified {
-        log::info!("{}: {why}", origin.describe());
-    }
-    let last_modified = pinned_last_modified(object, &checks);
-    let req = Fetch {
-        origin,
-        size: object.size,
-        etag,
-        last_modified,
-        expect: None,
-        md5: checks.md5,
-        part_sizes: &checks.part_sizes,
-    };
-    let fetched = fetch_into_pool(pool.clone(), req, opts, progress).await?;
+    let req = request(origin, object, &checks);
+    let fetched = fetch_into_pool(pool.clone(), req.clone(), opts, progress).await?;
     let oid = fetched.put.oid;
-    // One answer pinned to the version added needs no second look; ranges
-    // (maybe of several tries) do.
-    let now = match fetched.one_version {
-        true => Ok(()),
-        false => unchanged(&origin, object, last_modified).await?,
-    };
-    if let Err(why) = now {
-        if fetched.put.stored {
-            let pool = pool.clone();
-            let _ = crate::blocking(move || pool.delete(&oid)).await;
-        }
-        return Err(PrefetchError::Changed {
-            object: origin.describe(),
-            why,
-        });
+    let confirmed = confirm(&req, object, fetched.one_version, fetched.md5).await;
+    if confirmed.is_err() && fetched.put.stored {
+        let pool = pool.clone();
+        let _ = crate::blocking(move || pool.delete(&oid)).await;
     }
-    if let (Some(expected), Some(md5)) = (object.md5.as_deref(), fetched.md5) {
-        let got = hex::encode(md5);
-        if !got.eq_ignore_ascii_case(expected) {
-            if fetched.put.stored {
-                let pool = pool.clone();
-                let _ = crate::blocking(move || pool.delete(&oid)).await;
-            }
-            return Err(PrefetchError::Md5 {
-                object: origin.describe(),
-                expected: expected.to_string(),
-                got,
-            });
-        }
-    }
+    confirmed?;
     Ok(Hashed {
         oid,
         md5: fetched.md5,
         unverified: checks.unverified,
     })
+}
+
+/// Reads `object`, small enough for the pool's kv tier, into memory with
+/// the checks of [`prefetch`], for the caller to put into the pool (many
+/// in one transaction: add-url's reads).
+pub async fn read_small(
+    remote: &Remote,
+    object: &ForeignObject,
+) -> Result<(Hashed, Vec<u8>), PrefetchError> {
+    let (url, headers) = source(remote, object).await?;
+    let located = remote.locate(&url)?;
+    let origin = located.origin(&headers);
+    let checks = checks(&origin, object, None).await;
+    let req = request(origin, object, &checks);
+    let body = crate::remote::read_small(&req).await?;
+    confirm(&req, object, body.one_version, body.md5).await?;
+    let hashed = Hashed {
+        oid: body.oid,
+        md5: body.md5,
+        unverified: checks.unverified,
+    };
+    Ok((hashed, body.bytes))
+}
+
+/// Where `object`'s bytes are read: its URL, or for a `drs://` one the
+/// access URL its DRS server gives now, with the headers to send.
+async fn source(
+    remote: &Remote,
+    object: &ForeignObject,
+) -> Result<(ObjectUrl, Vec<(String, String)>), PrefetchError> {
+    Ok(match ObjectUrl::parse(object.url.expose())? {
+        ObjectUrl::Drs(uri) => {
+            let access = remote.access(&uri).await?;
+            (access.url, access.headers)
+        }
+        plain => (plain, Vec::new()),
+    })
+}
+
+/// The download of `object` from `origin`, pinned to what add-url saw and
+/// checked as `checks` says.
+fn request<'a>(origin: Origin<'a>, object: &'a ForeignObject, checks: &'a Checks) -> Fetch<'a> {
+    if let Some(why) = &checks.unverified {
+        log::info!("{}: {why}", origin.describe());
+    }
+    Fetch {
+        origin,
+        size: object.size,
+        etag: Some(object.etag.as_str()).filter(|e| !e.is_empty()),
+        last_modified: pinned_last_modified(object, checks),
+        expect: None,
+        md5: checks.md5,
+        part_sizes: &checks.part_sizes,
+    }
+}
+
+/// What is checked once the bytes are in: that the store still has the
+/// version fetched, unless one answer pinned to it brought them all (ranges,
+/// maybe of several tries, need the second look), and a DRS record's md5.
+async fn confirm(
+    req: &Fetch<'_>,
+    object: &ForeignObject,
+    one_version: bool,
+    md5: Option<[u8; 16]>,
+) -> Result<(), PrefetchError> {
+    if !one_version {
+        if let Err(why) = unchanged(&req.origin, object, req.last_modified).await? {
+            return Err(PrefetchError::Changed {
+                object: req.origin.describe(),
+                why,
+            });
+        }
+    }
+    if let (Some(expected), Some(md5)) = (object.md5.as_deref(), md5) {
+        let got = hex::encode(md5);
+        if !got.eq_ignore_ascii_case(expected) {
+            return Err(PrefetchError::Md5 {
+                object: req.origin.describe(),
+                expected: expected.to_string(),
+                got,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What checks the bytes of `object`: md5 for a single-part S3 ETag (the

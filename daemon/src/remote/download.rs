@@ -313,6 +313,41 @@ async fn fetch_small(
     object: &str,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Fetched, FetchError> {
+    let SmallBody {
+        bytes,
+        oid,
+        md5,
+        one_version,
+    } = read_small_as(req, object).await?;
+    progress(bytes.len() as u64);
+    let put = crate::blocking(move || pool.put(&oid, &bytes)).await?;
+    Ok(Fetched {
+        put,
+        md5,
+        resumed_from: 0,
+        one_version,
+    })
+}
+
+/// An object of the pool's kv tier read whole into memory and checked as
+/// [`fetch_into_pool`] checks it, for the caller to put into the pool: one
+/// put each, or many in one transaction.
+#[derive(Debug)]
+pub struct SmallBody {
+    pub bytes: Vec<u8>,
+    pub oid: Oid,
+    /// Computed only when asked ([`Fetch::md5`]).
+    pub md5: Option<[u8; 16]>,
+    /// As [`Fetched::one_version`].
+    pub one_version: bool,
+}
+
+/// Reads a small object (see [`SmallBody`]) with one GET.
+pub async fn read_small(req: &Fetch<'_>) -> Result<SmallBody, FetchError> {
+    read_small_as(req, &req.origin.describe()).await
+}
+
+async fn read_small_as(req: &Fetch<'_>, object: &str) -> Result<SmallBody, FetchError> {
     let (tx, mut rx) = tokio_mpsc::channel::<Bytes>(PIECES_AHEAD);
     let range = 0..req.size;
     let collect = async {
@@ -329,7 +364,6 @@ async fn fetch_small(
             tokio::try_join!(stream_range(req, object, range, Cut::Ranges, tx), collect)?;
         (body, stated)
     };
-    progress(body.len() as u64);
     let done = Done {
         len: body.len() as u64,
         sha256: Oid::of(&body),
@@ -337,11 +371,10 @@ async fn fetch_small(
         multipart: Vec::new(),
     };
     verify(req, object, &done)?;
-    let put = crate::blocking(move || pool.put(&done.sha256, &body)).await?;
-    Ok(Fetched {
-        put,
+    Ok(SmallBody {
+        bytes: body,
+        oid: done.sha256,
         md5: done.md5,
-        resumed_from: 0,
         one_version: stated && req.etag.is_some(),
     })
 }

@@ -41,7 +41,9 @@ pub use checksum::content_sha256;
 pub use clients::DRS_WAIT_ENV;
 pub use copy::CopyOutcome;
 pub use credentials::{CredentialSource, S3Credentials};
-pub use download::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Origin};
+pub use download::{
+    fetch_into_pool, read_small, Fetch, FetchError, FetchOptions, Fetched, Origin, SmallBody,
+};
 pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};

@@ -1111,3 +1111,137 @@ async fn hydrating_forty_small_objects_from_the_object_remote_writes_the_pool_in
         assert_eq!(crate::pool::Oid::of(&placed), *oid);
     }
 }
+
+/// A loopback HTTP server for `bodies` by name: `HEAD` and `GET /NAME`
+/// answer with its length, an ETag and a `Last-Modified`, a `Range` with
+/// 206 and its `Content-Range` (what add-url's HEAD and read ask). Returns
+/// its port; it serves until the test process ends.
+fn serve_bodies(bodies: std::collections::HashMap<String, Vec<u8>>) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bodies = Arc::new(bodies);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let bodies = bodies.clone();
+            std::thread::spawn(move || answer_body(stream, &bodies));
+        }
+    });
+    port
+}
+
+fn answer_body(
+    mut stream: std::net::TcpStream,
+    bodies: &std::collections::HashMap<String, Vec<u8>>,
+) -> Option<()> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut words = line.split_whitespace();
+    let (method, path) = (words.next()?.to_string(), words.next()?.to_string());
+    let mut range = None;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).ok()? == 0 || header.trim().is_empty() {
+            break;
+        }
+        if let Some(value) = header.to_ascii_lowercase().strip_prefix("range: bytes=") {
+            let (a, b) = value.trim().split_once('-')?;
+            range = Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?));
+        }
+    }
+    let Some(body) = bodies.get(path.trim_start_matches('/')) else {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return Some(());
+    };
+    let common = format!(
+        "ETag: \"e-{}\"\r\nLast-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\nConnection: close\r\n",
+        body.len()
+    );
+    let (status, extra, part) = match (method.as_str(), range) {
+        ("GET", Some((a, b))) => {
+            let b = b.min(body.len() - 1);
+            let extra = format!("Content-Range: bytes {a}-{b}/{}\r\n", body.len());
+            ("206 Partial Content", extra, &body[a..=b])
+        }
+        _ => ("200 OK", String::new(), &body[..]),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\n{common}{extra}Content-Length: {}\r\n\r\n",
+        part.len()
+    );
+    stream.write_all(head.as_bytes()).ok()?;
+    if method == "GET" {
+        stream.write_all(part).ok()?;
+    }
+    Some(())
+}
+
+/// add-url reads small objects itself and puts them into the pool a batch
+/// (256) per transaction, not one each: 300 objects, two transactions, and
+/// every pointer named by its content's sha256.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_url_of_three_hundred_small_objects_puts_them_into_the_pool_in_two_transactions() {
+    let daemon = start().await;
+    let repo = daemon.dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    assert!(Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap()
+        .success());
+    let bodies: std::collections::HashMap<String, Vec<u8>> = (0..300u32)
+        .map(|i| {
+            (
+                format!("f{i:03}.bai"),
+                format!("index {i}\n").repeat(50).into_bytes(),
+            )
+        })
+        .collect();
+    let port = serve_bodies(bodies.clone());
+    let entries = bodies
+        .keys()
+        .enumerate()
+        .map(|(i, name)| AddUrlEntry {
+            url: format!("http://127.0.0.1:{port}/{name}"),
+            path: None,
+            sha256: None,
+            line: Some(i + 1),
+        })
+        .collect();
+    let request = AddUrlRequest {
+        cwd: repo.clone(),
+        entries,
+        from: None,
+        force: false,
+        no_fetch: false,
+    };
+    let before = daemon.shared.pool.kv_write_transactions();
+    let report = daemon
+        .client()
+        .await
+        .add_url(request, |_| {})
+        .await
+        .unwrap();
+    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.added.len(), 300);
+    for added in &report.added {
+        let body = &bodies[&added.path];
+        assert_eq!(added.oid_from, OidSource::Hashed, "{added:?}");
+        assert_eq!(added.oid, Oid::of(body), "{added:?}");
+        let pooled = daemon
+            .shared
+            .pool
+            .get(&added.oid)
+            .unwrap()
+            .expect("in the pool");
+        assert_eq!(&pooled.to_vec().unwrap(), body);
+    }
+    assert_eq!(
+        transactions, 2,
+        "300 objects took {transactions} pool transactions"
+    );
+    daemon.stop().await;
+}

@@ -21,17 +21,25 @@ use futures_util::stream::{self, StreamExt};
 use super::resolve::{OidFrom, Resolved};
 use super::ForeignObjects;
 use crate::pool::{Oid, Tier};
-use crate::prefetch::{next_try, prefetch, Hashed};
-use crate::remote::{redact_text, FetchOptions};
+use crate::prefetch::{next_try, read_small, Hashed, PrefetchError};
+use crate::remote::redact_text;
+
+/// GETs in flight at once, as for the HEADs: small objects are round
+/// trips, not bandwidth.
+const CONCURRENT_READS: usize = 32;
+
+/// Objects read before their bytes go into the pool in one transaction:
+/// at most 32 MiB held (the kv tier takes objects under 128 KiB by
+/// default), and a commit per batch instead of one per object.
+const BATCH: usize = 256;
 
 /// A read that failed, as its job's first try: the object's provisional
 /// oid, why (redacted), and when it is tried again (`None`: never, as for
 /// a 404).
 pub(super) type FailedRead = (Oid, String, Option<u64>);
 
-/// GETs in flight at once, as for the HEADs: small objects are round
-/// trips, not bandwidth.
-const CONCURRENT_READS: usize = 32;
+/// What one read gave.
+type Read = Result<(Hashed, Vec<u8>), PrefetchError>;
 
 impl ForeignObjects {
     /// Reads the resolved objects worth reading now (see the module's
@@ -42,22 +50,38 @@ impl ForeignObjects {
         &self,
         resolved: Vec<Resolved>,
     ) -> (Vec<Resolved>, Vec<FailedRead>) {
-        let reads = resolved.iter().filter(|r| self.worth_reading(r)).count();
-        if reads == 0 {
-            return (resolved, Vec::new());
+        let (mut out, mut failed) = (Vec::with_capacity(resolved.len()), Vec::new());
+        let (mut to_read, mut rest) = (Vec::new(), Vec::new());
+        for r in resolved {
+            match self.worth_reading(&r) {
+                true => to_read.push(r),
+                false => rest.push(r),
+            }
         }
-        let outcomes: Vec<(Resolved, Option<FailedRead>)> = stream::iter(resolved)
-            .map(|r| self.read_one(r))
-            .buffered(CONCURRENT_READS)
-            .collect()
-            .await;
-        let (read, failed): (Vec<Resolved>, Vec<Option<FailedRead>>) = outcomes.into_iter().unzip();
-        let failed: Vec<FailedRead> = failed.into_iter().flatten().collect();
+        let reads = to_read.len();
+        let mut to_read = to_read.into_iter();
+        loop {
+            let batch: Vec<Resolved> = to_read.by_ref().take(BATCH).collect();
+            if batch.is_empty() {
+                break;
+            }
+            let read: Vec<(Resolved, Read)> = stream::iter(batch)
+                .map(|r| async move {
+                    let read = read_small(&self.remote, &r.entry.object).await;
+                    (r, read)
+                })
+                .buffered(CONCURRENT_READS)
+                .collect()
+                .await;
+            self.keep(read, &mut out, &mut failed).await;
+        }
         log::debug!(
             "add-url: {reads} small objects to read, {} could not be",
             failed.len()
         );
-        (read, failed)
+        out.extend(rest);
+        out.sort_by_key(|r| r.target.no);
+        (out, failed)
     }
 
     /// An object whose content oid nobody gave, that goes to the pool's
@@ -69,43 +93,65 @@ impl ForeignObjects {
             && self.max_size.is_none_or(|max| o.size <= max)
     }
 
-    async fn read_one(&self, mut r: Resolved) -> (Resolved, Option<FailedRead>) {
-        if !self.worth_reading(&r) {
-            return (r, None);
-        }
-        let object = &r.entry.object;
-        let opts = FetchOptions::default();
-        let read = prefetch(self.pool.clone(), &self.remote, object, opts, None, &|_| {}).await;
-        match read {
-            Ok(Hashed {
-                oid,
-                md5,
-                unverified: None,
-            }) => {
-                let object = &mut r.entry.object;
-                object.content_oid = Some(oid);
-                object.md5 = object.md5.take().or(md5.map(hex::encode));
-                r.entry.oid = oid;
-                r.oid_from = OidFrom::Hashed;
-                log::info!("read {} at add-url: sha256 {oid}", r.target.url);
-            }
-            // Its ETag could not be checked against the bytes: the worker
-            // fetches it again and records why, for `drsctl status`.
-            Ok(Hashed {
-                unverified: Some(_),
-                ..
-            }) => {}
-            Err(e) => {
-                let why = redact_text(&e.to_string());
-                let again = next_try(&e, 1, self.retry);
-                log::info!(
-                    "add-url: {} not read now, left to the prefetch: {why}",
-                    r.target.url
-                );
-                let provisional = r.entry.object.provisional_oid;
-                return (r, Some((provisional, why, again)));
+    /// Puts a batch's bytes into the pool in one transaction and names each
+    /// object by its sha256; a failed read goes to `failed` as its job's
+    /// first try. When the pool cannot take them, the objects stay
+    /// provisional for the workers, which will say why.
+    async fn keep(
+        &self,
+        read: Vec<(Resolved, Read)>,
+        out: &mut Vec<Resolved>,
+        failed: &mut Vec<FailedRead>,
+    ) {
+        let mut good: Vec<(Resolved, Hashed, Vec<u8>)> = Vec::new();
+        for (r, outcome) in read {
+            match outcome {
+                Ok((hashed, bytes)) if hashed.unverified.is_none() => good.push((r, hashed, bytes)),
+                // Its ETag could not be checked against the bytes: the
+                // worker fetches it again and records why, for `drsctl
+                // status`.
+                Ok(_) => out.push(r),
+                Err(e) => {
+                    failed.push(self.failure(&r, &e));
+                    out.push(r);
+                }
             }
         }
-        (r, None)
+        let bodies: Vec<(Oid, Vec<u8>)> = good
+            .iter_mut()
+            .map(|(_, h, b)| (h.oid, std::mem::take(b)))
+            .collect();
+        let pool = self.pool.clone();
+        let put = crate::blocking(move || {
+            let entries: Vec<(Oid, &[u8])> =
+                bodies.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+            pool.put_many(&entries).map(|_| ())
+        })
+        .await;
+        if let Err(e) = put {
+            log::warn!("add-url: the pool could not take {} small objects read now; left to the prefetch: {e}", good.len());
+            out.extend(good.into_iter().map(|(r, _, _)| r));
+            return;
+        }
+        for (mut r, hashed, _) in good {
+            let object = &mut r.entry.object;
+            object.content_oid = Some(hashed.oid);
+            object.md5 = object.md5.take().or(hashed.md5.map(hex::encode));
+            r.entry.oid = hashed.oid;
+            r.oid_from = OidFrom::Hashed;
+            log::info!("read {} at add-url: sha256 {}", r.target.url, hashed.oid);
+            out.push(r);
+        }
+    }
+
+    /// A failed read as its job's first try.
+    fn failure(&self, r: &Resolved, e: &PrefetchError) -> FailedRead {
+        let why = redact_text(&e.to_string());
+        log::info!(
+            "add-url: {} not read now, left to the prefetch: {why}",
+            r.target.url
+        );
+        let again = next_try(e, 1, self.retry);
+        (r.entry.object.provisional_oid, why, again)
     }
 }
