@@ -28,10 +28,13 @@ use crate::remote::redact_text;
 /// trips, not bandwidth.
 const CONCURRENT_READS: usize = 32;
 
-/// Objects read before their bytes go into the pool in one transaction:
-/// at most 32 MiB held (the kv tier takes objects under 128 KiB by
-/// default), and a commit per batch instead of one per object.
+/// Objects read before their bytes go into the pool in one transaction
+/// (a commit per batch instead of one per object), at most this many...
 const BATCH: usize = 256;
+
+/// ...and this many bytes, however high the pool's threshold was set: the
+/// memory a batch holds.
+const BATCH_BYTES: u64 = 32 << 20;
 
 /// A read that failed, as its job's first try: the object's provisional
 /// oid, why (redacted), and when it is tried again (`None`: never, as for
@@ -59,12 +62,9 @@ impl ForeignObjects {
             }
         }
         let reads = to_read.len();
-        let mut to_read = to_read.into_iter();
-        loop {
-            let batch: Vec<Resolved> = to_read.by_ref().take(BATCH).collect();
-            if batch.is_empty() {
-                break;
-            }
+        let mut to_read = to_read.into_iter().peekable();
+        while to_read.peek().is_some() {
+            let batch = next_batch(&mut to_read);
             let read: Vec<(Resolved, Read)> = stream::iter(batch)
                 .map(|r| async move {
                     let read = read_small(&self.remote, &r.entry.object).await;
@@ -154,4 +154,21 @@ impl ForeignObjects {
         let again = next_try(e, 1, self.retry);
         (r.entry.object.provisional_oid, why, again)
     }
+}
+
+/// The next objects to read: one at least, then up to [`BATCH`] of them
+/// and [`BATCH_BYTES`] in all.
+fn next_batch(rest: &mut std::iter::Peekable<std::vec::IntoIter<Resolved>>) -> Vec<Resolved> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while let Some(next) = rest.peek() {
+        let size = next.entry.object.size;
+        let full = batch.len() == BATCH || bytes + size > BATCH_BYTES;
+        if !batch.is_empty() && full {
+            break;
+        }
+        bytes += size;
+        batch.extend(rest.next());
+    }
+    batch
 }

@@ -11,7 +11,6 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use reqwest::StatusCode;
 use rusty_s3::{Bucket, S3Action};
-use tokio::io::AsyncReadExt;
 
 use super::super::transport::{etag, transport, with_headers};
 use super::{pin_headers, refused_in_body, CopySource, ObjectMeta, S3Client, SIGN_FOR};
@@ -20,6 +19,11 @@ use crate::remote::{MultipartUpload, RemoteError};
 /// Parts copied at once by [`S3Client::copy_in_parts`]: each is a server-side
 /// copy, so a few keep the store busy without piling up requests.
 const COPY_PARTS_AT_ONCE: usize = 4;
+
+/// Parts sent at once by a multipart upload from a file: the next parts
+/// are read and on the wire while one is still going, at the memory of
+/// this many parts (64 MiB each by default).
+const PARTS_AT_ONCE: usize = 3;
 
 /// Where the parts of a multipart upload come from.
 enum Parts<'a> {
@@ -307,8 +311,8 @@ impl S3Client {
         Ok(())
     }
 
-    /// Sends the file at `path` as parts of `part_size` bytes, in order;
-    /// their ETags.
+    /// Sends the file's parts, [`PARTS_AT_ONCE`] in flight, each read from
+    /// its own offset when its turn comes; their ETags in part order.
     async fn upload_parts(
         &self,
         b: &Bucket,
@@ -323,37 +327,59 @@ impl S3Client {
             object: object.to_string(),
             why: format!("reading {}: {e}", path.display()),
         };
-        let mut file = tokio::fs::File::open(path).await.map_err(io_err)?;
-        let mut etags = Vec::new();
-        for number in 1u16.. {
-            let mut part = Vec::with_capacity(part_size as usize);
-            (&mut file)
-                .take(part_size)
-                .read_to_end(&mut part)
-                .await
-                .map_err(io_err)?;
-            if part.is_empty() && number > 1 {
-                break;
-            }
-            let part = Bytes::from(part);
-            let url = b
-                .upload_part(self.creds.keys.as_ref(), key, number, upload_id)
-                .sign(SIGN_FOR);
-            let resp = self
-                .send("upload part", object, &[], || {
-                    self.http.put(url.clone()).body(part.clone())
-                })
-                .await?;
-            etags.push(etag(&resp).ok_or_else(|| RemoteError::Protocol {
-                op: "upload part",
-                object: object.to_string(),
-                why: format!("part {number} came back without an ETag"),
-            })?);
-            if (part.len() as u64) < part_size {
-                break;
-            }
-        }
-        Ok(etags)
+        let file = std::sync::Arc::new(std::fs::File::open(path).map_err(io_err)?);
+        let size = file.metadata().map_err(io_err)?.len();
+        let part_size = part_size.max(1);
+        // An empty file is one empty part: S3 wants at least one.
+        let count = size.div_ceil(part_size).max(1);
+        let parts = (1..=count).map(|n| {
+            let offset = (n - 1) * part_size;
+            (n, offset, part_size.min(size.saturating_sub(offset)))
+        });
+        stream::iter(parts)
+            .map(|(number, offset, len)| {
+                let file = file.clone();
+                async move {
+                    let read = crate::blocking(move || read_part(&file, offset, len)).await;
+                    let part = Bytes::from(read.map_err(io_err)?);
+                    self.upload_part(b, object, key, upload_id, number, part)
+                        .await
+                }
+            })
+            .buffered(PARTS_AT_ONCE)
+            .try_collect()
+            .await
+    }
+
+    /// Sends part `number` of the upload; its ETag.
+    async fn upload_part(
+        &self,
+        b: &Bucket,
+        object: &str,
+        key: &str,
+        upload_id: &str,
+        number: u64,
+        part: Bytes,
+    ) -> Result<String, RemoteError> {
+        let no_etag = || RemoteError::Protocol {
+            op: "upload part",
+            object: object.to_string(),
+            why: format!("part {number} came back without an ETag"),
+        };
+        let number = u16::try_from(number).map_err(|_| RemoteError::Protocol {
+            op: "upload part",
+            object: object.to_string(),
+            why: format!("part {number} is past the 10,000 parts S3 allows"),
+        })?;
+        let url = b
+            .upload_part(self.creds.keys.as_ref(), key, number, upload_id)
+            .sign(SIGN_FOR);
+        let resp = self
+            .send("upload part", object, &[], || {
+                self.http.put(url.clone()).body(part.clone())
+            })
+            .await?;
+        etag(&resp).ok_or_else(no_etag)
     }
 }
 
@@ -387,4 +413,12 @@ fn xml_etag(xml: &str) -> Option<String> {
     let tag = xml.split("<ETag>").nth(1)?.split("</ETag>").next()?;
     let tag = tag.replace("&quot;", "\"").replace("&#34;", "\"");
     Some(tag.trim().trim_matches('"').to_string()).filter(|t| !t.is_empty())
+}
+
+/// `len` bytes of `file` from `offset` (fewer only at its end).
+fn read_part(file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut part = vec![0; len as usize];
+    file.read_exact_at(&mut part, offset)?;
+    Ok(part)
 }
