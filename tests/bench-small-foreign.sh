@@ -73,7 +73,7 @@ done
 [ -n "${NOFETCH:-}" ] || [ "$bad" = 0 ] || { echo "$bad pointers do not carry their content's sha256" >&2; exit 1; }
 mkdir -p "$w/cc"; cd "$w/cc"
 t3=$(ms)
-curl -s --fail --parallel --parallel-max 32 --create-dirs -K "$w/curl" && sha256sum c/* >/dev/null
+curl -s --no-progress-meter --fail --parallel --parallel-max 32 --create-dirs -K "$w/curl" && sha256sum c/* >/dev/null
 t4=$(ms)
 awk -v n="$N" -v pre="$PRE" -v a=$((t1 - t0)) -v p=$((t2 - t0)) -v c=$((t4 - t3)) -v cpu=$((c1 - c0)) \
   'BEGIN { printf "N=%d PRE=%d add-url=%dms promoted=%dms curl+sha256sum=%dms ratio=%.2f daemon_cpu=%dms\n", n, pre, a, p, c, p / c, cpu }'
