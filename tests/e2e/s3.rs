@@ -60,6 +60,29 @@ fn put_head_get_and_ranges() {
     });
 }
 
+/// A file that would need more parts than S3 takes is refused by name
+/// before a part is sent, not after 10,000 of them.
+#[test]
+fn a_file_of_more_parts_than_s3_takes_is_refused_before_a_part_is_sent() {
+    rt().block_on(async {
+        let c = client();
+        let b = fresh_bucket(&c, "toomany").await;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.bin");
+        std::fs::write(&path, vec![1u8; 10_001]).unwrap();
+        let err = c
+            .put_multipart(&b, "x.bin", &path, 1, &[])
+            .await
+            .unwrap_err();
+        let said = err.to_string();
+        assert!(
+            said.contains("10001 parts") && said.contains("x.bin"),
+            "{said}"
+        );
+        assert_eq!(c.head(&b, "x.bin").await.unwrap(), None);
+    });
+}
+
 #[test]
 fn multipart_etags_are_reproducible_and_headed_after_completion() {
     rt().block_on(async {

@@ -25,6 +25,9 @@ const COPY_PARTS_AT_ONCE: usize = 4;
 /// this many parts (64 MiB each by default).
 const PARTS_AT_ONCE: usize = 3;
 
+/// The most parts S3 takes in one multipart upload.
+const MAX_PARTS: u16 = 10_000;
+
 /// Where the parts of a multipart upload come from.
 enum Parts<'a> {
     File(&'a Path),
@@ -332,6 +335,15 @@ impl S3Client {
         let part_size = part_size.max(1);
         // An empty file is one empty part: S3 wants at least one.
         let count = size.div_ceil(part_size).max(1);
+        if count > u64::from(MAX_PARTS) {
+            return Err(RemoteError::Protocol {
+                op: "upload",
+                object: object.to_string(),
+                why: format!(
+                    "{size} bytes in parts of {part_size} make {count} parts; S3 takes {MAX_PARTS} at most"
+                ),
+            });
+        }
         let parts = (1..=count).map(|n| {
             let offset = (n - 1) * part_size;
             (n, offset, part_size.min(size.saturating_sub(offset)))
@@ -366,11 +378,14 @@ impl S3Client {
             object: object.to_string(),
             why: format!("part {number} came back without an ETag"),
         };
-        let number = u16::try_from(number).map_err(|_| RemoteError::Protocol {
-            op: "upload part",
-            object: object.to_string(),
-            why: format!("part {number} is past the 10,000 parts S3 allows"),
-        })?;
+        let number = u16::try_from(number)
+            .ok()
+            .filter(|n| *n <= MAX_PARTS)
+            .ok_or_else(|| RemoteError::Protocol {
+                op: "upload part",
+                object: object.to_string(),
+                why: format!("part {number} is past the {MAX_PARTS} parts S3 allows"),
+            })?;
         let url = b
             .upload_part(self.creds.keys.as_ref(), key, number, upload_id)
             .sign(SIGN_FOR);
