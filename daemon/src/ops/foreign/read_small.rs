@@ -117,6 +117,9 @@ impl ForeignObjects {
                 }
             }
         }
+        if good.is_empty() {
+            return;
+        }
         let bodies: Vec<(Oid, Vec<u8>)> = good
             .iter_mut()
             .map(|(_, h, b)| (h.oid, std::mem::take(b)))
