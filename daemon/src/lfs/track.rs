@@ -102,10 +102,14 @@ pub fn tracked(top: &Path, paths: &[&str]) -> Result<Vec<bool>, TrackError> {
 /// paths against 10,000 new patterns, which takes it seconds. Paths with
 /// some filter already are staged after the lines are written.
 pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> {
+    // Read, and checked, before git reads it: git waits forever on a FIFO
+    // planted there.
+    let existing = read_attributes(&top.join(".gitattributes"))?;
     let mut asked = paths.to_vec();
     asked.push(".gitattributes");
     let mut attrs = attributes(top, &asked)?;
-    let own = attrs.pop().expect("one answer per path asked");
+    // `attributes` answers every path asked, or fails.
+    let own_plain = attrs.pop().is_some_and(|a| a.plain);
     let pick = |want: fn(&PathAttrs) -> bool| -> Vec<&str> {
         let both = paths.iter().zip(&attrs);
         both.filter(|(_, a)| want(a)).map(|(p, _)| *p).collect()
@@ -122,7 +126,7 @@ pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> 
     // Plain paths' blobs are their bytes whatever lines come: staged as
     // they are, before the lines (git < 2.40 matches them against fewer).
     stage(top, &early, Convert::AsIs)?;
-    append_lines(top, &untracked)?;
+    append_lines(top, existing.as_deref(), &untracked)?;
     // Whether the last staging may skip attributes too: every pointer in
     // it as is, and `.gitattributes` given no filter, encoding or ident by
     // any line (the new ones name the pointers' paths alone) and holding
@@ -131,9 +135,9 @@ pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> 
     // each by its attributes: against 10,000 lines, a tenth of a second or
     // more per add-url batch, growing with the repo.
     let later_as_is = attrs.iter().all(|a| a.pointer_as_is)
-        && own.plain
+        && own_plain
         && !paths.contains(&".gitattributes")
-        && !has_cr(&top.join(".gitattributes"));
+        && !existing.is_some_and(|bytes| bytes.contains(&b'\r'));
     if !untracked.is_empty() {
         later.push(".gitattributes");
     }
@@ -145,24 +149,58 @@ pub fn track_and_stage(top: &Path, paths: &[&str]) -> Result<usize, TrackError> 
     Ok(untracked.len())
 }
 
-/// Whether the file holds a carriage return (or cannot be read: then
-/// staging it through its attributes is the safe way).
-fn has_cr(file: &Path) -> bool {
-    std::fs::read(file).map_or(true, |bytes| bytes.contains(&b'\r'))
+/// The most of a `.gitattributes` git reads (`ATTR_MAX_FILE_SIZE`).
+const MAX_ATTRIBUTES_FILE: u64 = 100 << 20;
+
+/// The bytes of the top `.gitattributes`, `None` when there is none. A
+/// cloned repo may have planted anything there: it is opened without
+/// following a link and without waiting on a FIFO, and must be a regular
+/// file no larger than git reads.
+fn read_attributes(file: &Path) -> Result<Option<Vec<u8>>, IoError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |why: &str| {
+        let source = std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string());
+        IoError::new("read", file.to_path_buf(), source)
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(file);
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(fail("a symbolic link, not a file"))
+        }
+        Err(source) => return Err(IoError::new("read", file.to_path_buf(), source)),
+    };
+    let meta = f.metadata().map_err(IoError::at("read", file))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_ATTRIBUTES_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(IoError::at("read", file))?;
+    if bytes.len() as u64 > MAX_ATTRIBUTES_FILE {
+        return Err(fail("larger than the 100 MiB git reads"));
+    }
+    Ok(Some(bytes))
 }
 
-/// Appends a `PATTERN filter=lfs ...` line to the top `.gitattributes` for
-/// each of `paths` (temp file and rename: never half-written).
-fn append_lines(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
+/// Appends a `PATTERN filter=lfs ...` line to the top `.gitattributes`,
+/// whose bytes are `existing` ([`read_attributes`]), for each of `paths`
+/// (temp file and rename: never half-written).
+fn append_lines(top: &Path, existing: Option<&[u8]>, paths: &[&str]) -> Result<(), TrackError> {
     if paths.is_empty() {
         return Ok(());
     }
-    let file = top.join(".gitattributes");
-    let mut text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(IoError::new("read", file, source).into()),
-    };
+    let bytes = existing.unwrap_or_default();
+    let mut text = String::from_utf8(bytes.to_vec()).map_err(|e| {
+        let source = std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error());
+        IoError::new("read", top.join(".gitattributes"), source)
+    })?;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -429,6 +467,38 @@ mod tests {
     fn staged_blob(top: &Path, path: &str) -> String {
         let out = git(top, &["ls-files", "-s", "--", path]);
         out.split_whitespace().nth(1).unwrap().to_string()
+    }
+
+    /// A cloned repo's `.gitattributes` may be a link to an endless file
+    /// or a FIFO: either is refused by name, never read forever or waited
+    /// on, and nothing is written through it.
+    #[test]
+    fn a_gitattributes_that_is_a_link_or_a_fifo_is_refused_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git(top, &["init", "-q"]);
+        let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize 9\n";
+        std::fs::write(top.join("p.bin"), pointer.replace("{}", &"a".repeat(64))).unwrap();
+        let attributes = top.join(".gitattributes");
+        std::os::unix::fs::symlink("/dev/zero", &attributes).unwrap();
+        let err = track_and_stage(top, &["p.bin"]).unwrap_err().to_string();
+        assert!(
+            err.contains(".gitattributes") && err.contains("symbolic link"),
+            "{err}"
+        );
+        std::fs::remove_file(&attributes).unwrap();
+        let made = Command::new("mkfifo").arg(&attributes).status().unwrap();
+        assert!(made.success());
+        let err = track_and_stage(top, &["p.bin"]).unwrap_err().to_string();
+        assert!(
+            err.contains(".gitattributes") && err.contains("not a regular file"),
+            "{err}"
+        );
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::symlink_metadata(&attributes)
+            .unwrap()
+            .file_type()
+            .is_fifo());
     }
 
     /// `.gitattributes` is staged as `git add` would stage it: here its
