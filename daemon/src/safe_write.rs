@@ -70,6 +70,17 @@ impl Mode {
 /// Replaces `anchor/rel` with `bytes` (see the module doc), creating the
 /// folders of `rel` on the way. `rel` is relative, without `..`.
 pub fn write(anchor: &Path, rel: &Path, bytes: &[u8], mode: Mode) -> Result<(), SafeWriteError> {
+    write_with(anchor, rel, mode, |file| file.write_all(bytes))
+}
+
+/// [`write`] of what `fill` writes into the temp file: for content that is
+/// not in memory (a pool entry copied in).
+pub fn write_with(
+    anchor: &Path,
+    rel: &Path,
+    mode: Mode,
+    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), SafeWriteError> {
     let dir = create_dirs(anchor, rel.parent().unwrap_or(Path::new("")))?;
     let path = anchor.join(rel);
     let old = existing_file(&path)?;
@@ -83,7 +94,7 @@ pub fn write(anchor: &Path, rel: &Path, bytes: &[u8], mode: Mode) -> Result<(), 
         _ => mode.bits,
     };
     let file = tmp.as_file_mut();
-    file.write_all(bytes)
+    fill(file)
         .and_then(|()| match mode.exact || old.is_some() {
             true => file.set_permissions(Permissions::from_mode(bits)),
             false => Ok(()),

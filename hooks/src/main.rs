@@ -1,8 +1,11 @@
 //! `drs-hook`: what git and git-lfs call; a thin client of the drsd daemon.
 //! `drs-hook agent` is git-lfs's custom transfer agent; `drs-hook hook NAME`
-//! is what the git hooks installed by `drsctl init` run.
+//! is what the git hooks installed by `drsctl init` run; `drs-hook
+//! filter-process` is the clean filter `drsctl clone` has git refresh its
+//! index with.
 
 mod agent;
+mod filter;
 mod hook;
 
 use std::process::ExitCode;
@@ -45,6 +48,10 @@ enum Command {
         )]
         args: Vec<String>,
     },
+    /// Clean files for git the way git-lfs does (git's long-running filter
+    /// protocol on stdin/stdout), storing nothing: what `drsctl clone` has git
+    /// refresh the index with after writing the files from the pool
+    FilterProcess,
 }
 
 fn main() -> ExitCode {
@@ -61,11 +68,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let socket = cli.socket.path();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
     match cli.command {
-        Command::Ping => runtime.block_on(async {
+        Command::Ping => runtime()?.block_on(async {
             let client = connect_or_start(
                 &socket,
                 concat!("drs-hook ", env!("CARGO_PKG_VERSION")),
@@ -75,10 +84,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("{} on {}", client.server(), socket.display());
             Ok(ExitCode::SUCCESS)
         }),
-        Command::Agent => runtime
+        Command::Agent => runtime()?
             .block_on(agent::run(&socket))
             .map(|()| ExitCode::SUCCESS),
-        Command::Hook { name, args } => runtime.block_on(hook::run(&socket, &name, &args)),
+        Command::Hook { name, args } => runtime()?.block_on(hook::run(&socket, &name, &args)),
+        // No daemon and no runtime: git waits on every file it cleans.
+        Command::FilterProcess => filter::run(std::io::stdin().lock(), std::io::stdout().lock())
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -252,6 +252,16 @@ impl Client {
         }
     }
 
+    pub async fn check_out(&mut self, repo: PathBuf) -> Result<CheckOutReport, IpcError> {
+        match self
+            .call(Request::CheckOut(CheckOutRequest { repo }))
+            .await?
+        {
+            Reply::CheckedOut(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Sends `request` and waits for its result, ignoring progress. The
     /// untyped way in, for tests of the protocol itself; callers use the
     /// typed methods above.

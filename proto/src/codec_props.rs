@@ -241,6 +241,7 @@ fn request() -> impl Strategy<Value = Request> {
             })),
         path().prop_map(|cwd| Request::Provisional(ProvisionalRequest { cwd })),
         path().prop_map(|repo| Request::Hydrate(HydrateRequest { repo })),
+        path().prop_map(|repo| Request::CheckOut(CheckOutRequest { repo })),
         (
             path(),
             proptest::collection::vec(path(), 0..4),
@@ -473,6 +474,20 @@ fn reply() -> impl Strategy<Value = Reply> {
                 refused,
             }
         )),
+        (
+            any::<[u64; 2]>(),
+            proptest::collection::vec(".*", 0..3),
+            proptest::collection::vec((".*", ".*"), 0..3)
+        )
+            .prop_map(|(n, to_git, left)| Reply::CheckedOut(CheckOutReport {
+                written: n[0],
+                bytes: n[1],
+                to_git,
+                left: left
+                    .into_iter()
+                    .map(|(path, why)| PathProblem { path, why })
+                    .collect(),
+            })),
         (any::<[u64; 4]>(), problems()).prop_map(|(n, failed)| Reply::Hydrated(HydrateReport {
             objects: n[0],
             present: n[1],

@@ -3,6 +3,8 @@
 //! so they build without SQLite, TLS or S3 code.
 //!
 //! - [`Oid`]: the one object id, shared by the wire and the daemon.
+//! - [`Pointer`]: the Git LFS pointer file, as git-lfs reads and writes it
+//!   (the daemon scans repos for pointers; `drs-hook filter-process` cleans).
 //! - [`Request`] (payload structs per method) and [`Reply`] (reports): the
 //!   wire types; [`RequestFrame`]/[`ResponseFrame`] the lines they travel in.
 //! - [`codec`]: JSON-lines framing with a line limit.
@@ -41,6 +43,7 @@ mod error;
 mod frame;
 mod oid;
 pub mod paths;
+pub mod pointer;
 mod reply;
 mod request;
 
@@ -56,6 +59,7 @@ pub use config::{
 pub use error::{one_line, ErrorCode, IpcError, WireError};
 pub use frame::{Body, Progress, ResponseFrame, Stage};
 pub use oid::{BadOid, Oid};
+pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use reply::*;
 pub use request::*;
 

@@ -24,6 +24,7 @@ pub enum Reply {
     Setup(SetupReport),
     PrePush(PushReport),
     Hydrated(HydrateReport),
+    CheckedOut(CheckOutReport),
     AddUrl(AddUrlReport),
     Promoted(PromoteReport),
     Provisional(ProvisionalReport),
@@ -153,6 +154,27 @@ pub struct HydrateReport {
     pub from_pool: u64,
     pub downloaded: u64,
     pub failed: Vec<ObjectProblem>,
+}
+
+/// What a check-out request did, counted in files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckOutReport {
+    /// Pointer files replaced by their objects from the pool, and their bytes.
+    pub written: u64,
+    pub bytes: u64,
+    /// Pointer files removed for git-lfs to check out (a pointer text that
+    /// is not canonical, an object the pool does not hold): git paths.
+    #[serde(default)]
+    pub to_git: Vec<String>,
+    /// Files left as they were, and why.
+    #[serde(default)]
+    pub left: Vec<PathProblem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathProblem {
+    pub path: String,
+    pub why: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

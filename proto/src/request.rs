@@ -59,6 +59,7 @@ pub enum Request {
     Promote(PromoteRequest),
     Provisional(ProvisionalRequest),
     Hydrate(HydrateRequest),
+    CheckOut(CheckOutRequest),
     /// The settings in force in the daemon and where each came from.
     Config(ConfigRequest),
     Fetch(FetchRequest),
@@ -212,6 +213,15 @@ pub struct HydrateRequest {
     pub repo: PathBuf,
 }
 
+/// Replace the repo's Git LFS pointer files (checked out as pointers) with
+/// their objects from the pool, leaving their index entries to be
+/// refreshed; pointer files the pool cannot fill are removed for git-lfs
+/// to check out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckOutRequest {
+    pub repo: PathBuf,
+}
+
 /// Queue the prefetch (download and hash) of the objects behind provisional
 /// pointers: the `paths` given (relative to `cwd`), or every one with
 /// `all`. Jobs `skipped` (`add-url --no-fetch`) or `failed` are queued
@@ -245,6 +255,7 @@ impl Request {
             Request::Promote(_) => "promote",
             Request::Provisional(_) => "provisional",
             Request::Hydrate(_) => "hydrate",
+            Request::CheckOut(_) => "check_out",
             Request::Config(_) => "config",
             Request::Fetch(_) => "fetch",
         }
@@ -290,6 +301,7 @@ mod tests {
             Request::AddUrl(AddUrlRequest::default()),
             Request::ReposAdd(RepoPath { path: "/r".into() }),
             Request::Hydrate(HydrateRequest { repo: "/r".into() }),
+            Request::CheckOut(CheckOutRequest { repo: "/r".into() }),
         ];
         for request in requests {
             let json = serde_json::to_value(&request).unwrap();

@@ -234,6 +234,24 @@ fn push_then_clone_through_the_agent_serves_pooled_objects_by_link() {
         std::fs::metadata(&pooled).unwrap().ino(),
         "the clone's object is the pool's file"
     );
+    // The work tree's files were written by the daemon from the pool, not
+    // smudged through git; each is a copy (a user may change it in place),
+    // and git has their stat data: diff-files compares stat data only.
+    assert_eq!(
+        (
+            cloned["checkout"]["written"].as_u64(),
+            cloned["checkout"]["to_git"].as_array().map(Vec::len)
+        ),
+        (Some(files.len() as u64), Some(0)),
+        "{cloned}"
+    );
+    assert_ne!(
+        std::fs::metadata(b.join(files[2].0)).unwrap().ino(),
+        std::fs::metadata(&pooled).unwrap().ino(),
+        "the work tree's file is not the pool's"
+    );
+    daemon.git(&b, &["diff-files", "--quiet"]);
+    assert_eq!(daemon.git(&b, &["status", "--porcelain"]), "");
 
     // Another machine (its own empty pool): everything comes from RGW.
     drop(daemon);

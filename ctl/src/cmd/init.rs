@@ -93,7 +93,11 @@ fn agent_path() -> Result<PathBuf, Failure> {
     Ok(sibling)
 }
 
-/// Clone without smudge, set up, fetch the objects through our agent, check out.
+/// Clone without smudge, set up, fetch the objects through our agent, check
+/// out: the pointer files as they are, then their objects from the pool
+/// (git would hold each smudged file whole in memory), then the index
+/// refreshed through `drs-hook filter-process`, which hashes what the
+/// daemon wrote. What the pool could not fill git-lfs checks out.
 pub async fn clone(
     socket: &Path,
     url: &str,
@@ -119,12 +123,29 @@ pub async fn clone(
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
     let report = request(socket, dir.clone(), Settings::default(), false).await?;
     let hydrated = hydrate(socket, &dir, out).await?;
-    // git checks the files out through git-lfs's smudge filter, which finds
-    // the objects in place; anything hydrate could not place it fetches
-    // through the agent (and reports).
-    git(Some(&dir), &["checkout", "--quiet"], false, out)?;
-    let both = serde_json::json!({ "setup": report, "hydrate": hydrated });
-    out.show(&both, || {
+    git(Some(&dir), &["checkout", "--quiet"], true, out)?;
+    let checked_out = super::connect(socket).await?.check_out(dir.clone()).await?;
+    for problem in checked_out.left.iter().filter(|_| !out.json) {
+        eprintln!(
+            "drsctl: {} was left as it was: {}",
+            problem.path, problem.why
+        );
+    }
+    if checked_out.written > 0 {
+        refresh_index(&dir, out)?;
+    }
+    if !checked_out.to_git.is_empty() {
+        // git-lfs's smudge finds what hydrate placed, or fetches it through
+        // the agent (and reports what it cannot).
+        for paths in checked_out.to_git.chunks(1000) {
+            let literal: Vec<String> = paths.iter().map(|p| format!(":(literal){p}")).collect();
+            let mut args = vec!["checkout", "--quiet", "--"];
+            args.extend(literal.iter().map(String::as_str));
+            git(Some(&dir), &args, false, out)?;
+        }
+    }
+    let all = serde_json::json!({ "setup": report, "hydrate": hydrated, "checkout": checked_out });
+    out.show(&all, || {
         println!(
             "cloned {url} into {} with drsd: {} objects, {} from the pool, {} downloaded",
             dir.display(),
@@ -134,6 +155,33 @@ pub async fn clone(
         )
     });
     Ok(())
+}
+
+/// Has git record the stat data of the files the daemon wrote, cleaning
+/// them with `drs-hook filter-process` (which hashes them, as git-lfs's
+/// clean would, without copying each into `.git/lfs/objects` again).
+fn refresh_index(dir: &Path, out: &Output) -> Result<(), Failure> {
+    let agent = agent_path()?;
+    let process = format!("{} filter-process", shell_quote(&agent.to_string_lossy()));
+    git(
+        Some(dir),
+        &[
+            "-c",
+            &format!("filter.lfs.process={process}"),
+            "-c",
+            "filter.lfs.required=true",
+            "update-index",
+            "-q",
+            "--refresh",
+        ],
+        false,
+        out,
+    )
+}
+
+/// `text` as one word for the shell git runs a filter through.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// Asks the daemon to put HEAD's objects in the clone's `.git/lfs/objects`,

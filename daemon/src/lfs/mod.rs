@@ -1,8 +1,9 @@
 //! Git LFS as the repos see it: the pointer format and scanning a repo's
 //! HEAD tree for pointers; setting a repo up for drsd and back.
 
+pub mod checkout;
 pub mod hydrate;
-pub mod pointer;
+pub use drsd_proto::pointer;
 #[cfg(test)]
 mod pointer_props;
 pub mod promote;

@@ -47,6 +47,28 @@ impl Pool {
         }
     }
 
+    /// Writes entry `oid` into `to`, a file the caller made; the number of
+    /// bytes, or `None` when the pool lacks it. Checked against its oid
+    /// first, as [`Pool::export`]. Never a link: for a file the user may
+    /// change in place (a work-tree file), which must not be the pool's.
+    /// (`std::io::copy` between files is `copy_file_range`: the kernel
+    /// copies, and shares extents where the filesystem can.)
+    pub fn copy_into(&self, oid: &Oid, to: &mut File) -> Result<Option<u64>> {
+        let _pin = self.pin(oid);
+        match self.get_verified(oid)? {
+            None => Ok(None),
+            Some(Blob::Bytes(bytes)) => {
+                to.write_all(&bytes).at("write", oid.to_hex())?;
+                Ok(Some(bytes.len() as u64))
+            }
+            Some(Blob::File { path, .. }) => {
+                let mut from = File::open(&path).at("open", &path)?;
+                let copied = std::io::copy(&mut from, to).at("copy", &path)?;
+                Ok(Some(copied))
+            }
+        }
+    }
+
     /// Takes the file at `path` (git-lfs's own object, say) into the pool,
     /// checking it hashes to `expect` when given. A large one is hard-linked
     /// in, so the repo and the pool share one copy (and it becomes

@@ -1,14 +1,15 @@
 //! The transfer service: objects between repos, the pool and the repos'
 //! object remotes. The git-lfs transfer agent's requests (download, upload),
-//! the pre-push hook's batch and `drsctl clone`'s hydration all come here.
+//! the pre-push hook's batch and `drsctl clone`'s hydration and check-out all come here.
 //!
 //! [`Transfers`] is owned by the daemon's shared state and keeps what makes
 //! thousands of small objects cheap: each repo's facts from git
 //! (`facts.rs`), the objects lately confirmed in an object remote
 //! (`confirmed.rs`), and one download per object at a time (`gates.rs`).
 //! Sending is in `send.rs`, the pre-push work in `push.rs`, hydration in
-//! `hydrate.rs`.
+//! `hydrate.rs`, the check-out from the pool in `checkout.rs`.
 
+mod checkout;
 mod confirmed;
 mod elsewhere;
 mod facts;

@@ -1,6 +1,7 @@
 //! One file per request; each returns its reply or a `{code, message}` error.
 
 mod add_url;
+mod check_out;
 mod config;
 mod fetch;
 mod gc;
@@ -81,6 +82,7 @@ pub(crate) async fn handle(
         Request::Provisional(request) => provisional::handle(&shared, request).await,
         Request::Fetch(request) => fetch::handle(&shared, request).await,
         Request::Hydrate(request) => hydrate::handle(&shared, request, &progress).await,
+        Request::CheckOut(request) => check_out::handle(&shared, request).await,
         Request::AddUrl(request) => add_url::handle(&shared, request, &progress).await,
         Request::Config(_) => Ok(config::handle(&shared)),
         Request::Hello(_) => Err(WireError::new(

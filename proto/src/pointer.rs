@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::pool::Oid;
+use crate::Oid;
 
 /// The version line git-lfs writes.
 const VERSION: &str = "https://git-lfs.github.com/spec/v1";
