@@ -194,6 +194,61 @@ fn a_push_to_a_folder_remote_comes_back_in_clones_with_an_empty_pool() {
 }
 
 #[test]
+fn a_clone_writes_canonical_pointers_from_the_pool_and_leaves_other_pointer_texts_to_git_lfs() {
+    let top = tempfile::tempdir().unwrap();
+    let folder = top.path().join("objects");
+    std::fs::create_dir(&folder).unwrap();
+    let alice = User::start(&top.path().join("alice"));
+    let files = [
+        ("run.bin", content(4, 300 << 10)),
+        ("crlf.bin", content(5, 2 << 20)),
+        ("plain.bin", content(6, 700)),
+    ];
+    let (a, bare) = source_repo(&alice, top.path(), &folder, &files);
+    // run.bin executable; crlf.bin's blob the same pointer with CRLF lines,
+    // which git-lfs reads as a pointer but does not write.
+    alice.git(&a, &["update-index", "--chmod=+x", "run.bin"]);
+    let crlf = Oid::of(&files[1].1);
+    let text = format!(
+        "version https://git-lfs.github.com/spec/v1\r\noid sha256:{crlf}\r\nsize {}\r\n",
+        files[1].1.len()
+    );
+    std::fs::write(top.path().join("crlf.txt"), &text).unwrap();
+    let blob = alice.git(&a, &["hash-object", "-w", "../crlf.txt"]);
+    let info = format!("100644,{},crlf.bin", blob.trim());
+    alice.git(&a, &["update-index", "--cacheinfo", &info]);
+    alice.git(&a, &["commit", "-qm", "exec and crlf"]);
+    alice.git(&a, &["push", "-q", "origin", "main"]);
+
+    let bob = User::start(&top.path().join("bob"));
+    let cloned: serde_json::Value = serde_json::from_str(&bob.drsctl(
+        top.path(),
+        &["--json", "clone", bare.to_str().unwrap(), "b"],
+    ))
+    .unwrap();
+    let checkout = &cloned["checkout"];
+    assert_eq!(checkout["written"].as_u64(), Some(2), "{cloned}");
+    assert_eq!(
+        checkout["to_git"],
+        serde_json::json!(["crlf.bin"]),
+        "{cloned}"
+    );
+    let b = top.path().join("b");
+    for (name, data) in &files {
+        assert_eq!(&std::fs::read(b.join(name)).unwrap(), data, "{name}");
+    }
+    let mode = std::fs::metadata(b.join("run.bin")).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111,
+        0o111,
+        "run.bin keeps its executable bit"
+    );
+    // git has the stat data of the files the daemon wrote.
+    let debug = bob.git(&b, &["ls-files", "--debug", "--", "run.bin"]);
+    assert!(debug.contains(&format!("size: {}", 300 << 10)), "{debug}");
+}
+
+#[test]
 fn a_corrupted_object_in_the_folder_is_refused_on_clone_by_oid_and_path() {
     let top = tempfile::tempdir().unwrap();
     let folder = top.path().join("objects");
