@@ -1,17 +1,13 @@
-//! `drs-hook filter-process`: git's long-running filter protocol
-//! (gitattributes(5), "Long Running Filter Process") for `drsctl clone`.
-//! Its clean produces exactly what git-lfs's clean produces, without storing
-//! anything; its smudge hands the pointer back as it is, as git-lfs does
-//! under `GIT_LFS_SKIP_SMUDGE`.
+//! `drs-hook filter-process`: the clean half of git's long-running filter
+//! protocol (gitattributes(5), "Long Running Filter Process"), producing
+//! exactly what git-lfs's clean produces, without storing anything.
 //!
-//! `drsctl clone` has git check the pointer files out through this filter
-//! (git-lfs's own, skipping, costs a Go process's start and more per file),
-//! writes the work tree's files from the pool itself (git would hold each
-//! smudged file whole in memory), and then has git refresh the index with
-//! it, so git records the files' stat data after checking their content
-//! hashes to the pointer it has. git-lfs's own clean would do as well, but
-//! it also copies every file into `.git/lfs/objects` on the way, which
-//! costs more than the checkout it replaces.
+//! `drsctl clone` writes the work tree's files from the pool itself (git
+//! would hold each smudged file whole in memory) and then has git refresh
+//! the index with this filter, so git records the files' stat data after
+//! checking their content hashes to the pointer it has. git-lfs's own clean
+//! would do as well, but it also copies every file into `.git/lfs/objects`
+//! on the way, which costs more than the checkout it replaces.
 //!
 //! Input that git-lfs takes for a pointer (under 1024 bytes, parsing as
 //! one) comes back as it is, as git-lfs gives it back; empty input comes
@@ -28,23 +24,17 @@ use drsd_proto::{Oid, Pointer, MAX_POINTER_SIZE};
 
 type Lines<R> = StreamingPeekableIter<R>;
 
-/// The most data one pkt-line carries (git's `LARGE_PACKET_DATA_MAX`).
-const MAX_PACKET: usize = 65516;
-
 /// Serves git on `input`/`output` until git closes the pipe.
 pub fn run(input: impl Read, output: impl Write) -> Result<()> {
     let mut lines = StreamingPeekableIter::new(input, &[PacketLineRef::Flush], false);
     let mut out = BufWriter::new(output);
     handshake(&mut lines, &mut out)?;
     while let Some(command) = next_request(&mut lines)? {
-        let answer = match command.as_str() {
-            "clean" => clean(&mut lines),
-            // The blob as it is: the pointer checked out as a pointer.
-            "smudge" => content(&mut lines),
-            _ => bail!("git asked for {command:?}: this filter cleans and smudges only"),
-        };
-        let answer = answer.context("reading the content git sent")?;
-        respond(&mut out, &answer).context("answering git")?;
+        if command != "clean" {
+            bail!("git asked for {command:?}: this filter only cleans");
+        }
+        let cleaned = clean(&mut lines).context("reading the content git sent")?;
+        respond(&mut out, &cleaned).context("answering git")?;
     }
     Ok(())
 }
@@ -63,13 +53,10 @@ fn handshake<R: Read>(lines: &mut Lines<R>, out: &mut impl Write) -> Result<()> 
     encode::flush_to_write(&mut *out)?;
     out.flush()?; // git waits for it before it offers its capabilities
     let offered = texts(lines).context("reading git's capabilities")?;
-    for wanted in ["capability=clean", "capability=smudge"] {
-        if !offered.iter().any(|l| l == wanted) {
-            bail!("git offered {offered:?}, without {wanted}");
-        }
+    if !offered.iter().any(|l| l == "capability=clean") {
+        bail!("git offered {offered:?}, without clean");
     }
     encode::text_to_write(b"capability=clean", &mut *out)?;
-    encode::text_to_write(b"capability=smudge", &mut *out)?;
     encode::flush_to_write(&mut *out)?;
     out.flush()?;
     Ok(())
@@ -111,23 +98,13 @@ fn clean<R: Read>(lines: &mut Lines<R>) -> io::Result<Vec<u8>> {
     Ok(Pointer { oid, size }.to_text().into_bytes())
 }
 
-/// The content, up to its flush, as it is. Held whole: git reads no answer
-/// before it has sent all of it.
-fn content<R: Read>(lines: &mut Lines<R>) -> io::Result<Vec<u8>> {
-    let mut content = Vec::new();
-    while let Some(line) = lines.read_line() {
-        content.extend_from_slice(payload(line?)?);
-    }
-    lines.reset();
-    Ok(content)
-}
-
-/// `status=success`, the content, and an empty list (the status stands).
+/// `status=success`, the content (a pointer: one packet), and an empty
+/// list (the status stands).
 fn respond(out: &mut impl Write, content: &[u8]) -> io::Result<()> {
     encode::text_to_write(b"status=success", &mut *out)?;
     encode::flush_to_write(&mut *out)?;
-    for packet in content.chunks(MAX_PACKET) {
-        encode::data_to_write(packet, &mut *out)?;
+    if !content.is_empty() {
+        encode::data_to_write(content, &mut *out)?;
     }
     encode::flush_to_write(&mut *out)?;
     encode::flush_to_write(&mut *out)?;
@@ -228,7 +205,7 @@ mod tests {
             a
         };
         let mut expected = vec![line("git-filter-server"), line("version=2"), None];
-        expected.extend([line("capability=clean"), line("capability=smudge"), None]);
+        expected.extend([line("capability=clean"), None]);
         expected.extend(answer(Some(pointer.to_text().into_bytes())));
         expected.extend(answer(Some(crlf.into_bytes())));
         expected.extend(answer(None));
@@ -236,32 +213,13 @@ mod tests {
     }
 
     #[test]
-    fn a_smudge_hands_the_blob_back_as_it_is_and_other_commands_are_refused_by_name() {
-        let blob = vec![9u8; 150_000]; // more than one packet each way
+    fn a_smudge_request_is_refused_by_name() {
         let mut input = git_sends(&[]);
         text(&mut input, "command=smudge");
         text(&mut input, "pathname=x.bin");
         flush(&mut input);
-        for chunk in blob.chunks(65516) {
-            encode::data_to_write(chunk, &mut input).unwrap();
-        }
-        flush(&mut input);
-        let mut output = Vec::new();
-        run(&input[..], &mut output).unwrap();
-        let answered: Vec<u8> = packets(&output)
-            .into_iter()
-            .skip(6) // the greeting and the capabilities
-            .skip(2) // status=success and its flush
-            .map_while(|p| p)
-            .flatten()
-            .collect();
-        assert_eq!(answered, blob);
-
-        let mut input = git_sends(&[]);
-        text(&mut input, "command=list_available_blobs");
-        flush(&mut input);
         let err = run(&input[..], Vec::new()).unwrap_err();
-        assert!(err.to_string().contains("list_available_blobs"), "{err}");
+        assert!(err.to_string().contains("smudge"), "{err}");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `drs-hook`: what git and git-lfs call; a thin client of the drsd daemon.
 //! `drs-hook agent` is git-lfs's custom transfer agent; `drs-hook hook NAME`
 //! is what the git hooks installed by `drsctl init` run; `drs-hook
-//! filter-process` is the filter `drsctl clone` has git check pointers out
-//! and refresh its index with.
+//! filter-process` is the clean filter `drsctl clone` has git refresh its
+//! index with.
 
 mod agent;
 mod filter;
@@ -48,9 +48,9 @@ enum Command {
         )]
         args: Vec<String>,
     },
-    /// Clean files for git the way git-lfs does, storing nothing, and check
-    /// pointers out as they are (git's long-running filter protocol on
-    /// stdin/stdout): what `drsctl clone` checks out and refreshes the index with
+    /// Clean files for git the way git-lfs does (git's long-running filter
+    /// protocol on stdin/stdout), storing nothing: what `drsctl clone` has git
+    /// refresh the index with after writing the files from the pool
     FilterProcess,
 }
 

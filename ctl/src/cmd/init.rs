@@ -94,11 +94,10 @@ fn agent_path() -> Result<PathBuf, Failure> {
 }
 
 /// Clone without smudge, set up, fetch the objects through our agent, check
-/// out: the pointer files as they are (through `drs-hook filter-process`),
-/// then their objects written by the daemon from the pool (git would hold
-/// each smudged file whole in memory), then the index refreshed through the
-/// same filter, which hashes what the daemon wrote. What the pool could not
-/// fill git-lfs checks out.
+/// out: the pointer files as they are, then their objects from the pool
+/// (git would hold each smudged file whole in memory), then the index
+/// refreshed through `drs-hook filter-process`, which hashes what the
+/// daemon wrote. What the pool could not fill git-lfs checks out.
 pub async fn clone(
     socket: &Path,
     url: &str,
@@ -124,13 +123,7 @@ pub async fn clone(
     let dir = std::path::absolute(&dir).context("making the clone's path absolute")?;
     let report = request(socket, dir.clone(), Settings::default(), false).await?;
     let hydrated = hydrate(socket, &dir, out).await?;
-    let filter = OurFilter::new()?;
-    git(
-        Some(&dir),
-        &filter.args(&["checkout", "--quiet"]),
-        true,
-        out,
-    )?;
+    git(Some(&dir), &["checkout", "--quiet"], true, out)?;
     let checked_out = super::connect(socket).await?.check_out(dir.clone()).await?;
     for problem in checked_out.left.iter().filter(|_| !out.json) {
         eprintln!(
@@ -139,11 +132,7 @@ pub async fn clone(
         );
     }
     if checked_out.written > 0 {
-        // git records the stat data of the files the daemon wrote, having
-        // cleaned each through our filter (which hashes it, as git-lfs's
-        // clean would, without copying it into `.git/lfs/objects` again).
-        let refresh = filter.args(&["update-index", "-q", "--refresh"]);
-        git(Some(&dir), &refresh, false, out)?;
+        refresh_index(&dir, out)?;
     }
     if !checked_out.to_git.is_empty() {
         // git-lfs's smudge finds what hydrate placed, or fetches it through
@@ -168,26 +157,26 @@ pub async fn clone(
     Ok(())
 }
 
-/// `drs-hook filter-process` as the `lfs` filter of one git command: it
-/// checks pointers out as they are and cleans as git-lfs does.
-struct OurFilter {
-    process: String,
-}
-
-impl OurFilter {
-    fn new() -> Result<OurFilter, Failure> {
-        let agent = agent_path()?;
-        let quoted = shell_quote(&agent.to_string_lossy());
-        let process = format!("filter.lfs.process={quoted} filter-process");
-        Ok(OurFilter { process })
-    }
-
-    /// `args` with the filter set for them alone.
-    fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut all = vec!["-c", &self.process, "-c", "filter.lfs.required=true"];
-        all.extend_from_slice(args);
-        all
-    }
+/// Has git record the stat data of the files the daemon wrote, cleaning
+/// them with `drs-hook filter-process` (which hashes them, as git-lfs's
+/// clean would, without copying each into `.git/lfs/objects` again).
+fn refresh_index(dir: &Path, out: &Output) -> Result<(), Failure> {
+    let agent = agent_path()?;
+    let process = format!("{} filter-process", shell_quote(&agent.to_string_lossy()));
+    git(
+        Some(dir),
+        &[
+            "-c",
+            &format!("filter.lfs.process={process}"),
+            "-c",
+            "filter.lfs.required=true",
+            "update-index",
+            "-q",
+            "--refresh",
+        ],
+        false,
+        out,
+    )
 }
 
 /// `text` as one word for the shell git runs a filter through.
