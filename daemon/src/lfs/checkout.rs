@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -37,7 +37,7 @@ use crate::pool::Pool;
 use crate::safe_write::{self, Mode};
 
 use super::pointer::{Pointer, MAX_POINTER_SIZE};
-use super::scan::ScanError;
+use super::scan::{git_failed, read_batch_entry, ScanError};
 
 /// An index entry whose blob is a Git LFS pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn index_pointers(repo: &Path) -> Result<Vec<IndexPointer>, ScanError> {
     let args = ["ls-files", "-s", "-z"];
     let out = crate::git::output(repo, &args)?;
     if !out.status.success() {
-        return Err(failed(repo, &args, &out.stderr));
+        return Err(git_failed(repo, &args, &out.stderr));
     }
     let entries: Vec<(String, String, Vec<u8>)> = out
         .stdout
@@ -118,7 +118,8 @@ fn index_entry(entry: &[u8]) -> Option<(String, String, Vec<u8>)> {
 /// one `cat-file --batch`.
 fn small_blobs(repo: &Path, ids: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, ScanError> {
     let input: String = ids.iter().map(|id| format!("{id}\n")).collect();
-    let checked = run_fed(repo, &["cat-file", "--batch-check"], input)?;
+    let checked = run_fed(repo, &["cat-file", "--batch-check"], input.into_bytes())?;
+    let checked = String::from_utf8_lossy(&checked);
     let small: Vec<&str> = checked
         .lines()
         .filter_map(|line| {
@@ -131,45 +132,34 @@ fn small_blobs(repo: &Path, ids: &[&str]) -> Result<BTreeMap<String, Vec<u8>>, S
     let args = ["cat-file", "--batch"];
     let input: String = small.iter().map(|id| format!("{id}\n")).collect();
     let (mut child, feeder) = crate::git::spawn_fed(repo, &args, input.into_bytes(), Stdio::null())
-        .map_err(|e| failed(repo, &args, e.to_string().as_bytes()))?;
+        .map_err(|e| git_failed(repo, &args, e.to_string().as_bytes()))?;
     let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let mut blobs = BTreeMap::new();
     for id in small {
-        let body = read_entry(&mut out)
-            .map_err(|e| failed(repo, &args, format!("reading blob {id}: {e}").as_bytes()))?;
-        blobs.insert(id.to_string(), body);
+        let body = read_batch_entry(&mut out)
+            .map_err(|e| git_failed(repo, &args, format!("reading blob {id}: {e}").as_bytes()))?;
+        if let Some(body) = body {
+            blobs.insert(id.to_string(), body);
+        }
     }
     let _ = feeder.join();
     let _ = child.wait();
     Ok(blobs)
 }
 
-/// One `<id> blob <size>\n<content>\n` entry of `cat-file --batch`.
-fn read_entry(out: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
-    let mut header = String::new();
-    out.read_line(&mut header)?;
-    let size = header
-        .split_ascii_whitespace()
-        .nth(2)
-        .and_then(|s| s.parse::<usize>().ok())
-        .ok_or_else(|| std::io::Error::other(format!("git answered {header:?}")))?;
-    let mut body = vec![0; size + 1];
-    out.read_exact(&mut body)?;
-    body.pop();
-    Ok(body)
-}
-
-fn run_fed(repo: &Path, args: &[&str], input: String) -> Result<String, ScanError> {
-    let (child, feeder) = crate::git::spawn_fed(repo, args, input.into_bytes(), Stdio::piped())
-        .map_err(|e| failed(repo, args, e.to_string().as_bytes()))?;
+/// Runs `git args` in `repo` with `input` on its standard input; its output,
+/// or an error with what git said.
+fn run_fed(repo: &Path, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, ScanError> {
+    let (child, feeder) = crate::git::spawn_fed(repo, args, input, Stdio::piped())
+        .map_err(|e| git_failed(repo, args, e.to_string().as_bytes()))?;
     let out = child
         .wait_with_output()
-        .map_err(|e| failed(repo, args, e.to_string().as_bytes()))?;
+        .map_err(|e| git_failed(repo, args, e.to_string().as_bytes()))?;
     let _ = feeder.join();
     if !out.status.success() {
-        return Err(failed(repo, args, &out.stderr));
+        return Err(git_failed(repo, args, &out.stderr));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Replaces the pointer files of `entries` in `repo`'s work tree with their
@@ -247,16 +237,7 @@ fn forget_stat(top: &Path, entries: &[&IndexPointer]) -> Result<(), ScanError> {
         input.extend_from_slice(&e.path);
         input.push(0);
     }
-    let args = ["update-index", "-z", "--index-info"];
-    let (child, feeder) = crate::git::spawn_fed(top, &args, input, Stdio::piped())
-        .map_err(|e| failed(top, &args, e.to_string().as_bytes()))?;
-    let out = child
-        .wait_with_output()
-        .map_err(|e| failed(top, &args, e.to_string().as_bytes()))?;
-    let _ = feeder.join();
-    if !out.status.success() {
-        return Err(failed(top, &args, &out.stderr));
-    }
+    run_fed(top, &["update-index", "-z", "--index-info"], input)?;
     Ok(())
 }
 
@@ -294,14 +275,6 @@ fn remove(top: &Path, entry: &IndexPointer) -> Result<String, String> {
 
 fn lossy(entry: &IndexPointer) -> String {
     String::from_utf8_lossy(&entry.path).into_owned()
-}
-
-fn failed(repo: &Path, args: &[&str], why: &[u8]) -> ScanError {
-    ScanError::Git {
-        repo: repo.to_path_buf(),
-        args: args.join(" "),
-        why: String::from_utf8_lossy(why).trim().to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ fn small_blob<'a>(mut fields: impl Iterator<Item = &'a str>) -> Option<String> {
     (kind == "blob" && size < MAX_POINTER_SIZE).then(|| id.to_string())
 }
 
-fn git_failed(repo: &Path, args: &[&str], stderr: &[u8]) -> ScanError {
+pub(crate) fn git_failed(repo: &Path, args: &[&str], stderr: &[u8]) -> ScanError {
     ScanError::Git {
         repo: repo.to_path_buf(),
         args: args.join(" "),
@@ -194,7 +194,7 @@ fn spawn_fed(repo: &Path, args: &[&str], input: String) -> Result<(Child, Feeder
 }
 
 /// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.
-fn read_batch_entry(out: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_batch_entry(out: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
     let mut header = String::new();
     if out.read_line(&mut header)? == 0 {
         return Err(std::io::Error::new(
