@@ -70,17 +70,18 @@ impl Mode {
 /// Replaces `anchor/rel` with `bytes` (see the module doc), creating the
 /// folders of `rel` on the way. `rel` is relative, without `..`.
 pub fn write(anchor: &Path, rel: &Path, bytes: &[u8], mode: Mode) -> Result<(), SafeWriteError> {
-    write_with(anchor, rel, mode, |file| file.write_all(bytes))
+    write_with(anchor, rel, mode, |file| file.write_all(bytes)).map(|_| ())
 }
 
 /// [`write`] of what `fill` writes into the temp file: for content that is
-/// not in memory (a pool entry copied in).
+/// not in memory (a pool entry copied in). Returns the written file's stat
+/// data as it is after the rename (taken from the open file, not the name).
 pub fn write_with(
     anchor: &Path,
     rel: &Path,
     mode: Mode,
     fill: impl FnOnce(&mut File) -> std::io::Result<()>,
-) -> Result<(), SafeWriteError> {
+) -> Result<std::fs::Metadata, SafeWriteError> {
     let dir = create_dirs(anchor, rel.parent().unwrap_or(Path::new("")))?;
     let path = anchor.join(rel);
     let old = existing_file(&path)?;
@@ -106,14 +107,15 @@ pub fn write_with(
         .map_err(io("write", tmp.path()))?;
     // rename(2) replaces the name `path`, never what a symlink there points
     // at; the check above only makes a planted link an error, not a swap.
-    tmp.persist(&path)
+    let file = tmp
+        .persist(&path)
         .map_err(|e| IoError::new("replace", &path, e.error))?;
     if mode.durable {
         File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(io("sync", &dir))?;
     }
-    Ok(())
+    file.metadata().map_err(io("stat", &path))
 }
 
 /// Creates the folders of `rel` under `anchor` one by one and returns

@@ -13,27 +13,77 @@
 //! one) comes back as it is, as git-lfs gives it back; empty input comes
 //! back empty (git-lfs keeps empty files as empty blobs); anything else
 //! comes back as the canonical pointer of its sha256 and length.
+//!
+//! A file the daemon stamped when it wrote it (its stamps in the file named
+//! by `DRS_HOOK_STAMPS`, see [`drsd_proto::FileStamp`]) is not hashed while
+//! its stat data is still the stamp's: its pointer is the stamp's. That
+//! check is made when git asks for the file, after git took the stat data
+//! it will record for it (git stats an entry before it cleans it): a file
+//! unchanged at the check was unchanged when git took them, so the pointer
+//! and the recorded stat data agree, whatever a writer does to the file
+//! after (which moves its stat data, so git looks at it again).
 
+use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use gix_packetline_blocking::{encode, PacketLineRef, StreamingPeekableIter};
 use sha2::{Digest, Sha256};
 
-use drsd_proto::{Oid, Pointer, MAX_POINTER_SIZE};
+use drsd_proto::stamp::{read_stamps, STAMPS_ENV};
+use drsd_proto::{FileStamp, Oid, Pointer, MAX_POINTER_SIZE};
 
 type Lines<R> = StreamingPeekableIter<R>;
 
+/// The files whose pointers need no hashing while they match their stamps,
+/// named relative to `top` (where git runs the filter: the work tree's top).
+#[derive(Debug, Default)]
+pub struct Stamped {
+    top: PathBuf,
+    stamps: HashMap<String, FileStamp>,
+}
+
+impl Stamped {
+    /// The stamps of the file `DRS_HOOK_STAMPS` names, if it is set.
+    pub fn from_env() -> Result<Stamped> {
+        let stamps = match std::env::var_os(STAMPS_ENV) {
+            None => HashMap::new(),
+            Some(file) => read_stamps(file.as_ref())
+                .with_context(|| format!("reading the stamps in {file:?} ({STAMPS_ENV})"))?,
+        };
+        Ok(Stamped {
+            top: PathBuf::from("."),
+            stamps,
+        })
+    }
+
+    /// The pointer of `path` if it is a stamped file that still matches.
+    fn pointer(&self, path: &str) -> Option<Pointer> {
+        let stamp = self.stamps.get(path)?;
+        let meta = std::fs::symlink_metadata(self.top.join(path)).ok()?;
+        stamp.matches(&meta).then(|| stamp.pointer())
+    }
+}
+
 /// Serves git on `input`/`output` until git closes the pipe.
-pub fn run(input: impl Read, output: impl Write) -> Result<()> {
+pub fn run(input: impl Read, output: impl Write, stamped: &Stamped) -> Result<()> {
     let mut lines = StreamingPeekableIter::new(input, &[PacketLineRef::Flush], false);
     let mut out = BufWriter::new(output);
     handshake(&mut lines, &mut out)?;
-    while let Some(command) = next_request(&mut lines)? {
-        if command != "clean" {
-            bail!("git asked for {command:?}: this filter only cleans");
+    while let Some(request) = next_request(&mut lines)? {
+        if request.command != "clean" {
+            bail!(
+                "git asked for {:?}: this filter only cleans",
+                request.command
+            );
         }
-        let cleaned = clean(&mut lines).context("reading the content git sent")?;
+        let known = request.pathname.and_then(|p| stamped.pointer(&p));
+        let cleaned = match known {
+            Some(pointer) => drain(&mut lines).map(|()| pointer.to_text().into_bytes()),
+            None => clean(&mut lines),
+        };
+        let cleaned = cleaned.context("reading the content git sent")?;
         respond(&mut out, &cleaned).context("answering git")?;
     }
     Ok(())
@@ -62,20 +112,42 @@ fn handshake<R: Read>(lines: &mut Lines<R>, out: &mut impl Write) -> Result<()> 
     Ok(())
 }
 
-/// The next request's `command`, its other keys read past; `None` when git
-/// has closed the pipe.
-fn next_request<R: Read>(lines: &mut Lines<R>) -> Result<Option<String>> {
+/// What git asks for, and of which file.
+struct Request {
+    command: String,
+    pathname: Option<String>,
+}
+
+/// The next request's `command` and `pathname`, its other keys read past;
+/// `None` when git has closed the pipe.
+fn next_request<R: Read>(lines: &mut Lines<R>) -> Result<Option<Request>> {
     let keys = match texts(lines) {
         Ok(keys) if keys.is_empty() => return Ok(None),
         Ok(keys) => keys,
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e).context("reading git's request"),
     };
-    let command = keys.iter().find_map(|k| k.strip_prefix("command="));
-    match command {
-        Some(command) => Ok(Some(command.to_string())),
+    let key = |name: &str| {
+        keys.iter()
+            .find_map(|k| k.strip_prefix(name))
+            .map(String::from)
+    };
+    match key("command=") {
+        Some(command) => Ok(Some(Request {
+            command,
+            pathname: key("pathname="),
+        })),
         None => bail!("git sent a request without a command: {keys:?}"),
     }
+}
+
+/// Reads the content past, up to its flush.
+fn drain<R: Read>(lines: &mut Lines<R>) -> io::Result<()> {
+    while let Some(line) = lines.read_line() {
+        payload(line?)?;
+    }
+    lines.reset();
+    Ok(())
 }
 
 /// The content, up to its flush: git-lfs's pointer for it.
@@ -196,7 +268,12 @@ mod tests {
         // Not canonical (CRLF), but a pointer to git-lfs: kept byte for byte.
         let crlf = pointer.to_text().replace('\n', "\r\n");
         let mut output = Vec::new();
-        run(&git_sends(&[&big, crlf.as_bytes(), b""])[..], &mut output).unwrap();
+        run(
+            &git_sends(&[&big, crlf.as_bytes(), b""])[..],
+            &mut output,
+            &Stamped::default(),
+        )
+        .unwrap();
         let line = |s: &str| Some(format!("{s}\n").into_bytes());
         let answer = |content: Option<Vec<u8>>| {
             let mut a = vec![line("status=success"), None];
@@ -213,12 +290,51 @@ mod tests {
     }
 
     #[test]
+    fn a_stamped_file_is_answered_from_its_stamp_until_it_is_written_again() {
+        let top = tempfile::tempdir().unwrap();
+        let on_disk = vec![1u8; 300_000];
+        std::fs::write(top.path().join("f0.bin"), &on_disk).unwrap();
+        let stamped_pointer = Pointer {
+            oid: Oid::of(&on_disk),
+            size: on_disk.len() as u64,
+        };
+        let meta = std::fs::symlink_metadata(top.path().join("f0.bin")).unwrap();
+        let stamp = FileStamp::new("f0.bin".into(), &stamped_pointer, &meta);
+        let stamped = Stamped {
+            top: top.path().to_path_buf(),
+            stamps: HashMap::from([("f0.bin".to_string(), stamp)]),
+        };
+        // git's copy of the content differs from the file: only a filter
+        // that believes the stamp answers with the stamp's pointer.
+        let sent = vec![2u8; 300_000];
+        let sent_pointer = Pointer {
+            oid: Oid::of(&sent),
+            size: sent.len() as u64,
+        };
+        let answers = |stamped: &Stamped| {
+            let mut output = Vec::new();
+            run(&git_sends(&[&sent])[..], &mut output, stamped).unwrap();
+            packets(&output)
+        };
+        let has = |packets: &[Option<Vec<u8>>], p: &Pointer| {
+            packets.contains(&Some(p.to_text().into_bytes()))
+        };
+        assert!(has(&answers(&stamped), &stamped_pointer));
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(top.path().join("f0.bin"), &sent).unwrap();
+        let after = answers(&stamped);
+        assert!(has(&after, &sent_pointer), "a file written since is hashed");
+        assert!(!has(&after, &stamped_pointer));
+    }
+
+    #[test]
     fn a_smudge_request_is_refused_by_name() {
         let mut input = git_sends(&[]);
         text(&mut input, "command=smudge");
         text(&mut input, "pathname=x.bin");
         flush(&mut input);
-        let err = run(&input[..], Vec::new()).unwrap_err();
+        let err = run(&input[..], Vec::new(), &Stamped::default()).unwrap_err();
         assert!(err.to_string().contains("smudge"), "{err}");
     }
 
@@ -228,7 +344,7 @@ mod tests {
         text(&mut input, "git-filter-client");
         text(&mut input, "version=1");
         flush(&mut input);
-        let err = run(&input[..], Vec::new()).unwrap_err();
+        let err = run(&input[..], Vec::new(), &Stamped::default()).unwrap_err();
         assert!(err.to_string().contains("version 2"), "{err}");
     }
 }

@@ -89,8 +89,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             .map(|()| ExitCode::SUCCESS),
         Command::Hook { name, args } => runtime()?.block_on(hook::run(&socket, &name, &args)),
         // No daemon and no runtime: git waits on every file it cleans.
-        Command::FilterProcess => filter::run(std::io::stdin().lock(), std::io::stdout().lock())
-            .map(|()| ExitCode::SUCCESS),
+        Command::FilterProcess => {
+            let stamped = filter::Stamped::from_env()?;
+            filter::run(std::io::stdin().lock(), std::io::stdout().lock(), &stamped)
+                .map(|()| ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -477,17 +477,32 @@ fn reply() -> impl Strategy<Value = Reply> {
         (
             any::<[u64; 2]>(),
             proptest::collection::vec(".*", 0..3),
-            proptest::collection::vec((".*", ".*"), 0..3)
+            proptest::collection::vec((".*", ".*"), 0..3),
+            proptest::collection::vec((".*", oid(), any::<[u64; 3]>(), any::<[i64; 4]>()), 0..2)
         )
-            .prop_map(|(n, to_git, left)| Reply::CheckedOut(CheckOutReport {
-                written: n[0],
-                bytes: n[1],
-                to_git,
-                left: left
-                    .into_iter()
-                    .map(|(path, why)| PathProblem { path, why })
-                    .collect(),
-            })),
+            .prop_map(
+                |(n, to_git, left, stamps)| Reply::CheckedOut(CheckOutReport {
+                    written: n[0],
+                    bytes: n[1],
+                    to_git,
+                    left: left
+                        .into_iter()
+                        .map(|(path, why)| PathProblem { path, why })
+                        .collect(),
+                    stamps: stamps
+                        .into_iter()
+                        .map(|(path, oid, n, t)| FileStamp {
+                            path,
+                            oid,
+                            size: n[0],
+                            dev: n[1],
+                            ino: n[2],
+                            mtime: (t[0], t[1]),
+                            ctime: (t[2], t[3]),
+                        })
+                        .collect(),
+                })
+            ),
         (any::<[u64; 4]>(), problems()).prop_map(|(n, failed)| Reply::Hydrated(HydrateReport {
             objects: n[0],
             present: n[1],

@@ -46,6 +46,7 @@ pub mod paths;
 pub mod pointer;
 mod reply;
 mod request;
+pub mod stamp;
 
 pub use autostart::{
     autostart_disabled, connect_or_start, Autostart, DRSD_BIN_ENV, EXIT_ALREADY_RUNNING,
@@ -62,6 +63,7 @@ pub use oid::{BadOid, Oid};
 pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use reply::*;
 pub use request::*;
+pub use stamp::FileStamp;
 
 /// The longest response line a client reads (a status with thousands of repos
 /// or a verify naming many bad entries is still far below it).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigReport, Oid};
+use crate::{ConfigReport, FileStamp, Oid};
 
 /// A request's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +169,10 @@ pub struct CheckOutReport {
     /// Files left as they were, and why.
     #[serde(default)]
     pub left: Vec<PathProblem>,
+    /// The large files written, stamped: their index refresh need not hash
+    /// them again (see [`FileStamp`]).
+    #[serde(default)]
+    pub stamps: Vec<FileStamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -200,7 +200,7 @@ fn a_clone_writes_canonical_pointers_from_the_pool_and_leaves_other_pointer_text
     std::fs::create_dir(&folder).unwrap();
     let alice = User::start(&top.path().join("alice"));
     let files = [
-        ("run.bin", content(4, 300 << 10)),
+        ("run.bin", content(4, 3 << 19)),
         ("crlf.bin", content(5, 2 << 20)),
         ("plain.bin", content(6, 700)),
     ];
@@ -243,9 +243,24 @@ fn a_clone_writes_canonical_pointers_from_the_pool_and_leaves_other_pointer_text
         0o111,
         "run.bin keeps its executable bit"
     );
-    // git has the stat data of the files the daemon wrote.
+    // run.bin (1.5 MiB) is stamped, plain.bin too small to be: the refresh
+    // took the one's pointer from its stamp and hashed the other.
+    let stamped: Vec<&str> = checkout["stamps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(stamped, ["run.bin"], "{cloned}");
+    // git has the stat data of the files the daemon wrote, and finds them
+    // unchanged (crlf.bin cleans to the canonical text, not its blob's: so
+    // it is with stock git-lfs too).
     let debug = bob.git(&b, &["ls-files", "--debug", "--", "run.bin"]);
-    assert!(debug.contains(&format!("size: {}", 300 << 10)), "{debug}");
+    assert!(debug.contains(&format!("size: {}", 3 << 19)), "{debug}");
+    let debug = bob.git(&b, &["ls-files", "--debug", "--", "plain.bin"]);
+    assert!(debug.contains("size: 700"), "{debug}");
+    let status = bob.git(&b, &["status", "--porcelain", "--", "run.bin", "plain.bin"]);
+    assert_eq!(status, "");
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! `drsctl init` and `drsctl clone`.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{anyhow, Context};
-use drsd_proto::{HydrateReport, RepoInitRequest, SetupReport};
+use drsd_proto::stamp::{write_stamps, STAMPS_ENV};
+use drsd_proto::{FileStamp, HydrateReport, RepoInitRequest, SetupReport};
 
 use crate::exit::Failure;
 use crate::output::Output;
@@ -132,7 +134,7 @@ pub async fn clone(
         );
     }
     if checked_out.written > 0 {
-        refresh_index(&dir, out)?;
+        refresh_index(&dir, &checked_out.stamps, out)?;
     }
     if !checked_out.to_git.is_empty() {
         // git-lfs's smudge finds what hydrate placed, or fetches it through
@@ -159,12 +161,22 @@ pub async fn clone(
 
 /// Has git record the stat data of the files the daemon wrote, cleaning
 /// them with `drs-hook filter-process` (which hashes them, as git-lfs's
-/// clean would, without copying each into `.git/lfs/objects` again).
-fn refresh_index(dir: &Path, out: &Output) -> Result<(), Failure> {
+/// clean would, without copying each into `.git/lfs/objects` again), but
+/// for those whose stamp still matches: the daemon wrote them from checked
+/// bytes, and the filter answers their pointer without hashing them again.
+/// The stamps go in a temp file only this user can read or replace.
+fn refresh_index(dir: &Path, stamps: &[FileStamp], out: &Output) -> Result<(), Failure> {
     let agent = agent_path()?;
     let process = format!("{} filter-process", shell_quote(&agent.to_string_lossy()));
-    git(
+    let mut file = tempfile::Builder::new()
+        .prefix("drsctl-stamps-")
+        .tempfile()
+        .context("creating a temp file for the check-out's stamps")?;
+    write_stamps(stamps, file.as_file_mut()).context("writing the check-out's stamps")?;
+    let env = [(STAMPS_ENV, file.path().as_os_str())];
+    git_with(
         Some(dir),
+        &env,
         &[
             "-c",
             &format!("filter.lfs.process={process}"),
@@ -174,7 +186,6 @@ fn refresh_index(dir: &Path, out: &Output) -> Result<(), Failure> {
             "-q",
             "--refresh",
         ],
-        false,
         out,
     )
 }
@@ -222,13 +233,22 @@ fn default_dir(url: &str) -> Result<String, Failure> {
 /// Runs git; with `--json` its messages are kept off standard error (where
 /// only drsctl's JSON error may go) and put in the error when it fails.
 fn git(dir: Option<&Path>, args: &[&str], skip_smudge: bool, out: &Output) -> Result<(), Failure> {
+    let env = [("GIT_LFS_SKIP_SMUDGE", OsStr::new("1"))];
+    git_with(dir, &env[..usize::from(skip_smudge)], args, out)
+}
+
+/// [`git`] with `env` added to its environment.
+fn git_with(
+    dir: Option<&Path>,
+    env: &[(&str, &OsStr)],
+    args: &[&str],
+    out: &Output,
+) -> Result<(), Failure> {
     let mut cmd = Command::new("git");
     if let Some(dir) = dir {
         cmd.arg("-C").arg(dir);
     }
-    if skip_smudge {
-        cmd.env("GIT_LFS_SKIP_SMUDGE", "1");
-    }
+    cmd.envs(env.iter().copied());
     cmd.args(args);
     if out.json {
         cmd.stderr(std::process::Stdio::piped());

@@ -14,8 +14,9 @@
 //! entries are first re-added without stat data (`update-index
 //! --index-info`), which makes git compare content for them: until their
 //! stat data is recorded (`drsctl clone` has git refresh the index through
-//! `drs-hook filter-process`, which hashes them), `git status` cleans and
-//! compares each. So a kill at any point leaves a repo git reads right:
+//! `drs-hook filter-process`, which hashes them, but for the large files
+//! whose [`FileStamp`]s, taken as they were written, still match), `git
+//! status` cleans and compares each. So a kill at any point leaves a repo git reads right:
 //! each file is the pointer or the whole object, and either cleans to the
 //! pointer in the index.
 //!
@@ -35,6 +36,7 @@ use std::process::Stdio;
 use crate::git::Repo;
 use crate::pool::Pool;
 use crate::safe_write::{self, Mode};
+use drsd_proto::FileStamp;
 
 use super::pointer::{Pointer, MAX_POINTER_SIZE};
 use super::scan::{git_failed, read_batch_entry, ScanError};
@@ -68,7 +70,13 @@ pub struct CheckedOut {
     pub to_git: Vec<String>,
     /// Files left as they are, and why.
     pub left: Vec<(String, String)>,
+    /// The written files of [`STAMPED_FROM`] bytes or more, stamped.
+    pub stamps: Vec<FileStamp>,
 }
+
+/// The size from which a written file is stamped: below it, hashing the
+/// file again in the index refresh costs less than the stamp's own stat.
+pub const STAMPED_FROM: u64 = 1 << 20;
 
 /// The stage-0 regular files of the index whose blobs are LFS pointers.
 pub fn index_pointers(repo: &Path) -> Result<Vec<IndexPointer>, ScanError> {
@@ -185,9 +193,14 @@ pub fn check_out(
     forget_stat(&repo.top, &fill)?;
     for entry in fill {
         match fill_from_pool(&repo.top, pool, entry) {
-            Ok(bytes) => {
+            Ok(meta) => {
                 done.written += 1;
-                done.bytes += bytes;
+                done.bytes += entry.pointer.size;
+                let path = std::str::from_utf8(&entry.path).ok();
+                if let Some(path) = path.filter(|_| entry.pointer.size >= STAMPED_FROM) {
+                    let stamp = FileStamp::new(path.to_string(), &entry.pointer, &meta);
+                    done.stamps.push(stamp);
+                }
             }
             Err(e) => {
                 log::warn!("{}: {e}; git-lfs checks it out instead", lossy(entry));
@@ -241,8 +254,14 @@ fn forget_stat(top: &Path, entries: &[&IndexPointer]) -> Result<(), ScanError> {
     Ok(())
 }
 
-/// The object over its pointer file, keeping the file's permission bits.
-fn fill_from_pool(top: &Path, pool: &Pool, entry: &IndexPointer) -> Result<u64, String> {
+/// The object over its pointer file, keeping the file's permission bits;
+/// the file's stat data once written. The pool checks the object against
+/// its oid on the way out (or knows it did since the entry last changed).
+fn fill_from_pool(
+    top: &Path,
+    pool: &Pool,
+    entry: &IndexPointer,
+) -> Result<std::fs::Metadata, String> {
     let (oid, size) = (entry.pointer.oid, entry.pointer.size);
     let mut why = None;
     let written = safe_write::write_with(top, entry.rel(), Mode::WORK_TREE, |file| {
@@ -256,7 +275,7 @@ fn fill_from_pool(top: &Path, pool: &Pool, entry: &IndexPointer) -> Result<u64, 
         Err(std::io::Error::other("the pool did not give it"))
     });
     match (written, why) {
-        (Ok(()), _) => Ok(size),
+        (Ok(meta), _) => Ok(meta),
         (Err(_), Some(why)) => Err(why),
         (Err(e), None) => Err(e.to_string()),
     }

@@ -48,6 +48,7 @@ impl Transfers {
                 .into_iter()
                 .map(|(path, why)| PathProblem { path, why })
                 .collect(),
+            stamps: done.stamps,
         })
     }
 }
