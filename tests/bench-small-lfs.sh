@@ -16,10 +16,14 @@
 # Every row is the median of RUNS (3) runs, each on fresh buckets and pools.
 #   usage: tests/with-servers.sh tests/bench-small-lfs.sh   (by hand, not CI)
 # Env: RUNS (3), SMALL (2000), MIXED_SMALL (200), MIXED_MIB (512),
-#      DRSD_PEERS_VENV (a venv with giftless, boto3 and flask; made if missing).
+#      JOBS ("a b": which of the two to run),
+#      DRSD_PEERS_VENV (a venv with giftless, boto3 and flask; made if missing),
+#      DRSD_BASE_BIN (a folder of another build, an earlier commit's, whose
+#      `drsctl clone` (b) also measures in the same runs).
+
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-3} SMALL=${SMALL:-2000} MIXED_SMALL=${MIXED_SMALL:-200} MIXED_MIB=${MIXED_MIB:-512}
+RUNS=${RUNS:-3} JOBS=${JOBS:-a b} SMALL=${SMALL:-2000} MIXED_SMALL=${MIXED_SMALL:-200} MIXED_MIB=${MIXED_MIB:-512}
 : "${AWS_ENDPOINT_URL:?run under tests/with-servers.sh}"
 export AWS_REGION=${AWS_REGION:-us-east-1} AWS_DEFAULT_REGION=${AWS_REGION:-us-east-1}
 # Newer botocore adds checksums RGW may not know; only where required.
@@ -76,6 +80,11 @@ mkdir -p "$HOME/.aws"
 printf '[default]\ns3 =\n  max_concurrent_requests = 32\n' > "$HOME/.aws/config"
 
 now() { date +%s.%N; }
+# Before each timed job: nothing dirty, and, where this user may, nothing
+# cached. A buffered write of 512 MiB took 0.14 s on a settled machine and
+# 1.5-1.8 s behind another one's pages here: left as it was, the order of
+# the jobs would decide the table.
+settle() { sync; echo 3 2>/dev/null > /proc/sys/vm/drop_caches || true; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 make_bucket() {
@@ -158,9 +167,9 @@ small_run() {
   git -C "$d/drs" lfs track '*.bin' >/dev/null
   cp -r "$d/files/." "$d/drs/"; git -C "$d/drs" add . && git -C "$d/drs" commit -qm data
   git init -q --bare "$d/drs.git"; git -C "$d/drs" remote add origin "$d/drs.git"
-  sync; s=$(now); git -C "$d/drs" push -q origin main; add drs_push "$(since "$s")"
+  settle; s=$(now); git -C "$d/drs" push -q origin main; add drs_push "$(since "$s")"
   daemon "clone-a$r"
-  sync; s=$(now); (cd "$d" && drsctl clone "$d/drs.git" drs-clone >/dev/null); add drs_clone "$(since "$s")"
+  settle; s=$(now); (cd "$d" && drsctl clone "$d/drs.git" drs-clone >/dev/null); add drs_clone "$(since "$s")"
   same "$d/files" "$d/drs-clone"
   stop_all
   # stock git-lfs + giftless, storage on the same RGW
@@ -170,17 +179,17 @@ small_run() {
   git -C "$d/gl" config -f .lfsconfig lfs.url "http://127.0.0.1:$gport/bench/gl"
   cp -r "$d/files/." "$d/gl/"; git -C "$d/gl" add . && git -C "$d/gl" commit -qm data
   git init -q --bare "$d/gl.git"; git -C "$d/gl" remote add origin "$d/gl.git"
-  sync; s=$(now); git -C "$d/gl" push -q origin main 2>"$work/gl-push.err" || { cat "$work/gl-push.err" "$work/giftless.log" | tail -30 >&2; exit 1; }
+  settle; s=$(now); git -C "$d/gl" push -q origin main 2>"$work/gl-push.err" || { cat "$work/gl-push.err" "$work/giftless.log" | tail -30 >&2; exit 1; }
   add gl_push "$(since "$s")"
-  sync; s=$(now); git clone -q "$d/gl.git" "$d/gl-clone" 2>/dev/null; add gl_clone "$(since "$s")"
+  settle; s=$(now); git clone -q "$d/gl.git" "$d/gl-clone" 2>/dev/null; add gl_clone "$(since "$s")"
   same "$d/files" "$d/gl-clone"
   stop_all
   # RGW's own rate: the same files up and down by the AWS CLI and rclone.
   make_bucket "aws-a$r-$$"; make_bucket "rc-a$r-$$"
-  sync; s=$(now); "$AWS" s3 sync --quiet "$d/files" "s3://aws-a$r-$$/x"; add aws_up "$(since "$s")"
-  sync; s=$(now); "$AWS" s3 sync --quiet "s3://aws-a$r-$$/x" "$d/aws-down"; add aws_down "$(since "$s")"
-  sync; s=$(now); rc copy "$d/files" "rgw:rc-a$r-$$/x"; add rc_up "$(since "$s")"
-  sync; s=$(now); rc copy "rgw:rc-a$r-$$/x" "$d/rc-down"; add rc_down "$(since "$s")"
+  settle; s=$(now); "$AWS" s3 sync --quiet "$d/files" "s3://aws-a$r-$$/x"; add aws_up "$(since "$s")"
+  settle; s=$(now); "$AWS" s3 sync --quiet "s3://aws-a$r-$$/x" "$d/aws-down"; add aws_down "$(since "$s")"
+  settle; s=$(now); rc copy "$d/files" "rgw:rc-a$r-$$/x"; add rc_up "$(since "$s")"
+  settle; s=$(now); rc copy "rgw:rc-a$r-$$/x" "$d/rc-down"; add rc_down "$(since "$s")"
   rm -rf "$d"
 }
 
@@ -196,26 +205,36 @@ mixed_run() {
   git init -q --bare "$d/drs.git"; git -C "$d/drs" remote add origin "$d/drs.git"
   git -C "$d/drs" push -q origin main
   daemon "clone-b$r"
-  sync; s=$(now); (cd "$d" && drsctl clone "$d/drs.git" drs-clone >/dev/null); add mix_drs "$(since "$s")"
+  settle; s=$(now); (cd "$d" && drsctl clone "$d/drs.git" drs-clone >/dev/null); add mix_drs "$(since "$s")"
   same "$d/files" "$d/drs-clone"
   stop_all
+  if [ -n "${DRSD_BASE_BIN:-}" ]; then
+    local path=$PATH; PATH=$DRSD_BASE_BIN:$PATH
+    daemon "clone-base-b$r"
+    settle; s=$(now); (cd "$d" && drsctl clone "$d/drs.git" base-clone >/dev/null); add mix_base "$(since "$s")"
+    same "$d/files" "$d/base-clone"
+    stop_all; PATH=$path
+  fi
   # The peers: the pointers by git, the bytes from a bucket that holds them.
   make_bucket "plain-b$r-$$"; "$AWS" s3 sync --quiet "$d/files" "s3://plain-b$r-$$/x"
-  sync; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g1"; add mix_git "$(since "$s")"
-  sync; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g2"
+  settle; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g1"; add mix_git "$(since "$s")"
+  settle; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g2"
   "$AWS" s3 sync --quiet "s3://plain-b$r-$$/x" "$d/g2/data"; add mix_aws "$(since "$s")"
-  sync; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g3"
+  settle; s=$(now); GIT_LFS_SKIP_SMUDGE=1 git clone -q "$d/drs.git" "$d/g3"
   rc copy "rgw:plain-b$r-$$/x" "$d/g3/data"; add mix_rc "$(since "$s")"
   same "$d/files" "$d/g2/data"; same "$d/files" "$d/g3/data"
   rm -rf "$d"
 }
 
-for r in $(seq "$RUNS"); do small_run "$r"; echo "run $r of (a) done" >&2; done
-for r in $(seq "$RUNS"); do mixed_run "$r"; echo "run $r of (b) done" >&2; done
+case " $JOBS " in *" a "*)
+  for r in $(seq "$RUNS"); do small_run "$r"; echo "run $r of (a) done" >&2; done;; esac
+case " $JOBS " in *" b "*)
+  for r in $(seq "$RUNS"); do mixed_run "$r"; echo "run $r of (b) done" >&2; done;; esac
 
 m() { median ${t[$1]}; }
 ratio() { awk -v p="$1" -v o="$2" 'BEGIN { printf "%.2f×", p / o }'; }
 runs() { echo "${t[$1]}" | sed 's/^ //; s/ /, /g'; }
+if [ -n "${t[drs_push]:-}" ]; then
 echo "### (a) $SMALL × 16 KiB, push and clone (s; median of $RUNS, the runs in brackets)"
 echo
 echo "| path | push | clone | push: peer / drsd | clone: peer / drsd |"
@@ -232,11 +251,16 @@ printf '| `rclone copy --transfers 32` of the files (no git) | %s (%s) | %s (%s)
   "$(m rc_up)" "$(runs rc_up)" "$(m rc_down)" "$(runs rc_down)" \
   "$(ratio "$(m rc_up)" "$(m drs_push)")" "$(ratio "$(m rc_down)" "$(m drs_clone)")"
 echo
+fi
+[ -n "${t[mix_drs]:-}" ] || exit 0
 echo "### (b) clone of $MIXED_SMALL × 16 KiB + 1 × $MIXED_MIB MiB into an empty pool (s; median of $RUNS)"
 echo
 echo "| path | clone | peer / drsd |"
 echo "|---|---|---|"
 printf '| `drsctl clone` | %s (%s) | 1.00× |\n' "$(m mix_drs)" "$(runs mix_drs)"
+if [ -n "${t[mix_base]:-}" ]; then
+  printf '| `drsctl clone`, %s | %s (%s) | %s |\n' "$DRSD_BASE_BIN" "$(m mix_base)" "$(runs mix_base)" "$(ratio "$(m mix_base)" "$(m mix_drs)")"
+fi
 printf '| `git clone` (pointers only) | %s (%s) | %s |\n' "$(m mix_git)" "$(runs mix_git)" "$(ratio "$(m mix_git)" "$(m mix_drs)")"
 printf '| `git clone` + `aws s3 sync` | %s (%s) | %s |\n' "$(m mix_aws)" "$(runs mix_aws)" "$(ratio "$(m mix_aws)" "$(m mix_drs)")"
 printf '| `git clone` + `rclone copy` | %s (%s) | %s |\n' "$(m mix_rc)" "$(runs mix_rc)" "$(ratio "$(m mix_rc)" "$(m mix_drs)")"
