@@ -17,7 +17,7 @@ use std::process::Command;
 
 use proptest::prelude::*;
 
-use super::track::{track_and_stage, tracked, TrackError};
+use super::track::{attributes, attributes_in_work_tree, track_and_stage, tracked, TrackError};
 use crate::props::config;
 
 fn component() -> impl Strategy<Value = String> {
@@ -164,6 +164,74 @@ proptest! {
         let got = tracked(top.path(), &asked).unwrap();
         for (path, lfs) in asked.iter().zip(got) {
             prop_assert_eq!(lfs, wanted.contains(path), "{:?} (batch {:?})", path, paths);
+        }
+    }
+}
+
+/// Lines a user may have in the top `.gitattributes` besides drsd's: some
+/// match the generated paths, some set what add-url must see (another
+/// filter, an encoding), one is a macro, one looks like drsd's but is not.
+const USER_LINES: [&str; 8] = [
+    "*.bin filter=lfs diff=lfs merge=lfs -text",
+    "*a* -filter",
+    "[attr]enc working-tree-encoding=UTF-16LE",
+    "*Z* enc",
+    "**/b* ident",
+    "/a* filter=lfs diff=lfs merge=lfs -text",
+    "* !filter",
+    "/zz/a filter=lfs diff=lfs merge=lfs -text\r",
+];
+
+proptest! {
+    #![proptest_config(config(40))]
+
+    #[test]
+    fn attributes_without_unrelated_lines_are_those_of_the_work_tree(
+        paths in batch(),
+        user in proptest::collection::vec((0..USER_LINES.len(), any::<bool>()), 0..4),
+        picks in proptest::collection::vec(any::<bool>(), 12),
+        ignore_case in any::<bool>(),
+        nested in any::<bool>(),
+    ) {
+        let mut paths = paths;
+        let top = loop {
+            match track_fresh(&paths) {
+                Ok(top) => break top,
+                Err(refused) => paths.retain(|p| *p != refused),
+            }
+        };
+        let top_path = top.path();
+        // The user's lines, before or after drsd's.
+        let file = top_path.join(".gitattributes");
+        let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+        for (i, after) in user {
+            match after {
+                true => text.push_str(&format!("{}\n", USER_LINES[i])),
+                false => text.insert_str(0, &format!("{}\n", USER_LINES[i])),
+            }
+        }
+        std::fs::write(&file, text).unwrap();
+        if ignore_case {
+            let out = Command::new("git").arg("-C").arg(top_path)
+                .args(["config", "core.ignoreCase", "true"]).output().unwrap();
+            prop_assert!(out.status.success());
+        }
+        if nested {
+            if let Some((folder, _)) = paths.iter().find_map(|p| p.split_once('/')) {
+                std::fs::write(top_path.join(folder).join(".gitattributes"), "* -filter\n").unwrap();
+            }
+        }
+        // Some of the batch, their neighbours, and `.gitattributes` itself.
+        let mut asked: Vec<String> = paths.iter().zip(&picks)
+            .filter(|(_, pick)| **pick).map(|(p, _)| p.clone()).collect();
+        let near: Vec<String> = asked.iter().flat_map(|p| neighbours(p)).collect();
+        asked.extend(near);
+        asked.push(".gitattributes".into());
+        let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let seen = attributes(top_path, &asked).unwrap();
+        let truth = attributes_in_work_tree(top_path, &asked).unwrap();
+        for ((path, s), t) in asked.iter().zip(&seen).zip(&truth) {
+            prop_assert_eq!(s, t, "{:?} (batch {:?})", path, paths);
         }
     }
 }
