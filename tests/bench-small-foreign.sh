@@ -11,7 +11,9 @@
 # Env: BIN (the binaries to measure; default: target/release, built first),
 #      WORKDIR (/var/tmp; /dev/shm for tmpfs), PORT (48080), NOFETCH=1
 #      (add-url --no-fetch only), PERF=1 (perf record of the daemon into
-#      $WORKDIR/perf.data), KEEP=1 (keep the work folder).
+#      $WORKDIR/perf.data), KEEP=1 (keep the work folder), TRACK=PATTERN
+#      (`git lfs track PATTERN` first, committed: add-url then writes no
+#      `.gitattributes` line per path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000} PRE=${2:-0}
@@ -54,6 +56,9 @@ drsd serve --ready > "$w/d/ready" 2> "$w/d/log" &
 dpid=$!
 for _ in $(seq 200); do grep -q ready "$w/d/ready" 2>/dev/null && break; sleep 0.05; done
 mkdir "$w/r"; cd "$w/r"; git init -q .
+if [ -n "${TRACK:-}" ]; then
+  git lfs track "$TRACK" >/dev/null; git add .gitattributes; git commit -qm track
+fi
 if [ "$PRE" -gt 0 ]; then
   drsctl add-url --from "$w/pre" >/dev/null; drsctl promote --all --wait >/dev/null; git commit -qm pre
 fi
@@ -75,5 +80,5 @@ mkdir -p "$w/cc"; cd "$w/cc"
 t3=$(ms)
 curl -s --no-progress-meter --fail --parallel --parallel-max 32 --create-dirs -K "$w/curl" && sha256sum c/* >/dev/null
 t4=$(ms)
-awk -v n="$N" -v pre="$PRE" -v a=$((t1 - t0)) -v p=$((t2 - t0)) -v c=$((t4 - t3)) -v cpu=$((c1 - c0)) \
-  'BEGIN { printf "N=%d PRE=%d add-url=%dms promoted=%dms curl+sha256sum=%dms ratio=%.2f daemon_cpu=%dms\n", n, pre, a, p, c, p / c, cpu }'
+awk -v n="$N" -v pre="$PRE" -v track="${TRACK:--}" -v a=$((t1 - t0)) -v p=$((t2 - t0)) -v c=$((t4 - t3)) -v cpu=$((c1 - c0)) \
+  'BEGIN { printf "N=%d PRE=%d TRACK=%s add-url=%dms promoted=%dms curl+sha256sum=%dms ratio=%.2f daemon_cpu=%dms\n", n, pre, track, a, p, c, p / c, cpu }'
