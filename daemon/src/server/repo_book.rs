@@ -3,7 +3,8 @@
 //! along with it is `ops::repos`'s.
 //!
 //! Scans run one at a time (`scan_lock`), so a slow older scan can never
-//! overwrite a newer one's result.
+//! overwrite a newer one's result; the lock holds each repo's last scanned
+//! HEAD pointers, which a rescan of the same HEAD need not read again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::blocking;
 use crate::git::Repo;
-use crate::lfs::scan::{locate_registered, scan_in, ScanError};
+use crate::lfs::scan::{locate_registered, scan_in, HeadPointers, ScanError};
 use crate::pool::Pool;
 use crate::watch::Watcher;
 use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
@@ -20,7 +21,7 @@ use super::{state, DaemonError};
 
 pub(crate) struct RepoBook {
     inner: Mutex<Inner>,
-    scan_lock: tokio::sync::Mutex<()>,
+    scan_lock: tokio::sync::Mutex<BTreeMap<PathBuf, HeadPointers>>,
     state_file: PathBuf,
     pool: Arc<Pool>,
 }
@@ -43,7 +44,7 @@ impl RepoBook {
             .collect();
         Ok(RepoBook {
             inner: Mutex::new(Inner { repos, watcher }),
-            scan_lock: tokio::sync::Mutex::new(()),
+            scan_lock: tokio::sync::Mutex::new(BTreeMap::new()),
             state_file,
             pool,
         })
@@ -131,17 +132,21 @@ impl RepoBook {
 
     /// Scans `repo` again and updates its report and watch.
     pub async fn rescan(&self, repo: &Path) {
-        let _one_at_a_time = self.scan_lock.lock().await;
+        let mut heads = self.scan_lock.lock().await;
+        let mut known = heads.remove(repo).unwrap_or_default();
         if self.report(repo).is_none() {
             return; // removed meanwhile
         }
         let (pool, path) = (self.pool.clone(), repo.to_path_buf());
-        let scanned = blocking(move || {
-            let dirs = locate_registered(&path)?;
-            let scan = scan_in(&path, &dirs, &pool)?;
-            Ok::<_, ScanError>((dirs, scan))
+        let (scanned, known) = blocking(move || {
+            let scanned = locate_registered(&path).and_then(|dirs| {
+                let scan = scan_in(&path, &dirs, &pool, &mut known)?;
+                Ok::<_, ScanError>((dirs, scan))
+            });
+            (scanned, known)
         })
         .await;
+        heads.insert(repo.to_path_buf(), known);
         self.lock().apply(repo, scanned);
     }
 
