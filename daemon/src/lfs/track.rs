@@ -2,6 +2,7 @@
 //! and `git add PATH` would, with one git process per step for any number
 //! of paths.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -179,7 +180,8 @@ impl Unrelated {
             Vec::new(),
             "git rev-parse",
         )?;
-        let git_dir = String::from_utf8_lossy(&out).trim_end_matches('\n').into();
+        let git_dir = out.strip_suffix(b"\n").unwrap_or(&out);
+        let git_dir = std::ffi::OsStr::from_bytes(git_dir).into();
         Ok(Some(Unrelated { dir, git_dir }))
     }
 }
