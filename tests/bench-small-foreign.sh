@@ -52,7 +52,7 @@ mkdir -p "$HOME" "$w/d"
 git config --global user.name bench; git config --global user.email bench@example.org
 git config --global init.defaultBranch main
 git lfs install --skip-repo >/dev/null
-drsd serve --ready > "$w/d/ready" 2> "$w/d/log" &
+drsd serve ${VERBOSE:+-v} --ready > "$w/d/ready" 2> "$w/d/log" &
 dpid=$!
 for _ in $(seq 200); do grep -q ready "$w/d/ready" 2>/dev/null && break; sleep 0.05; done
 mkdir "$w/r"; cd "$w/r"; git init -q .

@@ -47,6 +47,42 @@ pub fn git(repo: &Path) -> Command {
     cmd
 }
 
+/// A git command that writes many small objects (`fast-import`), with
+/// glibc's malloc told to keep freed memory up to 64 MiB instead of giving
+/// it back at once: git allocates and frees a compression buffer per
+/// object, and with the default threshold each free shrinks the heap and
+/// the next allocation faults its pages in again (55 ms against 14 ms for
+/// 1,000 pointer blobs, git 2.47). A tunable the user set wins; other C
+/// libraries ignore the variable.
+pub fn git_writing_many(repo: &Path) -> Command {
+    let mut cmd = git(repo);
+    let set = std::env::var_os(TUNABLES);
+    cmd.env(TUNABLES, with_trim_threshold(set.as_deref()));
+    cmd
+}
+
+const TUNABLES: &str = "GLIBC_TUNABLES";
+const TRIM_THRESHOLD: &str = "glibc.malloc.trim_threshold";
+
+/// `GLIBC_TUNABLES` (`name=value` items joined by `:`) with a trim
+/// threshold of 64 MiB, unless it names one already.
+fn with_trim_threshold(set: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let ours = format!("{TRIM_THRESHOLD}={}", 64 << 20).into_bytes();
+    let Some(set) = set.map(OsStrExt::as_bytes).filter(|s| !s.is_empty()) else {
+        return std::ffi::OsString::from_vec(ours);
+    };
+    let names_it = set
+        .split(|b| *b == b':')
+        .any(|item| item.split(|b| *b == b'=').next() == Some(TRIM_THRESHOLD.as_bytes()));
+    let mut out = set.to_vec();
+    if !names_it {
+        out.push(b':');
+        out.extend(ours);
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
 /// Runs `git args` in `repo` and collects its output; an error only when
 /// git could not be started (a failing git is the caller's to judge).
 pub fn output(repo: &Path, args: &[&str]) -> Result<Output, GitError> {
@@ -176,6 +212,26 @@ mod tests {
         std::fs::create_dir(&top).unwrap();
         run(&top, &["init", "-q"]);
         top.canonicalize().unwrap()
+    }
+
+    #[test]
+    fn the_trim_threshold_is_added_to_the_users_tunables_and_theirs_wins() {
+        let with = |set: Option<&str>| {
+            let out = with_trim_threshold(set.map(std::ffi::OsStr::new));
+            out.into_string().unwrap()
+        };
+        let ours = "glibc.malloc.trim_threshold=67108864";
+        assert_eq!(with(None), ours);
+        assert_eq!(with(Some("")), ours);
+        assert_eq!(
+            with(Some("glibc.malloc.arena_max=2")),
+            format!("glibc.malloc.arena_max=2:{ours}")
+        );
+        let theirs = "glibc.malloc.arena_max=2:glibc.malloc.trim_threshold=1";
+        assert_eq!(with(Some(theirs)), theirs);
+        // A name that only starts like it is another tunable.
+        let other = "glibc.malloc.trim_threshold_x=1";
+        assert_eq!(with(Some(other)), format!("{other}:{ours}"));
     }
 
     #[test]

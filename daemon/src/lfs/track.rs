@@ -553,8 +553,9 @@ fn pack_blobs(top: &Path, paths: &[&str]) -> Result<(), TrackError> {
     }
     // `--done`: a stream cut short stores nothing.
     stream.extend_from_slice(b"done\n");
-    let args = ["fast-import", "--quiet", "--done"];
-    run_with_bytes(top, &args, stream, "git fast-import").map(|_| ())
+    let mut cmd = crate::git::git_writing_many(top);
+    cmd.args(["fast-import", "--quiet", "--done"]);
+    run_fed(top, &mut cmd, stream, "git fast-import").map(|_| ())
 }
 
 fn git_err(top: &Path, what: &'static str, why: String) -> TrackError {

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use super::mirror::Mirrors;
 use super::oid_text::{oid_column, optional_oid_column};
 use super::{Entry, ForeignObject, RegistryError};
 use crate::pool::Oid;
@@ -62,6 +63,8 @@ const MIGRATIONS: &[&str] = &[
 pub struct Registry {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// The repos' mirrors this daemon wrote (see [`mirror`](super::mirror)).
+    mirrors: Mirrors,
 }
 
 pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
@@ -78,6 +81,7 @@ impl Registry {
         let registry = Registry {
             path: path.to_path_buf(),
             conn: Mutex::new(Connection::open(path).map_err(sql(path, "open"))?),
+            mirrors: Mirrors::default(),
         };
         registry.migrate()?;
         Ok(registry)
@@ -128,6 +132,36 @@ impl Registry {
             }
             Ok(())
         })
+    }
+
+    /// Records `entries` of the repo at `repo` and brings its mirror (in
+    /// the common git folder `common`) up to date with them and with the
+    /// entries at `touched` (paths whose object the registry learnt more
+    /// of: a content oid, an md5): the one way every change reaches both.
+    /// The registry first: a kill between the two leaves the mirror a
+    /// change behind, which the next daemon's first write mends.
+    pub fn record_and_mirror(
+        &self,
+        repo: &Path,
+        common: &Path,
+        entries: &[Entry],
+        touched: &[&str],
+    ) -> Result<(), RegistryError> {
+        self.record(repo, entries)?;
+        let mut paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        paths.extend(touched);
+        paths.sort_unstable();
+        paths.dedup();
+        self.mirrors.changed(
+            common,
+            || self.entries_at(repo, &paths),
+            || self.for_repo(repo),
+        )
+    }
+
+    /// Rewrites `repo`'s mirror (in its common git folder `common`) whole.
+    pub fn rewrite_mirror(&self, repo: &Path, common: &Path) -> Result<(), RegistryError> {
+        self.mirrors.rewrite(common, || self.for_repo(repo))
     }
 
     /// Puts back what `repo`'s mirror lists and the registry lacks; what the
@@ -217,16 +251,48 @@ impl Registry {
         );
         let read = |conn: &Connection| -> rusqlite::Result<Vec<Entry>> {
             let mut stmt = conn.prepare_cached(&query)?;
-            let rows = stmt.query_map([repo_key(repo)], |row| {
-                Ok(Entry {
-                    path: row.get(0)?,
-                    oid: oid_column(row, 1)?,
-                    object: object_at(row, 2)?,
-                })
-            })?;
+            let rows = stmt.query_map([repo_key(repo)], entry_of)?;
             rows.collect()
         };
         read(&conn).map_err(sql(&self.path, "list a repo"))
+    }
+
+    /// The entries of `repo` at `paths` (those it has), in that order.
+    pub fn entries_at(&self, repo: &Path, paths: &[&str]) -> Result<Vec<Entry>, RegistryError> {
+        let conn = self.lock();
+        let query = format!(
+            "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
+             WHERE r.repo = ?1 AND r.path = ?2"
+        );
+        let read = |conn: &Connection| -> rusqlite::Result<Vec<Entry>> {
+            let mut stmt = conn.prepare_cached(&query)?;
+            let key = repo_key(repo);
+            let mut found = Vec::with_capacity(paths.len());
+            for path in paths {
+                if let Some(e) = stmt.query_row(params![key, path], entry_of).optional()? {
+                    found.push(e);
+                }
+            }
+            Ok(found)
+        };
+        read(&conn).map_err(sql(&self.path, "look up paths"))
+    }
+
+    /// The entries of `repo` whose pointer is provisional
+    /// ([`Entry::is_provisional`]), by path: chosen by SQLite, so a repo
+    /// of 10,000 promoted pointers costs no 10,000 entries read.
+    pub fn provisional_for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
+        let conn = self.lock();
+        let query = format!(
+            "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
+             WHERE r.repo = ?1 AND (o.content_oid IS NULL OR o.content_oid != r.oid) ORDER BY r.path"
+        );
+        let read = |conn: &Connection| -> rusqlite::Result<Vec<Entry>> {
+            let mut stmt = conn.prepare_cached(&query)?;
+            let rows = stmt.query_map([repo_key(repo)], entry_of)?;
+            rows.collect()
+        };
+        read(&conn).map_err(sql(&self.path, "list a repo's provisional pointers"))
     }
 
     /// Provisional oid -> content oid, for every object hashed so far.
@@ -300,6 +366,15 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
         ],
         |r| r.get(0),
     )
+}
+
+/// An entry from a row of `r.path, r.oid, OBJECT_COLUMNS`.
+fn entry_of(row: &rusqlite::Row) -> rusqlite::Result<Entry> {
+    Ok(Entry {
+        path: row.get(0)?,
+        oid: oid_column(row, 1)?,
+        object: object_at(row, 2)?,
+    })
 }
 
 fn object_of(row: &rusqlite::Row) -> rusqlite::Result<ForeignObject> {

@@ -151,6 +151,193 @@ fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
     );
 }
 
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).unwrap().ino()
+}
+
+fn line_count(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+/// A registry in `tmp` and a repo's common git folder beside it.
+fn registry_and_common(tmp: &Path) -> (Registry, std::path::PathBuf) {
+    let common = tmp.join(".git");
+    std::fs::create_dir(&common).unwrap();
+    (
+        Registry::open(&tmp.join("registry.sqlite")).unwrap(),
+        common,
+    )
+}
+
+#[test]
+fn a_change_is_appended_to_the_mirror_the_daemon_wrote_and_the_last_line_of_a_path_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, common) = registry_and_common(tmp.path());
+    let repo = Path::new("/repos/a");
+    let file = mirror::path_in(&common);
+    let (x, y) = (
+        object("https://h/x", "1-1", 1),
+        object("https://h/y", "2-2", 2),
+    );
+    reg.record_and_mirror(repo, &common, &[entry("x", &x), entry("y", &y)], &[])
+        .unwrap();
+    let first = inode(&file);
+    assert_eq!(line_count(&file), 2);
+
+    // x is hashed: its pointer promoted, and y's object learnt its content
+    // oid though y's pointer stays provisional (a committed pointer).
+    let content = oid(&"c".repeat(64));
+    reg.set_content_oid("https://h/x", "1-1", 1, &content)
+        .unwrap();
+    reg.set_content_oid("https://h/y", "2-2", 2, &content)
+        .unwrap();
+    let promoted = Entry {
+        oid: content,
+        ..entry("x", &x)
+    };
+    reg.record_and_mirror(repo, &common, std::slice::from_ref(&promoted), &["y"])
+        .unwrap();
+    assert_eq!(inode(&file), first, "appended, not rewritten");
+    assert_eq!(line_count(&file), 4);
+    assert!(mirror::is_private(&file));
+    assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
+    let read = mirror::read(&file).unwrap();
+    assert_eq!(read[0].oid, content);
+    assert_eq!(read[1].object.content_oid, Some(content));
+    assert!(read[1].is_provisional());
+
+    // Nothing changed: nothing written.
+    reg.record_and_mirror(repo, &common, &[], &[]).unwrap();
+    assert_eq!(line_count(&file), 4);
+}
+
+#[test]
+fn a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, common) = registry_and_common(tmp.path());
+    let repo = Path::new("/repos/a");
+    let file = mirror::path_in(&common);
+    let x = object("https://h/x", "1-1", 1);
+    let y = object("https://h/y", "2-2", 2);
+    reg.record_and_mirror(repo, &common, &[entry("x", &x)], &[])
+        .unwrap();
+
+    // Another writer replaced it with a file of the same length.
+    let text = std::fs::read(&file).unwrap();
+    let other = file.with_extension("other");
+    std::fs::write(&other, &text).unwrap();
+    std::fs::rename(&other, &file).unwrap();
+    let planted = inode(&file);
+    reg.record_and_mirror(repo, &common, &[entry("y", &y)], &[])
+        .unwrap();
+    assert_ne!(inode(&file), planted, "rewritten, not appended to");
+    assert_eq!(line_count(&file), 2);
+    assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
+
+    // A link to a file of the user's: neither appended to nor replaced.
+    let outside = tmp.path().join("outside");
+    std::fs::write(&outside, "mine\n").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&outside, &file).unwrap();
+    let z = object("https://h/z", "3-3", 3);
+    let err = reg
+        .record_and_mirror(repo, &common, &[entry("z", &z)], &[])
+        .unwrap_err();
+    assert!(err.to_string().contains("registry.jsonl"), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine\n");
+    assert!(std::fs::symlink_metadata(&file)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn appended_lines_are_folded_into_a_whole_rewrite_once_they_outnumber_the_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, common) = registry_and_common(tmp.path());
+    let repo = Path::new("/repos/a");
+    let file = mirror::path_in(&common);
+    let x = object("https://h/x", "1-1", 1);
+    reg.record_and_mirror(repo, &common, &[entry("x", &x)], &[])
+        .unwrap();
+    let small = inode(&file);
+    let many: Vec<Entry> = (0..1100)
+        .map(|i| {
+            entry(
+                &format!("m{i:04}"),
+                &object(&format!("https://h/m{i}"), "9-9", 9),
+            )
+        })
+        .collect();
+    reg.record_and_mirror(repo, &common, &many, &[]).unwrap();
+    let folded = inode(&file);
+    assert_ne!(folded, small, "1,101 lines for 1 entry: rewritten");
+    assert_eq!(line_count(&file), 1101);
+    reg.record_and_mirror(repo, &common, &many[..10], &[])
+        .unwrap();
+    assert_eq!(inode(&file), folded, "10 more of 1,101: appended");
+    assert_eq!(line_count(&file), 1111);
+    assert_eq!(mirror::read(&file).unwrap().len(), 1101);
+}
+
+#[test]
+fn a_mirror_line_cut_short_at_the_end_is_left_out_and_one_inside_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let common = tmp.path().join(".git");
+    std::fs::create_dir(&common).unwrap();
+    let file = mirror::path_in(&common);
+    let x = object("https://h/x", "1-1", 1);
+    mirror::write(&common, &[entry("x", &x)]).unwrap();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    let whole = text.clone();
+    text.push_str(&whole[..whole.len() / 2]);
+    std::fs::write(&file, &text).unwrap();
+    assert_eq!(mirror::read(&file).unwrap(), vec![entry("x", &x)]);
+    text.push('\n');
+    std::fs::write(&file, &text).unwrap();
+    let err = mirror::read(&file).unwrap_err().to_string();
+    assert!(err.contains("registry.jsonl line 2"), "{err}");
+}
+
+#[test]
+fn the_provisional_entries_of_a_repo_are_those_whose_pointer_is_not_their_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    let repo = Path::new("/repos/a");
+    let content = oid(&"c".repeat(64));
+    let (a, b, c) = (
+        object("https://h/a", "1-1", 1),
+        object("https://h/b", "2-2", 2),
+        object("https://h/c", "3-3", 3),
+    );
+    let promoted = Entry {
+        oid: content,
+        ..entry("b", &b)
+    };
+    reg.record(repo, &[entry("a", &a), promoted, entry("c", &c)])
+        .unwrap();
+    reg.record(Path::new("/repos/other"), &[entry("z", &a)])
+        .unwrap();
+    // b's pointer carries its content; c's object is hashed, its pointer not.
+    reg.set_content_oid("https://h/b", "2-2", 2, &content)
+        .unwrap();
+    reg.set_content_oid("https://h/c", "3-3", 3, &content)
+        .unwrap();
+    let all = reg.for_repo(repo).unwrap();
+    let expected: Vec<Entry> = all.into_iter().filter(Entry::is_provisional).collect();
+    assert_eq!(reg.provisional_for_repo(repo).unwrap(), expected);
+    let paths: Vec<String> = expected.into_iter().map(|e| e.path).collect();
+    assert_eq!(paths, ["a", "c"]);
+    let at: Vec<String> = reg
+        .entries_at(repo, &["c", "nope", "b"])
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert_eq!(at, ["c", "b"]);
+}
+
 #[test]
 fn an_object_keeps_the_time_it_was_first_recorded() {
     let tmp = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::promotion::named_entries;
+use super::promotion::provisional_entries;
 use super::{standing, ForeignError, ForeignObjects, Standing, Waiting};
 use crate::git::Repo;
 use crate::pool::Oid;
@@ -58,11 +58,7 @@ fn wanted(registry: &Registry, request: &FetchRequest) -> Result<Wanted, Foreign
     let top = Repo::locate(&request.cwd)
         .map_err(ForeignError::NotInRepo)?
         .top;
-    let entries: Vec<Entry> =
-        named_entries(registry, &top, &request.cwd, &request.paths, request.all)?
-            .into_iter()
-            .filter(Entry::is_provisional)
-            .collect();
+    let entries = provisional_entries(registry, &top, &request.cwd, &request.paths, request.all)?;
     let unhashed = entries
         .iter()
         .filter(|e| e.object.content_oid.is_none())

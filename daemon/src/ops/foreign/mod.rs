@@ -5,7 +5,7 @@
 //! - [`resolve`]: one HEAD per URL, and the oid each pointer gets;
 //! - [`read_small`]: objects for the pool's small tier read at once, so
 //!   their pointers carry the content's sha256 from the start;
-//! - [`stage`]: the registry and its mirror ([`record_and_mirror`]), the
+//! - [`stage`]: the registry and its mirror ([`Registry::record_and_mirror`]), the
 //!   pointer files, `.gitattributes` and `git add`, as the repo's one writer;
 //! - [`restore`]: a repo's entries put back from its mirror;
 //! - [`promotion`]: the one path from a provisional pointer to a content
@@ -44,7 +44,6 @@ use crate::server::RepoLocks;
 pub use error::ForeignError;
 pub use plan::UrlLine;
 pub use resolve::OidFrom;
-pub use stage::record_and_mirror;
 pub use standing::{Standing, Waiting};
 
 /// The foreign-object service; see the module's notes.

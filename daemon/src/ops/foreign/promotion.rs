@@ -9,7 +9,7 @@
 //! it, or the user runs `drsctl promote`. Each runs as the repo's one
 //! writer, so what one of them promoted first the next finds done.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::{ForeignError, ForeignObjects, Waiting};
@@ -19,8 +19,6 @@ use crate::lfs::promote::{promote, Promoted, Rewrite, Scope};
 use crate::lfs::{hydrate, Hydrated, Pointer};
 use crate::pool::{Oid, Pool, PoolError, Tier};
 use crate::registry::{Entry, ForeignObject, Registry};
-
-use super::stage::record_and_mirror;
 
 /// An object a worker hashed, waiting for its repo's next promotion batch.
 #[derive(Debug, Clone, Copy)]
@@ -145,15 +143,24 @@ fn promote_to_content(
         .map(|(e, to)| rewrite(e, *to))
         .collect();
     let promoted = promote(at.top, &rewrites, trigger.scope())?;
-    let changed: Vec<Entry> = ready
-        .into_iter()
-        .filter(|(e, to)| {
-            e.oid != *to
-                && (promoted.rewritten.contains(&e.path) || promoted.already.contains(&e.path))
-        })
-        .map(|(e, to)| Entry { oid: to, ..e })
+    let done: HashSet<&str> = promoted
+        .rewritten
+        .iter()
+        .chain(&promoted.already)
+        .map(String::as_str)
         .collect();
-    record_and_mirror(registry, at.top, at.common, &changed)?;
+    let changed: Vec<Entry> = ready
+        .iter()
+        .filter(|(e, to)| e.oid != *to && done.contains(e.path.as_str()))
+        .map(|(e, to)| Entry {
+            oid: *to,
+            ..e.clone()
+        })
+        .collect();
+    // Every target's object has a content oid the mirror may not show yet,
+    // whether or not its pointer was rewritten (a committed one is not).
+    let touched: Vec<&str> = ready.iter().map(|(e, _)| e.path.as_str()).collect();
+    registry.record_and_mirror(at.top, at.common, &changed, &touched)?;
     Ok(Done {
         promoted,
         recorded: changed.len(),
@@ -238,7 +245,7 @@ impl ForeignObjects {
                 .map(|h| ((h.provisional, h.size), h.content))
                 .collect();
             let targets = registry
-                .for_repo(&top)?
+                .provisional_for_repo(&top)?
                 .into_iter()
                 .filter_map(|e| {
                     let to = *content.get(&(e.oid, e.object.size))?;
@@ -351,7 +358,7 @@ fn promote_named(
     top: PathBuf,
     request: PromoteRequest,
 ) -> Result<(PromoteOutcome, usize), ForeignError> {
-    let entries = named_entries(registry, &top, &request.cwd, &request.paths, request.all)?;
+    let entries = provisional_entries(registry, &top, &request.cwd, &request.paths, request.all)?;
     let retried = match request.retry {
         true => retry_failed(registry, &entries)?,
         false => 0,
@@ -361,7 +368,7 @@ fn promote_named(
         ..PromoteOutcome::default()
     };
     let mut targets = Vec::new();
-    for e in entries.into_iter().filter(Entry::is_provisional) {
+    for e in entries {
         match e.object.content_oid {
             Some(content) => targets.push((e, content)),
             None => outcome
@@ -390,10 +397,13 @@ fn retry_failed(registry: &Registry, entries: &[Entry]) -> Result<usize, Foreign
     Ok(registry.retry_failed(&oids)?)
 }
 
-/// The repo's entries at `paths` (relative to the client's `cwd`), or all
-/// of them. A path that names no entry (a typo, a file not added by URL) is
-/// refused, naming it: it must not read as "nothing to do".
-pub(super) fn named_entries(
+/// The repo's provisional entries ([`Entry::is_provisional`]) at `paths`
+/// (relative to the client's `cwd`), or all of them. A path that names no
+/// entry (a typo, a file not added by URL) is refused, naming it: it must
+/// not read as "nothing to do". Only the paths named are looked up, and
+/// `all` asks SQLite for the provisional ones alone: the cost follows what
+/// is asked, not how many pointers the repo holds.
+pub(super) fn provisional_entries(
     registry: &Registry,
     top: &Path,
     cwd: &Path,
@@ -401,18 +411,24 @@ pub(super) fn named_entries(
     all: bool,
 ) -> Result<Vec<Entry>, ForeignError> {
     let named: Vec<String> = paths.iter().map(|p| relative(top, cwd, p)).collect();
-    let entries: Vec<Entry> = registry
-        .for_repo(top)?
-        .into_iter()
-        .filter(|e| all || named.contains(&e.path))
-        .collect();
-    match named.iter().find(|n| !entries.iter().any(|e| &e.path == *n)) {
-        Some(stray) => Err(ForeignError::Refused(format!(
-            "{stray} is not a pointer added by URL in {} (drsctl status lists the provisional ones)",
-            top.display()
-        ))),
-        None => Ok(entries),
+    let asked: Vec<&str> = named.iter().map(String::as_str).collect();
+    let found = registry.entries_at(top, &asked)?;
+    if found.len() < asked.len() {
+        let known: HashSet<&str> = found.iter().map(|e| e.path.as_str()).collect();
+        if let Some(stray) = asked.iter().find(|n| !known.contains(**n)) {
+            return Err(ForeignError::Refused(format!(
+                "{stray} is not a pointer added by URL in {} (drsctl status lists the provisional ones)",
+                top.display()
+            )));
+        }
     }
+    if all {
+        return Ok(registry.provisional_for_repo(top)?);
+    }
+    let mut entries: Vec<Entry> = found.into_iter().filter(Entry::is_provisional).collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    entries.dedup_by(|a, b| a.path == b.path);
+    Ok(entries)
 }
 
 /// `path` (relative to `cwd`, or absolute) relative to the repo's top, `/`-separated.

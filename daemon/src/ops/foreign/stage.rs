@@ -15,7 +15,7 @@ use super::{Added, ForeignError, ForeignObjects, Refused};
 use crate::git::Repo;
 use crate::lfs::{track, Pointer};
 use crate::pool::Oid;
-use crate::registry::{mirror, Entry, JobState, Registry};
+use crate::registry::{Entry, JobState, Registry};
 
 /// How long git's `index.lock`, held by another git, is waited for.
 const INDEX_WAIT: Duration = Duration::from_secs(5);
@@ -26,22 +26,6 @@ pub(super) struct Staging<'a> {
     pub common: &'a Path,
     pub force: bool,
     pub no_fetch: bool,
-}
-
-/// Records `entries` of the repo at `top` and rewrites its mirror (in the
-/// common git folder `common`) from what the registry then lists: the one
-/// way every change reaches both. The registry first: a kill between the
-/// two leaves the mirror one change behind, which the next rewrite mends.
-pub fn record_and_mirror(
-    registry: &Registry,
-    top: &Path,
-    common: &Path,
-    entries: &[Entry],
-) -> Result<(), ForeignError> {
-    registry.record(top, entries)?;
-    let listed = registry.for_repo(top)?;
-    mirror::write(common, &listed)?;
-    Ok(())
 }
 
 impl ForeignObjects {
@@ -152,7 +136,7 @@ fn write_all(
 ) -> Result<Vec<Added>, ForeignError> {
     let entries: Vec<Entry> = resolved.iter().map(|r| r.entry.clone()).collect();
     let clock = Instant::now();
-    record_and_mirror(registry, top, common, &entries)?;
+    registry.record_and_mirror(top, common, &entries, &[])?;
     let recorded = clock.elapsed();
     let before = WorkTree::save(top, &entries);
     let written = write_files(top, &entries).inspect_err(|_| before.put_back(top))?;

@@ -219,8 +219,7 @@ impl Transfers {
             return;
         };
         let written = blocking(move || -> Result<(), crate::registry::RegistryError> {
-            let listed = registry.for_repo(&top)?;
-            crate::registry::mirror::write(&common, &listed)
+            registry.rewrite_mirror(&top, &common)
         })
         .await;
         if let Err(e) = written {
