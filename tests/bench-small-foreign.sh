@@ -64,7 +64,7 @@ if [ "$PRE" -gt 0 ]; then
 fi
 cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$dpid/stat"; }  # 100 ticks a second
 ms() { date +%s%3N; }
-[ -n "${PERF:-}" ] && { perf record -F 2999 -g -p "$dpid" -o "$WORKDIR/perf.data" >/dev/null 2>&1 & ppid=$!; sleep 0.5; }
+[ -n "${PERF:-}" ] && { perf record -F 2999 --call-graph ${PERF_GRAPH:-fp} -p "$dpid" -o "$WORKDIR/perf.data" >/dev/null 2>&1 & ppid=$!; sleep 0.5; }
 c0=$(cpu_ms) t0=$(ms)
 drsctl add-url ${NOFETCH:+--no-fetch} --from "$w/list" >/dev/null
 t1=$(ms)
