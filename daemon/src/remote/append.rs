@@ -41,9 +41,10 @@ struct Direct {
 
 impl Appender {
     /// Appends to `file` (at `path`) from `start`, which must be a whole
-    /// number of blocks for the direct path to be taken.
-    pub fn new(file: File, path: &Path, start: u64) -> Appender {
-        let direct = (start % BLOCK as u64 == 0)
+    /// number of blocks for the direct path to be taken, and only when
+    /// `direct` allows it.
+    pub fn new(file: File, path: &Path, start: u64, direct: bool) -> Appender {
+        let direct = (direct && start % BLOCK as u64 == 0)
             .then(|| open_direct(path))
             .flatten()
             .map(|file| Direct {
@@ -188,7 +189,7 @@ mod tests {
                 .write(true)
                 .open(&path)
                 .unwrap();
-            let mut out = Appender::new(file, &path, prefix.len() as u64);
+            let mut out = Appender::new(file, &path, prefix.len() as u64, true);
             let data: Vec<u8> = (0..(BATCH * 2 + 12_345))
                 .map(|i| (i * 7 % 251) as u8)
                 .collect();
@@ -209,6 +210,56 @@ mod tests {
                 dir.path().display()
             );
         }
+    }
+
+    /// The share of `path`'s pages in the page cache (mincore(2)).
+    fn cached_share(path: &Path) -> f64 {
+        let file = File::open(path).unwrap();
+        let len = file.metadata().unwrap().len() as usize;
+        let page = 4096;
+        let pages = len.div_ceil(page);
+        let mut resident = vec![0u8; pages];
+        // SAFETY: a read-only shared mapping of `len` bytes of an open
+        // file, given back before returning; mincore writes one byte per
+        // page into `resident`, which holds that many.
+        unsafe {
+            use std::os::fd::AsRawFd;
+            let at = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            );
+            assert_ne!(at, libc::MAP_FAILED);
+            assert_eq!(libc::mincore(at, len, resident.as_mut_ptr()), 0);
+            libc::munmap(at, len);
+        }
+        resident.iter().filter(|r| **r & 1 == 1).count() as f64 / pages as f64
+    }
+
+    /// A download read again at once (for a checkout) is written through
+    /// the page cache, where that read then finds it; one for later goes
+    /// around it.
+    #[test]
+    fn a_read_soon_append_stays_in_the_page_cache_and_a_direct_one_does_not() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let data: Vec<u8> = (0..(BATCH * 2)).map(|i| (i * 13 % 251) as u8).collect();
+        let cached_after = |name: &str, direct: bool| {
+            let path = dir.path().join(name);
+            let file = File::create(&path).unwrap();
+            let mut out = Appender::new(file, &path, 0, direct);
+            for piece in data.chunks(1 << 20) {
+                out.append(piece).unwrap();
+            }
+            assert_eq!(out.finish().unwrap(), data.len() as u64);
+            cached_share(&path)
+        };
+        let soon = cached_after("soon.part", false);
+        let later = cached_after("later.part", true);
+        assert!(soon > 0.99, "read-soon bytes in the cache: {soon}");
+        assert!(later < 0.01, "direct bytes in the cache: {later}");
     }
 
     /// A direct write the kernel refuses with EINVAL (here: an offset that

@@ -132,6 +132,14 @@ pub struct FetchOptions {
     pub parallel: usize,
     /// At most this many bytes a second, when set.
     pub bandwidth: Option<u64>,
+    /// The bytes are read again at once (an object fetched for a checkout:
+    /// git-lfs or the check-out copies it into the work tree next): written
+    /// through the page cache (with early writeback), so that read finds
+    /// them there. Otherwise (a prefetch, for later) whole blocks go
+    /// around the cache with O_DIRECT. Read back from disk, blocks written
+    /// a moment before came at 0.3-1.6 s for 512 MiB on the test VM, from
+    /// the cache at 0.15-0.17 s (`cp`, three runs each).
+    pub read_soon: bool,
 }
 
 impl Default for FetchOptions {
@@ -140,6 +148,7 @@ impl Default for FetchOptions {
             chunk: 64 << 20,
             parallel: 2,
             bandwidth: None,
+            read_soon: false,
         }
     }
 }
@@ -298,7 +307,11 @@ async fn attempt(
         Some(e) if e.contains('-') => req.part_sizes.to_vec(),
         _ => Vec::new(),
     };
-    let sink = Sink::spawn(file, partial.for_writer(), start, (req.md5, parts), rx);
+    let write = Write {
+        start,
+        direct: !opts.read_soon,
+    };
+    let sink = Sink::spawn(file, partial.for_writer(), write, (req.md5, parts), rx);
     let fetched = stream_in_order(req, object, start, cut, opts, tx, progress).await;
     let done = crate::blocking(move || sink.finish()).await?;
     Ok((fetched, done))
@@ -627,12 +640,12 @@ impl Sink {
     fn spawn(
         file: File,
         partial: Partial,
-        start: u64,
+        write: Write,
         md5: (bool, Vec<u64>),
         rx: Receiver<Bytes>,
     ) -> Sink {
         let thread = named("drsd-write", move || {
-            write_and_hash(file, partial, start, md5, rx)
+            write_and_hash(file, partial, write, md5, rx)
         });
         Sink { thread }
     }
@@ -644,10 +657,18 @@ impl Sink {
     }
 }
 
+/// Where the writer starts, and whether whole blocks may go around the
+/// page cache ([`FetchOptions::read_soon`]).
+#[derive(Debug, Clone, Copy)]
+struct Write {
+    start: u64,
+    direct: bool,
+}
+
 fn write_and_hash(
     mut file: File,
     mut partial: Partial,
-    start: u64,
+    Write { start, direct }: Write,
     (want_md5, part_sizes): (bool, Vec<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
@@ -675,7 +696,7 @@ fn write_and_hash(
         left -= buf.len() as u64;
         feed(Bytes::from(buf));
     }
-    let mut out = Appender::new(file, path, start);
+    let mut out = Appender::new(file, path, start, direct);
     let mut checkpoint = start + CHECKPOINT_EVERY;
     while let Some(chunk) = rx.blocking_recv() {
         out.append(&chunk).map_err(io("write", path))?;

@@ -187,7 +187,12 @@ impl Remote {
             md5: false,
             part_sizes: &[], // the sha256 is known: it is the check
         };
-        fetch_into_pool(pool, req, FetchOptions::default(), report).await?;
+        // Fetched for a checkout: the work tree's copy reads it next.
+        let opts = FetchOptions {
+            read_soon: true,
+            ..FetchOptions::default()
+        };
+        fetch_into_pool(pool, req, opts, report).await?;
         Ok(())
     }
 }

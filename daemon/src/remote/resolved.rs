@@ -97,7 +97,12 @@ impl Remote {
             md5: false,
             part_sizes: &[],
         };
-        Ok(fetch_into_pool(pool, req, FetchOptions::default(), report).await?)
+        // Read next: a checkout copies it into the work tree, a push sends it.
+        let opts = FetchOptions {
+            read_soon: true,
+            ..FetchOptions::default()
+        };
+        Ok(fetch_into_pool(pool, req, opts, report).await?)
     }
 }
 
