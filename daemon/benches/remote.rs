@@ -120,6 +120,7 @@ async fn run(mib: u64) {
                 parallel,
                 chunk: chunk_mib << 20,
                 bandwidth: None,
+                read_soon: false,
             };
             let t = Instant::now();
             let got = fetch_into_pool(pool.clone(), req, opts, &|_| {})

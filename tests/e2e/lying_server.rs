@@ -54,6 +54,7 @@ fn fetch(pool: &Arc<Pool>, object: &ForeignObject) -> Result<Hashed, PrefetchErr
         chunk: 1 << 20,
         parallel: 2,
         bandwidth: None,
+        read_soon: false,
     };
     let settings = drsd::settings::Settings::from_env().expect("the test environment's settings");
     let remote = Remote::new(None, std::sync::Arc::new(settings));

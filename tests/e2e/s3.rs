@@ -258,6 +258,7 @@ mod fetch {
             chunk: MIB as u64,
             parallel: 4,
             bandwidth: None,
+            read_soon: false,
         }
     }
 
