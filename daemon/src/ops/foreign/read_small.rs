@@ -75,10 +75,10 @@ impl ForeignObjects {
                 .await;
             self.keep(read, &mut out, &mut failed).await;
         }
-        if reads > 0 {
-            let named = out.iter().filter(|r| r.oid_from == OidFrom::Hashed).count();
-            log::info!("add-url: read {named} of {reads} small objects now, named by their sha256");
-        }
+        log::debug!(
+            "add-url: {reads} small objects to read, {} could not be",
+            failed.len()
+        );
         out.extend(rest);
         out.sort_by_key(|r| r.target.no);
         (out, failed)
@@ -142,9 +142,7 @@ impl ForeignObjects {
             object.md5 = object.md5.take().or(hashed.md5.map(hex::encode));
             r.entry.oid = hashed.oid;
             r.oid_from = OidFrom::Hashed;
-            // One line per object at debug: thousands of them per add-url
-            // cost the journal more than the reads (the summary is info).
-            log::debug!("read {} at add-url: sha256 {}", r.target.url, hashed.oid);
+            log::info!("read {} at add-url: sha256 {}", r.target.url, hashed.oid);
             out.push(r);
         }
     }
