@@ -11,7 +11,9 @@
 # Env: BIN (the binaries to measure; default: target/release, built first),
 #      WORKDIR (/var/tmp; /dev/shm for tmpfs), PORT (48080), NOFETCH=1
 #      (add-url --no-fetch only), PERF=1 (perf record of the daemon into
-#      $WORKDIR/perf.data), KEEP=1 (keep the work folder), TRACK=PATTERN
+#      $WORKDIR/perf.data; PERF_GRAPH=dwarf for call stacks through code
+#      built without frame pointers), VERBOSE=1 (the daemon logs at debug into
+#      $WORKDIR/drsd-small.*/d/log), KEEP=1 (keep the work folder), TRACK=PATTERN
 #      (`git lfs track PATTERN` first, committed: add-url then writes no
 #      `.gitattributes` line per path).
 set -euo pipefail
