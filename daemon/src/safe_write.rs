@@ -11,6 +11,12 @@
 //! a symlink or not a folder, are refused by name. Folders are walked from
 //! an anchor the caller trusts (the work tree's canonical top, the common
 //! git folder) one component at a time.
+//!
+//! One exception, in `registry::mirror`: a change to a repo's mirror is
+//! appended to the mirror file this daemon itself created and last left,
+//! checked on the opened descriptor (`O_NOFOLLOW`, same device, inode and
+//! length, one link, 0600, ours); anything else there is replaced whole
+//! through [`write`].
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::Write;
