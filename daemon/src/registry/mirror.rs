@@ -223,17 +223,13 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, RegistryError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(IoError::new("read", path, source).into()),
     };
-    if !text.ends_with('\n') {
-        let whole = text.rfind('\n').map_or(0, |i| i + 1);
-        if text[whole..].trim().is_empty() {
-            // Blank: nothing was cut.
-        } else {
-            log::warn!(
-                "{}: its last line was cut short (a write interrupted); left out",
-                path.display()
-            );
-            text.truncate(whole);
-        }
+    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+    if !text[whole..].trim().is_empty() {
+        log::warn!(
+            "{}: its last line was cut short (a write interrupted); left out",
+            path.display()
+        );
+        text.truncate(whole);
     }
     let lines = text
         .lines()
