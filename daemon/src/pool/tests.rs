@@ -69,6 +69,34 @@ fn corrupt(f: &Fixture, oid: &Oid) {
     }
 }
 
+/// Changes the stored value of `oid` as `rsync --inplace -t` or a write and
+/// `touch -r` through a repo's hard link would: a large file's bytes
+/// rewritten in place, its length kept, its modification time and mode set
+/// back to what they were. Only the ctime (which no unprivileged process
+/// can set back) tells. A value held as bytes is changed as [`corrupt`]
+/// changes it: nothing caches those.
+fn rewrite_keeping_length_and_mtime(f: &Fixture, oid: &Oid) {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(Blob::File { path, .. }) = f.pool.get(oid).unwrap() else {
+        return corrupt(f, oid);
+    };
+    let before = std::fs::metadata(&path).unwrap();
+    let mut bad = std::fs::read(&path).unwrap();
+    bad[0] ^= 0xff;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut &file, &bad).unwrap();
+    file.set_modified(before.modified().unwrap()).unwrap();
+    drop(file);
+    std::fs::set_permissions(&path, before.permissions()).unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (after.len(), after.modified().unwrap(), after.permissions().mode()),
+        (before.len(), before.modified().unwrap(), before.permissions().mode()),
+        "length, mtime and mode as they were"
+    );
+}
+
 fn one_engine(engine: Arc<dyn Backend>) -> Pool {
     Pool::with_engines(engine.clone(), engine, T)
 }
@@ -154,6 +182,7 @@ contract!(
     verify_passes_on_good_entries,
     quarantine_takes_an_entry_out_of_every_lookup,
     a_corrupted_entry_is_refused_on_read_out_and_moved_aside,
+    a_verified_entry_rewritten_with_its_mtime_set_back_is_refused_on_read_out,
     verify_names_corrupt_entries_and_moves_them_aside,
 );
 
@@ -599,6 +628,29 @@ fn a_corrupted_entry_is_refused_on_read_out_and_moved_aside(f: &Fixture) {
         assert!(matches!(err, PoolError::Corrupt { .. }), "{err}");
         assert!(!dest.exists(), "nothing placed");
         assert!(!f.pool.has(&oid).unwrap());
+    }
+}
+
+fn a_verified_entry_rewritten_with_its_mtime_set_back_is_refused_on_read_out(f: &Fixture) {
+    for (i, len) in sizes(f).into_iter().enumerate() {
+        let data = bytes(40 + i as u64, len);
+        let oid = f.pool.put(&Oid::of(&data), &data).unwrap().oid;
+        // Read out twice: a large file is now remembered as verified.
+        for _ in 0..2 {
+            let blob = f.pool.get_verified(&oid).unwrap().unwrap();
+            assert_eq!(blob.to_vec().unwrap(), data);
+        }
+        rewrite_keeping_length_and_mtime(f, &oid);
+        let err = f
+            .pool
+            .get_verified(&oid)
+            .map(|b| b.map(|b| b.to_vec().unwrap() == data))
+            .expect_err("the changed bytes were handed out");
+        assert!(
+            matches!(err, PoolError::Corrupt { oid: o, .. } if o == oid),
+            "{err}"
+        );
+        assert!(!f.pool.has(&oid).unwrap(), "moved out of the pool");
     }
 }
 

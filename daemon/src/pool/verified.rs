@@ -4,11 +4,18 @@
 //! A pool entry was verified when it was stored, but bytes rot and a large
 //! file is shared by hard link with every repo that holds it, where any tool
 //! can write through it. So what leaves the pool for git is hashed again,
-//! unless this process verified the very file since it was last written:
-//! same device, inode, length and modification time. Large files are
-//! read-only after their commit, so a write that changes them (after a
-//! chmod) changes their modification time. Bit rot does not, which is what
-//! `pool verify` is for. kv entries are small and always hashed.
+//! unless this process verified the very file since it was last changed:
+//! same device, inode, length, modification time and status-change time
+//! (ctime). The modification time alone is not enough: a tool writing
+//! through a repo's link can set it back (`rsync --inplace -t`, `touch -r`),
+//! but every write, chmod, link or rename moves the ctime, and no
+//! unprivileged process can set that back. So a link the pool or git-lfs
+//! makes to the file also costs one more hash at its next read-out: the
+//! price of not telling our own changes from anyone else's. What is left
+//! is a change within one tick of the filesystem's clock after the stamp
+//! was taken (git's "racily clean" case); and bit rot, which changes no
+//! stamp and is what `pool verify` is for. kv entries are small and always
+//! hashed.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,15 +27,15 @@ use sha2::{Digest, Sha256};
 use super::backend::Blob;
 use super::Oid;
 
-/// What identifies one state of a file: a write changes the modification
-/// time, a replacement the inode.
+/// What identifies one state of a file: a write changes the ctime (and the
+/// modification time, which may be set back), a replacement the inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {
     dev: u64,
     ino: u64,
     len: u64,
-    mtime: i64,
-    mtime_nsec: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl Stamp {
@@ -38,8 +45,8 @@ impl Stamp {
             dev: m.dev(),
             ino: m.ino(),
             len: m.len(),
-            mtime: m.mtime(),
-            mtime_nsec: m.mtime_nsec(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
         })
     }
 
