@@ -25,6 +25,8 @@
 //!   and where it came from, built once at start and passed down.
 //! - [`safe_write`]: every file written in a repo, created exclusively and
 //!   renamed over, never through a symlink.
+//! - [`trusted_file`]: every file a setting names that changes what drsd
+//!   trusts or sends, opened only when no other user could have written it.
 
 pub mod blocking;
 pub mod config;
@@ -42,6 +44,7 @@ pub mod remote;
 pub mod safe_write;
 pub mod server;
 pub mod settings;
+pub mod trusted_file;
 pub mod watch;
 
 #[cfg(test)]

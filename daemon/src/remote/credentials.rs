@@ -92,9 +92,19 @@ impl S3Credentials {
             },
         };
         let name = text(Key::S3Profile).unwrap_or_else(|| "default".into());
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::anonymous()),
+        // Keys from a file another user could write would sign for their
+        // account (`trusted_file`).
+        let text = match crate::trusted_file::read(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(_) => {
+                    return Err(RemoteError::Credentials {
+                        path,
+                        why: "it is not UTF-8 text".into(),
+                    })
+                }
+            },
+            Err(e) if e.is_not_found() => return Ok(Self::anonymous()),
             Err(e) => {
                 return Err(RemoteError::Credentials {
                     path,

@@ -176,7 +176,9 @@ fn read_roots(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, Remot
         path: path.to_path_buf(),
         why: format!("{why} (named by {CA_FILE_ENV})"),
     };
-    let pem = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    // Extra roots decide which servers drsd trusts: only a file no other
+    // user could have written (`trusted_file`).
+    let pem = crate::trusted_file::read(path).map_err(|e| bad(e.to_string()))?;
     let certs = reqwest::Certificate::from_pem_bundle(&pem)
         .map_err(|e| bad(format!("not PEM certificates: {}", chain(&e))))?;
     if certs.is_empty() {

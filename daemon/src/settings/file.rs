@@ -1,15 +1,17 @@
 //! Reading the settings file without trusting what another user could
-//! have put there: the file (and a symlink naming it) must be the user's
-//! own and not writable by anyone else, since it names the endpoint the
-//! daemon signs requests for and the files it reads credentials from; a
-//! file that holds a secret must be readable by its owner alone.
+//! have put there: it names the endpoint the daemon signs requests for and
+//! the files it reads credentials from, so it is opened by
+//! [`crate::trusted_file`]'s rule (the user's or root's own, not writable by
+//! group or others, through no link of another user's), as is every file it
+//! names that changes what drsd trusts or sends. A file that holds a secret
+//! must be readable by its owner alone.
 
-use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::SettingsError;
+use crate::trusted_file;
 
 /// The most a settings file may hold: a few dozen keys fit in a few KiB.
 const MAX_LEN: u64 = 1 << 20;
@@ -26,40 +28,16 @@ pub(super) fn read(path: &Path) -> Result<Option<FileText>, SettingsError> {
         path: path.to_path_buf(),
         why,
     };
-    let me = drsd_proto::paths::current_uid();
-    let link = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(bad(format!("cannot read it: {e}"))),
+    let file = match trusted_file::open(path) {
+        Ok(file) => file,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(bad(e.to_string())),
     };
-    if link.file_type().is_symlink() && link.uid() != me {
-        return Err(bad(format!(
-            "it is a symbolic link owned by uid {}, not by you (uid {me})",
-            link.uid()
-        )));
-    }
-    // Checked on the open file, not the name: nothing can be swapped in
-    // between the check and the read.
-    let file = File::open(path).map_err(|e| bad(format!("cannot open it: {e}")))?;
-    let meta = file
+    let mode = file
         .metadata()
-        .map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if !meta.is_file() {
-        return Err(bad("it is not a regular file".into()));
-    }
-    if meta.uid() != me {
-        return Err(bad(format!(
-            "it is owned by uid {}, not by you (uid {me}): another user could change your settings",
-            meta.uid()
-        )));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(bad(format!(
-            "group or others may write it (mode {mode:o}): run `chmod 600 {}`",
-            path.display()
-        )));
-    }
+        .map_err(|e| bad(format!("cannot read it: {e}")))?
+        .mode()
+        & 0o7777;
     let mut text = String::new();
     file.take(MAX_LEN + 1)
         .read_to_string(&mut text)

@@ -278,9 +278,14 @@ async fn token_file(path: &Path) -> Result<Credential, DrsError> {
         path: path.to_path_buf(),
         why,
     };
-    let text = tokio::fs::read_to_string(path)
+    // Read (and checked) at each use: a token another user could write
+    // would let them choose what drsd sends (`trusted_file`).
+    let owned = path.to_path_buf();
+    let bytes = crate::blocking(move || crate::trusted_file::read(&owned))
         .await
         .map_err(|e| bad(format!("{e} (named by {TOKEN_FILE_ENV})")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| bad(format!("it is not UTF-8 text (named by {TOKEN_FILE_ENV})")))?;
     let token = text.trim();
     if token.is_empty() {
         return Err(bad("it is empty".into()));

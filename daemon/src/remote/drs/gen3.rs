@@ -170,7 +170,9 @@ impl Gen3Key {
             path: self.path.clone(),
             why,
         };
-        let text = tokio::fs::read(&self.path)
+        // Read (and checked) at each exchange (`trusted_file`).
+        let path = self.path.clone();
+        let text = crate::blocking(move || crate::trusted_file::read(&path))
             .await
             .map_err(|e| bad(e.to_string()))?;
         let key: KeyFile = serde_json::from_slice(&text).map_err(|e| {

@@ -86,9 +86,11 @@ impl NetrcFile {
         let (Some(path), Some(host)) = (&self.path, url.host_str()) else {
             return Ok(None);
         };
-        let bytes = match std::fs::read(path) {
+        // Checked at each use, as it is read (`trusted_file`): logins from a
+        // file another user could write would go where they chose.
+        let bytes = match crate::trusted_file::read(path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(self.error(e.to_string())),
         };
         let parsed: netrc::Netrc = String::from_utf8_lossy(&bytes)
