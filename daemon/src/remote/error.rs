@@ -132,6 +132,26 @@ pub enum RemoteError {
         why: String,
         permanence: Permanence,
     },
+    /// A metadata request (a HEAD) got no whole answer in time: a server
+    /// that trickles its headers must not hold add-url or a push forever.
+    #[error(
+        "{op} {object}: no complete answer within {:.1} s (the metadata_timeout setting, {}); the server is stalled or too slow, try again later or raise the setting",
+        deadline.as_secs_f64(),
+        super::http::METADATA_TIMEOUT_ENV
+    )]
+    Deadline {
+        op: &'static str,
+        object: String,
+        deadline: std::time::Duration,
+    },
+    /// A redirect that cannot or must not be followed: a loop, no
+    /// `Location`, a scheme other than http(s).
+    #[error("{op} {object}: {why}")]
+    Redirect {
+        op: &'static str,
+        object: String,
+        why: String,
+    },
     #[error("upload {object}: it could not be recorded, so it was aborted: {source}")]
     Unrecorded {
         object: String,
@@ -157,11 +177,14 @@ impl RemoteError {
             RemoteError::BadUrl { .. }
             | RemoteError::Credentials { .. }
             | RemoteError::Auth { .. }
+            | RemoteError::Redirect { .. }
             | RemoteError::Settings(_) => Permanence::Permanent,
             RemoteError::Http { status, .. } => Permanence::of_status(*status),
             RemoteError::Transport { permanence, .. } => *permanence,
             // A short body, an answer we could not read: the next may do.
             RemoteError::Protocol { .. } => Permanence::Transient,
+            // A stalled server may answer later.
+            RemoteError::Deadline { .. } => Permanence::Transient,
             // The registry refused the upload's record: a later try may
             // find it writable again.
             RemoteError::Unrecorded { .. } => Permanence::Transient,

@@ -46,7 +46,7 @@ pub use download::{
 };
 pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};
-pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV};
+pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV, METADATA_TIMEOUT_ENV};
 pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
 pub use object_remote::{ObjectRemote, StoreError};
 pub use resolved::{Access, ResolveError};

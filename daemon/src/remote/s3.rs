@@ -16,7 +16,8 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use rusty_s3::{Bucket, S3Action, UrlStyle};
 
 use super::transport::{
-    chain, etag, head_size, header, ranged_if, send_retrying, transport, with_headers, Retry, Sent,
+    chain, etag, head_size, header, ranged_if, send_retrying, transport, with_headers, within,
+    Retry, Sent,
 };
 use super::{RemoteError, S3Credentials, UploadJournal};
 use crate::settings::{Key, Settings};
@@ -52,6 +53,9 @@ pub struct S3Config {
     pub path_style: bool,
     pub retry: Retry,
     pub timeout: Duration,
+    /// The most a HEAD may take in all, retries included (the
+    /// `metadata_timeout` setting): `timeout` bounds one read only.
+    pub metadata_timeout: Duration,
 }
 
 impl S3Config {
@@ -76,6 +80,9 @@ impl S3Config {
             path_style: custom.is_some(),
             retry: Retry::default(),
             timeout: Duration::from_secs(60),
+            metadata_timeout: settings
+                .secs(Key::MetadataTimeout)
+                .unwrap_or(super::http::DEFAULT_METADATA_TIMEOUT),
         })
     }
 }
@@ -139,6 +146,9 @@ impl S3Client {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(config.timeout)
+            // A redirect (a regional endpoint) must not carry the signed
+            // URL, query and all, to the next host.
+            .referer(false)
             .build()
             .map_err(|e| RemoteError::Protocol {
                 op: "configure",
@@ -205,9 +215,7 @@ impl S3Client {
         let url = b.head_object(self.creds.keys.as_ref(), key).sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         let resp = self
-            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
-                self.http.head(url.clone())
-            })
+            .send_head(&object, || self.http.head(url.clone()))
             .await?;
         if resp.status() == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -232,7 +240,7 @@ impl S3Client {
         let url = action.sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         let resp = self
-            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
+            .send_head(&object, || {
                 self.http
                     .head(url.clone())
                     .header("x-amz-checksum-mode", "ENABLED")
@@ -263,9 +271,7 @@ impl S3Client {
         let url = action.sign(SIGN_FOR);
         let object = format!("s3://{bucket}/{key}");
         let resp = self
-            .send("HEAD", &object, &[StatusCode::NOT_FOUND], || {
-                self.http.head(url.clone())
-            })
+            .send_head(&object, || self.http.head(url.clone()))
             .await?;
         if resp.status() == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -489,6 +495,18 @@ impl S3Client {
                 Err(e)
             }
         }
+    }
+
+    /// A HEAD of `object`, with a whole-answer deadline (a HEAD has no
+    /// body: the headers are the answer), so a store trickling them cannot
+    /// hold add-url or a push.
+    async fn send_head(
+        &self,
+        object: &str,
+        make: impl Fn() -> RequestBuilder,
+    ) -> Result<Response, RemoteError> {
+        let sent = self.send("HEAD", object, &[StatusCode::NOT_FOUND], make);
+        within(self.config.metadata_timeout, "HEAD", object, sent).await
     }
 
     async fn status_error(

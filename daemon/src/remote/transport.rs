@@ -112,6 +112,27 @@ pub(super) fn with_headers(mut req: RequestBuilder, headers: &[(&str, &str)]) ->
     req
 }
 
+/// `work` (a metadata request: its retries, redirects and answer), or a
+/// [`RemoteError::Deadline`] naming `object` once `deadline` has passed.
+/// The read timeout bounds one read; this bounds the whole, so a server
+/// trickling its answer a byte at a time cannot hold the caller forever.
+pub(super) async fn within<T>(
+    deadline: Duration,
+    op: &'static str,
+    object: &str,
+    work: impl std::future::Future<Output = Result<T, RemoteError>>,
+) -> Result<T, RemoteError> {
+    tokio::time::timeout(deadline, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(RemoteError::Deadline {
+                op,
+                object: object.into(),
+                deadline,
+            })
+        })
+}
+
 fn retryable(status: StatusCode) -> bool {
     Permanence::of_status(status.as_u16()) == Permanence::Transient
 }

@@ -27,6 +27,7 @@ pub enum Key {
     DrsTokenFile,
     Gen3Credentials,
     DrsWaitSecs,
+    MetadataTimeout,
     Netrc,
     S3Endpoint,
     S3Region,
@@ -274,6 +275,15 @@ pub static SPECS: &[Spec] = &[
             Kind::Secs,
         ),
         "60",
+    ),
+    default(
+        top(
+            Key::MetadataTimeout,
+            "metadata_timeout",
+            &[crate::remote::METADATA_TIMEOUT_ENV],
+            Kind::Secs,
+        ),
+        "30",
     ),
     default(top(Key::Netrc, "netrc", &["NETRC"], Kind::Path), "~/.netrc"),
     default(

@@ -10,12 +10,24 @@
 //!
 //! Redirects are followed only within one origin (scheme, host, port):
 //! enough for a server that adds a trailing slash, never a way to carry
-//! the user's credentials, or the request, to another host.
+//! the user's credentials, or the request, to another host; and no request
+//! carries a `Referer` (`http::client_builder`).
+//!
+//! Each call has a whole-answer deadline, the `metadata_timeout` setting
+//! (`Api::deadline`): from its first byte sent to its answer's last byte
+//! read, the credential's fetch, retries and redirects included, it must
+//! be done by then, or it fails as [`DrsError::Deadline`] naming the
+//! server. The read timeout bounds one read only: a server trickling a
+//! byte every few seconds would otherwise hold add-url, a prefetch or a
+//! push forever. A `202 Accepted` wait is not a stall: the clock starts
+//! again with the request that follows it (the waits have their own bound,
+//! [`Pending`]).
 
 use std::time::Duration;
 
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
+use tokio::time::{timeout_at, Instant};
 
 use super::auth::{Credential, DrsAuth};
 use super::DrsError;
@@ -41,6 +53,8 @@ const MIN_WAIT: Duration = Duration::from_millis(100);
 pub struct Api {
     pub(super) http: reqwest::Client,
     pub(super) retry: Retry,
+    /// The most one call may take, answer read (`metadata_timeout`).
+    pub(super) deadline: Duration,
 }
 
 impl Api {
@@ -60,6 +74,7 @@ impl Api {
         Ok(Api {
             http,
             retry: config.retry,
+            deadline: config.metadata_timeout,
         })
     }
 }
@@ -146,13 +161,24 @@ pub(super) struct Caller {
 impl Caller {
     /// The answer to `ask`: a success other than 202, or a status the
     /// caller accepts; anything else is an error naming what was asked.
+    /// The answer's body must be read by [`read_json`] before the call's
+    /// deadline, which the response carries.
     pub async fn send(&self, ask: &Ask<'_>) -> Result<Response, DrsError> {
         let mut waited = Duration::ZERO;
         let mut renewed = false;
         loop {
-            let credential = self.auth.credential(&self.api.http, ask.server).await?;
+            let until = Until {
+                at: Instant::now() + self.api.deadline,
+                deadline: self.api.deadline,
+            };
+            let credential = until
+                .bound(ask, self.auth.credential(&self.api.http, ask.server))
+                .await??;
             let make = || credential.apply((ask.build)(&self.api.http));
-            match send_retrying(self.api.retry, ask.accept, make).await {
+            let sent = until
+                .bound(ask, send_retrying(self.api.retry, ask.accept, make))
+                .await?;
+            match sent {
                 Sent::Answered(resp) if resp.status() == StatusCode::ACCEPTED => {
                     let wait = self
                         .pending
@@ -164,7 +190,10 @@ impl Caller {
                     tokio::time::sleep(wait).await;
                     waited += wait;
                 }
-                Sent::Answered(resp) => return Ok(resp),
+                Sent::Answered(mut resp) => {
+                    resp.extensions_mut().insert(until);
+                    return Ok(resp);
+                }
                 Sent::Refused { resp, .. }
                     if resp.status() == StatusCode::UNAUTHORIZED
                         && credential.is_renewable()
@@ -188,23 +217,51 @@ impl Caller {
     }
 }
 
-/// The body of `resp` as `T`, read up to [`MAX_BODY`] bytes.
+/// When one call must be done, and the setting that said so; carried by
+/// the answer [`Caller::send`] returns, for [`read_json`].
+#[derive(Debug, Clone, Copy)]
+struct Until {
+    at: Instant,
+    deadline: Duration,
+}
+
+impl Until {
+    /// `work`, or [`DrsError::Deadline`] once the call's time is up.
+    async fn bound<T>(
+        &self,
+        ask: &Ask<'_>,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, DrsError> {
+        timeout_at(self.at, work)
+            .await
+            .map_err(|_| DrsError::Deadline {
+                asked: ask.asked.to_string(),
+                server: shown_url(ask.server),
+                deadline: self.deadline,
+            })
+    }
+}
+
+/// The body of `resp` as `T`, read up to [`MAX_BODY`] bytes, by the
+/// deadline of the call that got it ([`Caller::send`]'s answers carry it).
 pub(super) async fn read_json<T: DeserializeOwned>(
     resp: Response,
     ask: &Ask<'_>,
 ) -> Result<T, DrsError> {
-    let body = read_body(resp)
-        .await
-        .map_err(|(why, permanence)| match permanence {
-            Permanence::Transient => DrsError::Transport {
-                asked: ask.asked.to_string(),
-                server: shown_url(ask.server),
-                why,
-                attempts: 1,
-                permanence,
-            },
-            Permanence::Permanent => bad_answer(ask, why),
-        })?;
+    let read = match resp.extensions().get::<Until>().copied() {
+        Some(until) => until.bound(ask, read_body(resp)).await?,
+        None => read_body(resp).await,
+    };
+    let body = read.map_err(|(why, permanence)| match permanence {
+        Permanence::Transient => DrsError::Transport {
+            asked: ask.asked.to_string(),
+            server: shown_url(ask.server),
+            why,
+            attempts: 1,
+            permanence,
+        },
+        Permanence::Permanent => bad_answer(ask, why),
+    })?;
     serde_json::from_slice(&body).map_err(|e| bad_answer(ask, json_error(&e)))
 }
 

@@ -56,6 +56,17 @@ pub enum DrsError {
         status: u16,
         attempts: u32,
     },
+    /// A call got no whole answer within the `metadata_timeout` setting.
+    #[error(
+        "{asked}: {server} sent no complete answer within {:.1} s (the metadata_timeout setting, {}); the server is stalled or too slow: try again later, or raise the setting",
+        deadline.as_secs_f64(),
+        crate::remote::METADATA_TIMEOUT_ENV
+    )]
+    Deadline {
+        asked: String,
+        server: String,
+        deadline: Duration,
+    },
     #[error("{asked}: {server}: {why}{}", tries(*attempts))]
     Transport {
         asked: String,
@@ -89,6 +100,8 @@ impl DrsError {
             // A server still staging the object, an answer cut or garbled
             // on the way: a later try may do.
             DrsError::StillPending { .. } | DrsError::BadAnswer { .. } => Permanence::Transient,
+            // A stalled server may answer a later try.
+            DrsError::Deadline { .. } => Permanence::Transient,
             // A token file being rewritten reads empty for a moment.
             DrsError::Credentials { .. } => Permanence::Transient,
             DrsError::BadUri(_)

@@ -5,6 +5,7 @@
 
 mod auth;
 mod client;
+mod deadline;
 mod indexd;
 
 use std::sync::{Arc, Mutex};
@@ -146,6 +147,7 @@ pub fn quick() -> HttpConfig {
             first_delay: Duration::from_millis(1),
         },
         timeout: Duration::from_secs(10),
+        metadata_timeout: Duration::from_secs(10),
         ca_file: None,
     }
 }
