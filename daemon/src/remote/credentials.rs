@@ -217,4 +217,41 @@ mod tests {
         let c = S3Credentials::resolve(&env(&[]), Some(none.path())).unwrap();
         assert_eq!(c.source, CredentialSource::Anonymous);
     }
+
+    /// Keys from a file another user could write would sign for their
+    /// account: refused, naming the file, its mode and the chmod (and, as
+    /// root, a file given to another user; skipped when not root).
+    #[test]
+    fn a_credentials_file_another_user_could_change_is_refused_naming_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".aws/credentials");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "[default]\naws_access_key_id = A\naws_secret_access_key = s3cr3t\n",
+        )
+        .unwrap();
+        let settings = Settings::from_pairs(&[]).unwrap();
+        let resolve = |mode: u32| {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            S3Credentials::resolve(&settings, Some(dir.path()))
+        };
+        let err = resolve(0o666).unwrap_err().to_string();
+        assert!(
+            err.contains(&file.display().to_string())
+                && err.contains("mode 666")
+                && err.contains(&format!("chmod go-w {}", file.display())),
+            "{err}"
+        );
+        assert!(!err.contains("s3cr3t"), "{err}");
+        assert_eq!(resolve(0o600).unwrap().keys.unwrap().secret(), "s3cr3t");
+        if drsd_proto::paths::current_uid() == 0 {
+            std::os::unix::fs::lchown(&file, Some(65534), None).unwrap();
+            let err = resolve(0o600).unwrap_err().to_string();
+            assert!(err.contains("owned by uid 65534"), "{err}");
+        } else {
+            eprintln!("not root: the another-user half is skipped");
+        }
+    }
 }

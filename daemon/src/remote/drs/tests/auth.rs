@@ -168,3 +168,65 @@ async fn basic_comes_from_the_netrc_machine_entry_of_the_host() {
         "{err}"
     );
 }
+
+/// The three credential files a DRS request reads (a bearer token, a Gen3
+/// key, a netrc file), each made writable by others, or (as root) given to
+/// another user: the request fails naming the file and what to run, and
+/// nothing reaches the server. Not root, the owner half is skipped (only
+/// root can give a file away).
+#[tokio::test]
+async fn a_credential_file_another_user_could_change_is_refused_before_any_request() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(|seen, _| match seen.path.as_str() {
+        EXCHANGE => reply(200, serde_json::json!({"access_token": access_token(1, 3600)})),
+        _ => reply(200, object("dg.TEST/u1", 1)),
+    })
+    .await;
+    let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken-s3cr3t\n").unwrap();
+    let key = key_file(dir.path());
+    let netrc = dir.path().join(".netrc");
+    std::fs::write(&netrc, "default login alice password s3cr3t\n").unwrap();
+    let root = drsd_proto::paths::current_uid() == 0;
+    if !root {
+        eprintln!("not root: the another-user half is skipped");
+    }
+    let cases: [(&Path, DrsAuth); 3] = [
+        (&token, DrsAuth::none().with_token_file(token.clone())),
+        (&key, DrsAuth::none().with_gen3_key(key.clone())),
+        (&netrc, DrsAuth::none().with_netrc(netrc.clone())),
+    ];
+    for (path, auth) in cases {
+        let client = DrsClient::new(&quick(), server.servers("dg.TEST"), auth).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = client.object(&uri).await.unwrap_err().to_string();
+        assert!(
+            err.contains(&path.display().to_string())
+                && err.contains("mode 666")
+                && err.contains(&format!("chmod go-w {}", path.display())),
+            "{err}"
+        );
+        assert!(!err.contains("s3cr3t"), "{err}");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if root {
+            std::os::unix::fs::lchown(path, Some(65534), None).unwrap();
+            let err = client.object(&uri).await.unwrap_err().to_string();
+            assert!(
+                err.contains(&path.display().to_string())
+                    && err.contains("owned by uid 65534")
+                    && err.contains("chown"),
+                "{err}"
+            );
+            std::os::unix::fs::lchown(path, Some(0), None).unwrap();
+        }
+        // The user's own file again: the request passes (read at each use).
+        client.object(&uri).await.unwrap();
+    }
+    // Only the requests after each fix went out: three with a login, and
+    // the Gen3 key's one exchange.
+    let seen = server.seen();
+    let carried = seen.iter().filter(|s| s.authorization.is_some()).count();
+    assert_eq!((seen.len(), carried), (4, 3), "{seen:?}");
+}
