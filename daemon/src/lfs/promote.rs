@@ -46,7 +46,9 @@ pub struct Promoted {
 
 /// Rewrites each path whose index entry is its `from` pointer: the work-tree
 /// file (when it still holds that pointer) through a temp file and a rename,
-/// then the index entry, staged as `git add` would.
+/// then the index entry, staged as `git add` would. Restartable: a path whose
+/// work-tree file holds exactly the `to` pointer while its index entry is
+/// still `from` (an earlier run cut after the write) is staged, not refused.
 pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promoted, TrackError> {
     let mut done = Promoted::default();
     if rewrites.is_empty() {
@@ -80,6 +82,15 @@ pub fn promote(top: &Path, rewrites: &[Rewrite], scope: Scope) -> Result<Promote
         }
         if staged != Some(&r.from) {
             done.changed.push(r.path.clone());
+            continue;
+        }
+        if holds(top, &r.path, &r.to) {
+            // Half done: a promotion cut between its work-tree write and its
+            // staging (git's index held past the wait, a kill -9) left these
+            // exact bytes; only the staging is missing, whatever the scope
+            // (only a promotion the scope allowed wrote them). Bytes the
+            // user changed in any way do not match and are left alone.
+            ready.push(r.path.as_str());
             continue;
         }
         if scope == Scope::Uncommitted && head.get(&r.path) == blob {
@@ -201,6 +212,82 @@ mod tests {
             std::fs::read(top.join("p.bin")).unwrap(),
             to.to_text().as_bytes()
         );
+    }
+
+    fn staged_text(top: &Path, rel: &str) -> String {
+        let out = git(top).args(["show", &format!(":{rel}")]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_promotion_cut_by_a_held_index_lock_is_finished_by_the_next_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git_ok(top, &["init", "-q"]);
+        let (from, to) = etag_and_body();
+        staged_pointer(top, "p.bin", &from);
+        let rewrite = Rewrite {
+            path: "p.bin".into(),
+            from,
+            to,
+        };
+        // Another git holds the index past the wait: the work tree is
+        // written, the staging fails.
+        let lock = top.join(".git/index.lock");
+        std::fs::write(&lock, b"").unwrap();
+        let cut = promote(top, std::slice::from_ref(&rewrite), Scope::All);
+        assert!(cut.is_err(), "{cut:?}");
+        assert_eq!(std::fs::read(top.join("p.bin")).unwrap(), to.to_text().as_bytes());
+        assert_eq!(staged_text(top, "p.bin"), from.to_text());
+        std::fs::remove_file(&lock).unwrap();
+        let again = promote(top, &[rewrite], Scope::All).unwrap();
+        assert_eq!(again.rewritten, vec!["p.bin".to_string()], "{again:?}");
+        assert!(again.changed.is_empty(), "{again:?}");
+        assert_eq!(staged_text(top, "p.bin"), to.to_text());
+    }
+
+    #[test]
+    fn a_committed_pointer_left_half_promoted_by_a_kill_is_staged_by_the_daemon_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git_ok(top, &["init", "-q"]);
+        let (from, to) = etag_and_body();
+        staged_pointer(top, "p.bin", &from);
+        git_ok(
+            top,
+            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "provisional"],
+        );
+        // What `drsctl promote` killed after its write leaves.
+        std::fs::write(top.join("p.bin"), to.to_text()).unwrap();
+        let rewrite = Rewrite {
+            path: "p.bin".into(),
+            from,
+            to,
+        };
+        let done = promote(top, &[rewrite], Scope::Uncommitted).unwrap();
+        assert_eq!(done.rewritten, vec!["p.bin".to_string()], "{done:?}");
+        assert_eq!(staged_text(top, "p.bin"), to.to_text());
+    }
+
+    #[test]
+    fn a_file_changed_by_the_user_after_a_cut_promotion_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path();
+        git_ok(top, &["init", "-q"]);
+        let (from, to) = etag_and_body();
+        staged_pointer(top, "p.bin", &from);
+        // The content pointer, then an edit: one byte more is the user's.
+        let edited = format!("{}\n", to.to_text());
+        std::fs::write(top.join("p.bin"), &edited).unwrap();
+        let rewrite = Rewrite {
+            path: "p.bin".into(),
+            from,
+            to,
+        };
+        let done = promote(top, &[rewrite], Scope::All).unwrap();
+        assert_eq!(done.changed, vec!["p.bin".to_string()], "{done:?}");
+        assert_eq!(std::fs::read_to_string(top.join("p.bin")).unwrap(), edited);
+        assert_eq!(staged_text(top, "p.bin"), from.to_text());
     }
 
     #[test]
