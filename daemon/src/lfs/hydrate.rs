@@ -71,7 +71,11 @@ pub fn place_bytes(lfs_dir: &Path, oid: &Oid, bytes: &[u8]) -> Result<Hydrated, 
 }
 
 /// Whether the repo has a file of `size` bytes at the object's path; an
-/// object path that is a symlink is refused.
+/// object path that is a symlink is refused. Presence by length is git-lfs's
+/// own rule for its store, and the pool vouches for nothing here: it hands
+/// out nothing and trusts nothing of the repo's copy (what the pool takes
+/// from a repo is hashed, `Pool::adopt_file`; `git lfs fsck` checks the
+/// repo's copy).
 fn present(lfs_dir: &Path, oid: &Oid, size: u64) -> Result<bool, PoolError> {
     let dest = object_path(&lfs_dir.join("objects"), oid);
     match std::fs::symlink_metadata(&dest) {

@@ -256,6 +256,9 @@ fn object_path(objects: &Path, pointer: &Pointer) -> PathBuf {
     objects.join(&hex[0..2]).join(&hex[2..4]).join(&hex)
 }
 
+/// Counted by length, as git-lfs counts its store: a figure for the scan's
+/// report and a reason to try adopting, never a trust decision (what is
+/// adopted is hashed first, `adopt`).
 fn in_lfs_objects(objects: &Path, pointer: &Pointer) -> bool {
     std::fs::metadata(object_path(objects, pointer))
         .is_ok_and(|m| m.is_file() && m.len() == pointer.size)

@@ -13,7 +13,8 @@
 //! - when the lines appended since outnumber the entries it then held
 //!   (so a repo's mirror costs a constant per entry written, amortized);
 //! - when the file is not exactly as this daemon left it: another inode,
-//!   length, owner or mode. Appending opens an existing name for writing,
+//!   length, ctime, owner or mode (the ctime catches a same-length edit in
+//!   place, even one that set the mtime back). Appending opens an existing name for writing,
 //!   which the daemon does nowhere else in a repo; it does so only to the
 //!   very file it created last, checked on the open descriptor
 //!   (`O_NOFOLLOW`, same device and inode, one link, 0600, same length),
@@ -74,6 +75,7 @@ fn rewrite(common_dir: &Path, entries: &[Entry]) -> Result<Written, RegistryErro
         dev: meta.dev(),
         ino: meta.ino(),
         len: meta.len(),
+        ctime: ctime(&meta),
         lines: entries.len(),
         live: entries.len(),
     })
@@ -94,6 +96,9 @@ struct Written {
     dev: u64,
     ino: u64,
     len: u64,
+    /// Moved by every write, ours included (each append records the new
+    /// one), and by nothing else can it be set back.
+    ctime: (i64, i64),
     /// Lines in the file.
     lines: usize,
     /// Entries at the last whole rewrite.
@@ -110,10 +115,15 @@ impl Written {
     fn is(&self, meta: &std::fs::Metadata) -> bool {
         meta.is_file()
             && (meta.dev(), meta.ino(), meta.len()) == (self.dev, self.ino, self.len)
+            && ctime(meta) == self.ctime
             && meta.nlink() == 1
             && meta.uid() == own_uid()
             && meta.permissions().mode() & 0o777 == 0o600
     }
+}
+
+fn ctime(meta: &std::fs::Metadata) -> (i64, i64) {
+    (meta.ctime(), meta.ctime_nsec())
 }
 
 fn own_uid() -> u32 {
@@ -207,8 +217,10 @@ fn append(
     f.write_all(&text)
         .and_then(|()| f.sync_data())
         .map_err(IoError::at("append to", &file))?;
+    let after = f.metadata().map_err(IoError::at("stat", &file))?;
     Ok(Some(Written {
         len: last.len + text.len() as u64,
+        ctime: ctime(&after),
         lines: last.lines + entries.len(),
         ..*last
     }))

@@ -565,3 +565,30 @@ fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done() {
         ]
     );
 }
+
+#[test]
+fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (reg, common) = registry_and_common(tmp.path());
+    let repo = Path::new("/repos/a");
+    let file = mirror::path_in(&common);
+    let x = object("https://h/x", "1-1", 1);
+    let y = object("https://h/y", "2-2", 2);
+    reg.record_and_mirror(repo, &common, &[entry("x", &x)], &[])
+        .unwrap();
+
+    // Same inode, same length, same mtime: only the ctime tells.
+    let before = std::fs::metadata(&file).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap().replace("https://h/x", "https://q/x");
+    let f = std::fs::File::options().write(true).open(&file).unwrap();
+    std::io::Write::write_all(&mut &f, text.as_bytes()).unwrap();
+    f.set_modified(before.modified().unwrap()).unwrap();
+    drop(f);
+    let edited = inode(&file);
+    assert_eq!(edited, std::os::unix::fs::MetadataExt::ino(&before));
+
+    reg.record_and_mirror(repo, &common, &[entry("y", &y)], &[])
+        .unwrap();
+    assert_ne!(inode(&file), edited, "rewritten, not appended to");
+    assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
+}

@@ -99,6 +99,10 @@ pub fn list(dir: &Path) -> Result<Vec<Partial>, PartialsError> {
             name,
             path: entry.path(),
             bytes: meta.len(),
+            // A hint for housekeeping only (has anyone written it lately?):
+            // no byte of a partial file is trusted by its stat data; a
+            // resume trusts its record's checked bytes and hashes them
+            // again from disk (`partial.rs`, `download.rs`).
             modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
         });
     }

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 use crate::blocking;
 use crate::git::Repo;
@@ -31,7 +30,7 @@ pub struct RepoFacts {
     /// Indexd `authz` resources for new records.
     pub authz: Vec<String>,
     attributes: PathBuf,
-    stamp: Option<SystemTime>,
+    stamp: Option<Stamp>,
 }
 
 impl RepoFacts {
@@ -65,7 +64,7 @@ impl RepoFacts {
         let tmp = crate::safe_write::create_dirs(&common, Path::new("lfs/tmp"))
             .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
         let attributes = top.join(".gitattributes");
-        let stamp = modified(&attributes);
+        let stamp = stamp(&attributes);
         let settings = recorded(&top).map_err(|e| bad(&e))?;
         Ok(RepoFacts {
             top,
@@ -80,7 +79,7 @@ impl RepoFacts {
     }
 
     fn still_current(&self) -> bool {
-        modified(&self.attributes) == self.stamp
+        stamp(&self.attributes) == self.stamp
     }
 }
 
@@ -106,6 +105,46 @@ impl FactsCache {
     }
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// What tells one state of `.gitattributes` from another: the object
+/// remote it records decides where objects go and where the pre-push check
+/// looks, so this is a trust decision, not a hint. The mtime alone misses
+/// an edit that sets it back (`rsync -t`) or lands in the same clock tick;
+/// the ctime moves with every write and cannot be set back, and the inode
+/// changes when git or an editor replaces the file.
+type Stamp = (u64, u64, u64, (i64, i64), (i64, i64));
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.len(),
+        (m.mtime(), m.mtime_nsec()),
+        (m.ctime(), m.ctime_nsec()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The object remote recorded in `.gitattributes` changed to another of
+    /// the same length, the mtime set back: the cached facts are not current.
+    #[test]
+    fn an_attributes_edit_that_sets_the_mtime_back_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".gitattributes");
+        std::fs::write(&path, "* drs-remote=s3://aaaa/x\n").unwrap();
+        let before = stamp(&path);
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut &file, b"* drs-remote=s3://bbbb/x\n").unwrap();
+        file.set_modified(mtime).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().modified().unwrap(),
+            mtime
+        );
+        assert_ne!(stamp(&path), before);
+    }
 }
