@@ -186,7 +186,9 @@ fn request<'a>(origin: Origin<'a>, object: &'a ForeignObject, checks: &'a Checks
         size: object.size,
         etag: Some(object.etag.as_str()).filter(|e| !e.is_empty()),
         last_modified: pinned_last_modified(object, checks),
-        expect: None,
+        // A content oid recorded before any read is a claim (a checksum
+        // header, `--sha256`, a DRS record): the bytes must bear it out.
+        expect: object.content_oid.filter(|_| !object.content_read),
         md5: checks.md5,
         part_sizes: &checks.part_sizes,
     }

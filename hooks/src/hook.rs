@@ -124,6 +124,13 @@ async fn send_ahead(socket: &Path, remote: String, input: &[u8]) -> Ahead {
                     report.in_indexd, report.registered
                 );
             }
+            if report.trusted > 0 {
+                eprintln!(
+                    "drs-hook: {} object(s) taken as present on the word of {} (trust_claims), their bytes not shown",
+                    report.trusted,
+                    report.trusted_sources.join(", ")
+                );
+            }
             for stopped in report.refused.iter().chain(&report.failed) {
                 eprintln!(
                     "drs-hook: refusing the push: {} (object {}): {}",

@@ -126,6 +126,13 @@ pub struct PushReport {
     /// Objects registered with the repo's Indexd by this push.
     #[serde(default)]
     pub registered: u64,
+    /// Objects counted present on the word of a source the user trusts
+    /// (the `trust_claims` setting) without their bytes shown (counted in
+    /// `present` too), and those sources.
+    #[serde(default)]
+    pub trusted: u64,
+    #[serde(default)]
+    pub trusted_sources: Vec<String>,
     /// Objects that could not be sent or checked now (the store
     /// unreachable, a disk full), with the reason and paths: the push must
     /// not go on, but may succeed when tried again.

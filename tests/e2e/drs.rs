@@ -481,3 +481,46 @@ fn an_expired_bearer_token_is_a_clear_error_naming_the_server_and_the_token_file
     );
     assert!(!repo.join("g2.bam").exists());
 }
+
+/// An Indexd record is a claim: one that names this object's sha256 and
+/// size at a location holding other bytes (of the same size, so a HEAD
+/// agrees) must not let the push skip the upload. The push sends the
+/// object, registers it, and a fresh clone gets the right bytes.
+#[test]
+fn an_indexd_record_whose_location_holds_other_bytes_is_not_taken_as_held() {
+    let server = server();
+    let world = World::new();
+    let (repo, layout) = indexd_repo(&world, &server, "liar");
+    let ours = content(70_001, 21);
+    let other = content(70_001, 22);
+    let oid = sha256_hex(&ours);
+    let url = source_object("liar", "claimed/reads.bam", &other);
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), oid.clone());
+    server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: ours.len() as u64,
+            hashes,
+            urls: vec![url],
+            file_name: Some("reads.bam".into()),
+            authz: vec!["/programs/p/projects/q".into()],
+            acl: Vec::new(),
+            did: None,
+        })
+        .unwrap();
+    std::fs::write(repo.join("ours.bin"), &ours).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "ours.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "data"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("0 object(s) held there already (not sent), 1 registered"), "{said}");
+    let key = layout.key(&oid.parse().unwrap());
+    let there = rt().block_on(s3().get_bytes(&layout.bucket, &key, None)).unwrap();
+    assert!(there == ours, "the object was not sent");
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
+}

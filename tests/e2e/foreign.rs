@@ -828,3 +828,92 @@ fn many_small_objects_hashed_together_are_promoted_in_batches_not_one_git_pass_e
         "{during} git processes for {n} objects: not batched"
     );
 }
+
+/// A source object whose `x-amz-meta-sha256` names other bytes: add-url
+/// takes the tag as the pointer's oid (a claim may name what to look for),
+/// but the push must not copy it server-side on the tag's word, which
+/// would leave the remote's key of that oid holding other bytes for every
+/// later pusher to believe. Its bytes are read, do not match, and the
+/// push is refused with nothing written under the key.
+#[test]
+fn a_source_whose_sha256_tag_lies_is_not_copied_and_the_push_is_refused() {
+    let world = World::new();
+    let body = content(300_000, 8);
+    let other = content(300_000, 9);
+    let lie = sha256_hex(&other);
+    let bucket = format!("src-lie-{}", std::process::id());
+    rt().block_on(async {
+        s3().create_bucket(&bucket).await.unwrap();
+        s3().put_with(
+            &bucket,
+            "cohort/sample.bam",
+            Bytes::from(body.clone()),
+            &[(drsd::remote::SHA256_META, &lie)],
+        )
+        .await
+        .unwrap();
+    });
+    let (repo, layout) = drs_repo(&world, "lie");
+    let url = format!("s3://{bucket}/cohort/sample.bam");
+    let added = world.drsctl_ok(&repo, &["add-url", &url, "sample.bam"]);
+    assert_eq!(added["added"][0]["oid_from"], "store_checksum", "{added}");
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "sample"]));
+    let (_remotes, _bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "the push went through: {said}");
+    assert!(!said.contains("copied server-side"), "{said}");
+    assert!(said.contains("sample.bam") && said.contains(&lie), "{said}");
+    let key = layout.key(&lie.parse().unwrap());
+    let there = rt().block_on(s3().head(&layout.bucket, &key)).unwrap();
+    assert!(there.is_none(), "s3://{}/{key} was written: {there:?}", layout.bucket);
+}
+
+/// An object named by its content oid at add-url (`--sha256`, or a
+/// correct checksum header) is still fetched: the push to an S3 remote,
+/// which cannot copy an https source server-side, needs its bytes, and
+/// the claim is checked against them on the way.
+#[test]
+fn an_https_object_added_with_its_sha256_is_fetched_checked_and_pushed() {
+    let world = World::with_prefetch();
+    let body = content(400_003, 10);
+    let url = serve(&format!("{}/named.vcf", www_dir("named")), &body);
+    let (repo, layout) = drs_repo(&world, "n");
+    let oid = sha256_hex(&body);
+    let added = world.drsctl_ok(&repo, &["add-url", "--sha256", &oid, &url, "named.vcf"]);
+    assert_eq!(added["added"][0]["provisional"], false, "{added}");
+    // Its bytes are read and checked in the background like any other's.
+    wait_for("the check of the named object", || {
+        queue(&world, &repo)["done"].as_u64() == Some(1)
+    });
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    in_layout(&layout, &oid, body.len() as u64);
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "named.vcf"), oid);
+}
+
+/// The same with a wrong `--sha256`: the check fails the object's job
+/// naming both hashes, and the push is refused.
+#[test]
+fn an_https_object_added_with_a_wrong_sha256_fails_its_check_and_is_not_pushed() {
+    let world = World::with_prefetch();
+    let body = content(50_001, 11);
+    let url = serve(&format!("{}/wrong.vcf", www_dir("wrong")), &body);
+    let (repo, layout) = drs_repo(&world, "x");
+    let wrong = sha256_hex(b"not these bytes");
+    world.drsctl_ok(&repo, &["add-url", "--sha256", &wrong, &url, "wrong.vcf"]);
+    git(&repo, &["add", ".gitattributes"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "vcf"]));
+    let (_remotes, _bare) = bare_origin(&repo);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("wrong.vcf") && said.contains(&sha256_hex(&body)), "{said}");
+    let key = layout.key(&wrong.parse().unwrap());
+    assert!(rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none());
+}

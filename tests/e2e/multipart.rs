@@ -138,6 +138,7 @@ fn recorded(liar: &Liar, etag: &str, size: usize) -> ForeignObject {
         last_modified: Some(LM.into()),
         recorded_at: 0,
         md5: None,
+        content_read: false,
     }
 }
 

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use drsd::pool::Oid;
 
-use super::lfs_transfer::{content, git_fails, Daemon, World};
+use super::lfs_transfer::{content, git_fails, rt, s3, Daemon, World};
 
 /// Commits at `path` in `repo` a pointer to an object no one has.
 fn commit_ghost(daemon: &Daemon, repo: &Path, path: &str) -> Oid {
@@ -112,4 +112,68 @@ fn an_object_only_the_object_remote_has_lets_the_push_go_on() {
     other.git(&b, &["remote", "add", "second", bare2.to_str().unwrap()]);
     other.git(&b, &["push", "-q", "second", "main"]);
     assert_eq!(branch_head(&other, &bare2), branch_head(&other, &bare));
+}
+
+/// Writes `len` bytes that are not object `oid` under its key in the
+/// world's object remote, tagged with its sha256 as drsd's uploads are:
+/// what a lab member who can write the bucket plants.
+fn plant(world: &World, oid: &Oid, len: usize) -> String {
+    let layout = drsd::remote::ObjectLayout::parse(&world.remote_url).unwrap();
+    let key = layout.key(oid);
+    let planted = vec![b'!'; len];
+    rt().block_on(s3().put_with(
+        &world.bucket,
+        &key,
+        planted.into(),
+        &[(drsd::remote::SHA256_META, &oid.to_hex())],
+    ))
+    .unwrap();
+    key
+}
+
+fn held_bytes(world: &World, key: &str) -> Vec<u8> {
+    rt().block_on(s3().get_bytes(&world.bucket, key, None))
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn an_object_planted_under_its_key_with_its_sha256_tag_is_replaced_by_the_push() {
+    let world = World::new("planted");
+    let daemon = Daemon::start(&world.dir("d1"));
+    // One below the size sent with If-None-Match first (its 412 is no
+    // proof), one above it (HEAD first).
+    let files = [
+        ("small.bin", content(11, 200_000)),
+        ("mid.bin", content(12, 2 << 20)),
+    ];
+    let (a, _bare) = world.source_repo(&daemon, &files);
+    let keys: Vec<String> = files
+        .iter()
+        .map(|(_, data)| plant(&world, &Oid::of(data), data.len()))
+        .collect();
+
+    daemon.git(&a, &["push", "-q", "origin", "main"]);
+    for ((name, data), key) in files.iter().zip(&keys) {
+        assert!(
+            held_bytes(&world, key) == *data,
+            "{name}: the planted bytes at {key} were taken for the object"
+        );
+    }
+}
+
+#[test]
+fn a_planted_object_nobody_here_can_send_refuses_the_push_naming_its_key() {
+    let world = World::new("plantghost");
+    let daemon = Daemon::start(&world.dir("d1"));
+    let (a, bare, before) = pushed_source(&world, &daemon);
+    // A pointer to an object no one has, and other bytes of its size under
+    // its key, tagged with its sha256: a HEAD would call it present.
+    let oid = commit_ghost(&daemon, &a, "ghost.bin");
+    let key = plant(&world, &oid, 123_456);
+    let text = git_fails(&daemon, &a, &["push", "origin", "main"]);
+    assert!(text.contains("ghost.bin"), "{text}");
+    assert!(text.contains(&key), "the key is not named: {text}");
+    assert!(text.contains("other bytes"), "{text}");
+    assert_eq!(branch_head(&daemon, &bare), before, "the branch did not move");
 }

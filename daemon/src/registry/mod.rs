@@ -20,6 +20,7 @@ pub mod mirror;
 mod oid_text;
 mod partial_owners;
 mod queue;
+mod sent;
 mod store;
 mod uploads;
 
@@ -74,6 +75,11 @@ pub struct ForeignObject {
     /// `md5(content)`, hex, once the prefetch has read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
+    /// `content_oid` was learnt from bytes read and hashed here, not from a
+    /// claim (a checksum header, `--sha256`, a DRS record). Never written to
+    /// or read from a mirror: a mirror is a file in the repo, and a claim.
+    #[serde(skip)]
+    pub content_read: bool,
 }
 
 /// One path of a repo pointing at a foreign object: a line of the mirror.

@@ -93,7 +93,8 @@ impl Registry {
             tx.execute(
                 "INSERT INTO jobs (object_id, state, updated_at)
                  SELECT id, CASE WHEN size > ?1 THEN ?3 ELSE ?4 END, ?2 FROM objects
-                 WHERE content_oid IS NULL AND id NOT IN (SELECT object_id FROM jobs)",
+                 WHERE (content_oid IS NULL OR content_read = 0)
+                    AND id NOT IN (SELECT object_id FROM jobs)",
                 params![limit, now() as i64, JobState::Held, JobState::Queued],
             )
         })
@@ -106,7 +107,8 @@ impl Registry {
             for oid in provisional_oids {
                 tx.execute(
                     "INSERT INTO jobs (object_id, state, updated_at)
-                     SELECT id, ?3, ?2 FROM objects WHERE provisional_oid = ?1 AND content_oid IS NULL
+                     SELECT id, ?3, ?2 FROM objects WHERE (provisional_oid = ?1 OR content_oid = ?1)
+                        AND (content_oid IS NULL OR content_read = 0)
                      ON CONFLICT (object_id) DO UPDATE SET state = ?3, updated_at = ?2
                      WHERE state != ?4",
                     params![oid.to_hex(), now() as i64, JobState::Skipped, JobState::Done],
@@ -132,7 +134,8 @@ impl Registry {
                 tx.execute(
                     "INSERT INTO jobs (object_id, state, attempts, next_at, error, updated_at)
                      SELECT id, ?2, 1, ?3, ?4, ?5 FROM objects
-                     WHERE provisional_oid = ?1 AND content_oid IS NULL
+                     WHERE (provisional_oid = ?1 OR content_oid = ?1)
+                        AND (content_oid IS NULL OR content_read = 0)
                      ON CONFLICT (object_id) DO UPDATE SET state = ?2, attempts = attempts + 1,
                         next_at = ?3, error = ?4, updated_at = ?5
                      WHERE state NOT IN (?6, ?7)",
@@ -205,7 +208,8 @@ impl Registry {
                             updated_at = ?2
                          WHERE state = ?4 AND object_id IN (
                             SELECT id FROM objects
-                            WHERE provisional_oid = ?1 AND content_oid IS NULL)",
+                            WHERE (provisional_oid = ?1 OR content_oid = ?1)
+                               AND (content_oid IS NULL OR content_read = 0))",
                         params![oid.to_hex(), now() as i64, JobState::Queued, state],
                     )?;
                 }
@@ -276,7 +280,8 @@ impl Registry {
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
         self.write("finish a job", |tx| {
             tx.execute(
-                "UPDATE objects SET content_oid = ?2, md5 = COALESCE(?3, md5), updated_at = ?4
+                "UPDATE objects SET content_oid = ?2, md5 = COALESCE(?3, md5), updated_at = ?4,
+                    content_read = 1
                  WHERE id = ?1",
                 params![job.id, content_oid.to_hex(), md5, now() as i64],
             )?;

@@ -56,6 +56,16 @@ const MIGRATIONS: &[&str] = &[
     super::uploads::SCHEMA,
     // Registrations with a Gen3 Indexd made at push time (`indexd.rs`).
     super::indexd::SCHEMA,
+    // Whether the content oid was learnt by reading the bytes here (a
+    // prefetch, add-url's read, a verified fetch), not from a claim (a
+    // checksum header, `--sha256`, a DRS record): only a read lets a push
+    // copy the source server-side (DESIGN.md "Trust"). Every `done` job
+    // was such a read; objects named by a claim get a job at the next start.
+    "ALTER TABLE objects ADD COLUMN content_read INTEGER NOT NULL DEFAULT 0;
+     UPDATE objects SET content_read = 1 WHERE id IN (SELECT object_id FROM jobs WHERE state = 'done');",
+    // Objects this daemon sent to an S3 object remote, with the ETag the
+    // store answered: the same ETag at the key later proves the bytes.
+    super::sent::SCHEMA,
 ];
 
 /// The daemon's registry: one connection behind a mutex (writes are short
@@ -68,7 +78,8 @@ pub struct Registry {
 }
 
 pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
-    o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at, o.md5";
+    o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at, o.md5, \
+    o.content_read";
 
 impl Registry {
     /// Opens (or creates) the registry database at `path`, private to the
@@ -339,9 +350,11 @@ impl Registry {
 fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
     tx.prepare_cached(
         "INSERT INTO objects (url, bucket, key, version_id, etag, size, provisional_oid,
-            content_oid, drs_id, last_modified, recorded_at, updated_at, md5)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)
+            content_oid, drs_id, last_modified, recorded_at, updated_at, md5, content_read)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)
          ON CONFLICT (url, etag, size) DO UPDATE SET
+            content_read = CASE WHEN excluded.content_read = 1 AND (objects.content_oid IS NULL
+                OR objects.content_oid = excluded.content_oid) THEN 1 ELSE objects.content_read END,
             content_oid = COALESCE(objects.content_oid, excluded.content_oid),
             md5 = COALESCE(objects.md5, excluded.md5),
             drs_id = COALESCE(objects.drs_id, excluded.drs_id),
@@ -362,7 +375,8 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
             o.drs_id,
             o.last_modified,
             o.recorded_at,
-            o.md5
+            o.md5,
+            o.content_read
         ],
         |r| r.get(0),
     )
@@ -395,6 +409,7 @@ pub(super) fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<Fore
         last_modified: row.get(at + 9)?,
         recorded_at: row.get(at + 10)?,
         md5: row.get(at + 11)?,
+        content_read: row.get(at + 12)?,
     })
 }
 

@@ -23,6 +23,7 @@ fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
         last_modified: None,
         recorded_at: 1,
         md5: None,
+        content_read: false,
     }
 }
 
@@ -468,7 +469,8 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     // As the schema before `retrying` left it: `failed` meant "tried again later".
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; DROP TABLE indexd_records; PRAGMA user_version = 3;",
+        "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; DROP TABLE indexd_records;
+         ALTER TABLE objects DROP COLUMN content_read; DROP TABLE sent; PRAGMA user_version = 3;",
     )
         .unwrap();
     drop(conn);
@@ -564,6 +566,34 @@ fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done() {
             ("s3://b/a", JobState::Done, Some(note)),
         ]
     );
+}
+
+#[test]
+fn a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    let mut claimed = object("https://h/named.vcf", "5f0-1a", 10);
+    claimed.content_oid = Some(Oid::of(b"what a header said"));
+    let mut read = object("https://h/read.vcf", "5f1-1a", 10);
+    read.content_oid = Some(Oid::of(b"hashed at add-url"));
+    read.content_read = true;
+    reg.record(Path::new("/r"), &[entry("named", &claimed), entry("read", &read)])
+        .unwrap();
+    assert_eq!(reg.queue_unhashed(None).unwrap(), 1, "only the claim is read again");
+    let job = reg.claim(i64::MAX as u64).unwrap().expect("the claim's job");
+    assert_eq!(job.object.url.expose(), "https://h/named.vcf");
+    assert!(!job.object.content_read);
+    let known = |url: &str, etag: &str| reg.lookup_by_location(url, etag, 10).unwrap().unwrap();
+    // Recorded again from a mirror (a claim): still not read.
+    reg.restore(Path::new("/r"), &[entry("named", &claimed)]).unwrap();
+    assert!(!known("https://h/named.vcf", "5f0-1a").content_read);
+    reg.job_done(&job, &claimed.content_oid.unwrap(), None, None)
+        .unwrap();
+    assert!(known("https://h/named.vcf", "5f0-1a").content_read);
+    assert!(known("https://h/read.vcf", "5f1-1a").content_read);
+    // The mirror never carries it: a file in the repo is a claim too.
+    let line = serde_json::to_string(&read).unwrap();
+    assert!(!line.contains("content_read"), "{line}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use rusqlite::params;
 
 use super::store::sql;
 use super::{now, Registry, RegistryError};
-use crate::remote::{MultipartUpload, UploadJournal};
+use crate::remote::MultipartUpload;
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE uploads (
@@ -73,23 +73,6 @@ impl Registry {
             })
             .map_err(&err)?;
         rows.collect::<Result<_, _>>().map_err(&err)
-    }
-}
-
-impl UploadJournal for Registry {
-    fn started(
-        &self,
-        upload: &MultipartUpload,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        Ok(self.upload_started(upload)?)
-    }
-
-    fn ended(&self, upload: &MultipartUpload) {
-        if let Err(e) = self.upload_ended(upload) {
-            // Harmless: the next start aborts it again, and an upload that
-            // is gone counts as aborted.
-            log::warn!("forgetting upload {}: {e}", upload.upload_id);
-        }
     }
 }
 

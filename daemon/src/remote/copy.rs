@@ -43,7 +43,7 @@ impl Remote {
         }
         let (hex, dest) = (oid.to_hex(), layout.key(&oid));
         if let Ok(Some(there)) = client.head(&layout.bucket, &dest).await {
-            if there.size == src.size && there.sha256.as_deref() == Some(hex.as_str()) {
+            if holds_the_source(&client, layout, oid, src, &there) {
                 return CopyOutcome::Present;
             }
         }
@@ -58,7 +58,10 @@ impl Remote {
         };
         let source = format!("s3://{}/{}", src.bucket, src.key);
         match copied {
-            Ok(meta) if meta.size == src.size => CopyOutcome::Copied,
+            Ok(meta) if meta.size == src.size => {
+                client.record_sent(&layout.bucket, &dest, oid, &meta);
+                CopyOutcome::Copied
+            }
             Ok(meta) => CopyOutcome::Failed(format!(
                 "the copy of {source} has {} bytes, not {}",
                 meta.size, src.size
@@ -70,6 +73,31 @@ impl Remote {
             Err(e) => CopyOutcome::Failed(e.to_string()),
         }
     }
+}
+
+/// Whether the destination `there` is shown to hold the object (the
+/// caller copies only a source whose bytes were read and hashed here): the
+/// ETag this daemon recorded for the key, or the source's own MD5 ETag,
+/// which a single CopyObject keeps. Its `x-amz-meta-sha256` is a claim
+/// anyone who can write the bucket can make, and is not looked at.
+fn holds_the_source(
+    client: &S3Client,
+    layout: &ObjectLayout,
+    oid: Oid,
+    src: &CopySource<'_>,
+    there: &super::ObjectMeta,
+) -> bool {
+    if there.size != src.size {
+        return false;
+    }
+    let same_md5 = match (src.etag, there.etag.as_deref()) {
+        (Some(a), Some(b)) => {
+            let a = a.trim_matches('"');
+            crate::registry::is_content_etag(a) && !a.contains('-') && a.eq_ignore_ascii_case(b)
+        }
+        _ => false,
+    };
+    same_md5 || client.sent_here(&layout.bucket, &layout.key(&oid), oid, there)
 }
 
 /// Whether the source still has the size and ETag it was added with; the

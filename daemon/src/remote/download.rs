@@ -725,7 +725,7 @@ fn write_and_hash(
 }
 
 /// What a hash thread keeps adding bytes to.
-trait Accumulate: Send + 'static {
+pub(super) trait Accumulate: Send + 'static {
     fn update(&mut self, bytes: &[u8]);
     fn finish(self) -> Vec<u8>;
 }
@@ -745,7 +745,7 @@ impl<D: Digest + Send + 'static> Accumulate for Whole<D> {
 
 /// S3's multipart ETag: the md5 of each `size`-byte part, then the md5 of
 /// those digests, written `<hex>-<parts>`.
-struct PartsMd5 {
+pub(super) struct PartsMd5 {
     size: u64,
     part: Md5,
     in_part: u64,
@@ -753,7 +753,7 @@ struct PartsMd5 {
 }
 
 impl PartsMd5 {
-    fn new(size: u64) -> PartsMd5 {
+    pub(super) fn new(size: u64) -> PartsMd5 {
         PartsMd5 {
             size: size.max(1),
             part: Md5::new(),

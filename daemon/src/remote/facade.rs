@@ -97,6 +97,13 @@ impl Remote {
         }
     }
 
+    /// Whether the user trusts `source` (an object remote's URL, an
+    /// Indexd's base) at its word: the `trust_claims` setting.
+    pub fn trusts(&self, source: &str) -> bool {
+        let settings = self.clients.settings();
+        super::trusted(settings.text(crate::settings::Key::TrustClaims), source)
+    }
+
     /// The S3 client: the object remote of every repo is an S3 store.
     pub fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
         self.clients.s3()

@@ -25,6 +25,30 @@ pub trait UploadJournal: Send + Sync {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
     /// Called once the upload is completed or aborted.
     fn ended(&self, upload: &MultipartUpload);
+    /// Called once an object is shown to be at `object.key` with
+    /// `object.etag`: sent by this daemon (the ETag the store answered), or
+    /// found there and proven (`proof.rs`). A failure to record costs only
+    /// a proof again later.
+    fn sent(&self, _object: &SentObject) {}
+    /// What was recorded of the object at `key` in `bucket` of `endpoint`.
+    fn sent_at(&self, _endpoint: &str, _bucket: &str, _key: &str) -> Option<SentObject> {
+        None
+    }
+}
+
+/// An object shown to be at a key: the content oid, its size and the
+/// store's ETag for those bytes (without quotes). While the key answers
+/// the same ETag, it holds the same bytes: a store gives other bytes
+/// another ETag (an MD5 one differs unless MD5 is broken by a second
+/// preimage; RGW and S3 give every write a new ETag otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentObject {
+    pub endpoint: String,
+    pub bucket: String,
+    pub key: String,
+    pub oid: crate::pool::Oid,
+    pub size: u64,
+    pub etag: String,
 }
 
 /// What [`abort_left_over`] did.

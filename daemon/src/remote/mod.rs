@@ -30,6 +30,7 @@ mod partial;
 pub mod partials;
 pub mod parts;
 mod resolved;
+mod proof;
 mod s3;
 mod transport;
 mod upload;
@@ -47,12 +48,13 @@ pub use download::{
 pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};
 pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV, METADATA_TIMEOUT_ENV};
-pub use journal::{abort_left_over, LeftOver, MultipartUpload, UploadJournal};
-pub use object_remote::{ObjectRemote, StoreError};
+pub use journal::{abort_left_over, LeftOver, MultipartUpload, SentObject, UploadJournal};
+pub use object_remote::{Held, ObjectRemote, StoreError};
+pub use proof::{presence, trusted, Local, Presence, Proof, TRUST_CLAIMS_ENV};
 pub use resolved::{Access, ResolveError};
 pub use s3::{CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META};
 pub use transport::Retry;
 pub use upload::{
-    holds, upload_from_file, upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded,
+    upload_from_file, upload_from_pool, ObjectLayout, UploadError, UploadOptions, Uploaded,
 };
 pub use url::{redact_text, redacted, without_query, ObjectUrl, SecretUrl, REDACTED};

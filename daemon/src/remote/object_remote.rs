@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::dir::{DirError, DirPut, DirRemote};
 use super::{
-    upload_from_file, upload_from_pool, ObjectLayout, ObjectMeta, PointerFetchError, Remote,
-    RemoteError, UploadError, UploadOptions, Uploaded,
+    upload_from_file, upload_from_pool, FetchError, ObjectLayout, ObjectMeta, PointerFetchError,
+    Presence, Remote, RemoteError, UploadError, UploadOptions, Uploaded,
 };
 use crate::pool::{Oid, Pool};
 
@@ -30,6 +30,37 @@ pub enum StoreError {
     Remote(#[from] RemoteError),
     #[error(transparent)]
     Dir(#[from] DirError),
+    /// Reading an object to prove it failed (not for its bytes).
+    #[error(transparent)]
+    Read(Box<PointerFetchError>),
+    #[error(transparent)]
+    Io(#[from] crate::IoError),
+}
+
+/// Whether an object remote holds an object ([`Remote::proves_held`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// Shown to be there.
+    Proven,
+    Absent,
+    /// Something else is under its name: why.
+    Other(String),
+    /// Not shown, but the object remote claims it (size, `x-amz-meta-sha256`)
+    /// and the user trusts it at its word (`trust_claims`).
+    Trusted,
+}
+
+fn upload_to_store(e: UploadError) -> StoreError {
+    match e {
+        UploadError::Remote(e) => StoreError::Remote(e),
+        UploadError::Io(e) => StoreError::Io(e),
+        UploadError::Dir(e) => StoreError::Dir(e),
+        other => StoreError::Remote(RemoteError::Protocol {
+            op: "prove",
+            object: String::new(),
+            why: other.to_string(),
+        }),
+    }
 }
 
 const KINDS: &str =
@@ -89,22 +120,61 @@ impl std::fmt::Display for ObjectRemote {
 }
 
 impl Remote {
-    /// Whether `remote` holds `oid` whole (`size` bytes, its sha256, readable).
-    pub async fn holds_object(
+    /// Whether `remote` holds `oid` of `size` bytes, shown, not claimed
+    /// (`proof.rs`): a folder's file is hashed; an S3 key is proven by the
+    /// ETag this daemon recorded for it, or else read into `pool` and
+    /// hashed (range-parallel, as any fetch): this machine has no bytes to
+    /// compare the store's MD5 with, and a read costs less than the upload
+    /// it spares and leaves the object here for the next checkout.
+    pub async fn proves_held(
         &self,
+        pool: Arc<Pool>,
         remote: &ObjectRemote,
         oid: Oid,
         size: u64,
-    ) -> Result<bool, StoreError> {
-        match remote {
-            ObjectRemote::S3(layout) => {
-                let client = self.s3()?;
-                Ok(super::holds(&client, layout, &oid, size).await?.is_some())
-            }
+    ) -> Result<Held, StoreError> {
+        let layout = match remote {
+            ObjectRemote::S3(layout) => layout,
             ObjectRemote::Dir(dir) => {
                 let dir = dir.clone();
-                Ok(crate::blocking(move || dir.holds(&oid, size)).await?)
+                return match crate::blocking(move || dir.holds(&oid, size)).await? {
+                    true => Ok(Held::Proven),
+                    false => Ok(Held::Absent),
+                };
             }
+        };
+        let client = self.s3()?;
+        let presence = super::presence(&client, layout, oid, size, None, 0).await;
+        let why = match presence.map_err(upload_to_store)? {
+            Presence::Absent => return Ok(Held::Absent),
+            Presence::Proven(..) => return Ok(Held::Proven),
+            Presence::Unproven(why) => why,
+        };
+        if self.trusts(&remote.url()) {
+            let meta = client.head(&layout.bucket, &layout.key(&oid)).await?;
+            let hex = oid.to_hex();
+            if meta.is_some_and(|m| m.size == size && m.sha256.as_deref() == Some(hex.as_str())) {
+                return Ok(Held::Trusted);
+            }
+        }
+        let location = remote.location(&oid);
+        log::info!("{why}: reading it to see whether it is object {oid}");
+        match self.fetch_for_pointer(pool, layout, oid, size, &|_| {}).await {
+            Ok(()) => {
+                if let Ok(Some(meta)) = client.head(&layout.bucket, &layout.key(&oid)).await {
+                    client.record_sent(&layout.bucket, &layout.key(&oid), oid, &meta);
+                }
+                Ok(Held::Proven)
+            }
+            Err(PointerFetchError::Missing { .. }) => Ok(Held::Absent),
+            Err(e @ (PointerFetchError::Fetch(FetchError::Mismatch { .. })
+            | PointerFetchError::WrongSize { .. })) => {
+                log::warn!("{location} is not object {oid}: {e}");
+                Ok(Held::Other(format!(
+                    "{location} holds other bytes than object {oid} ({e})"
+                )))
+            }
+            Err(e) => Err(StoreError::Read(Box::new(e))),
         }
     }
 

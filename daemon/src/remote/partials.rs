@@ -275,6 +275,7 @@ mod tests {
             last_modified: None,
             recorded_at: 0,
             md5: None,
+            content_read: false,
         };
         assert_eq!(
             name_of(&object),

@@ -175,6 +175,11 @@ impl S3Client {
         self.config.endpoint.as_str()
     }
 
+    /// Where uploads and sent objects are recorded, when anywhere.
+    pub(super) fn journal(&self) -> Option<&dyn UploadJournal> {
+        self.journal.as_deref()
+    }
+
     pub fn credentials(&self) -> &S3Credentials {
         &self.creds
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{ObjectMeta, PutOutcome, RemoteError, S3Client, SHA256_META};
+use super::{presence, Local, ObjectMeta, Presence, PutOutcome, RemoteError, S3Client, SHA256_META};
 use crate::pool::{Blob, Oid, Pool, PoolError};
 
 /// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
@@ -173,6 +173,11 @@ fn checked_file(path: &Path, want: Oid) -> Result<Blob, UploadError> {
     })
 }
 
+/// Sends `blob`, checked to be object `oid`, to `layout` unless the key
+/// holds the object already, shown as `proof.rs` says: a key that holds
+/// anything else (another size, bytes whose MD5 is not ours, a multipart
+/// ETag no part size reproduces, a mere `x-amz-meta-sha256`) is replaced
+/// with the object's bytes, never taken for it.
 pub(crate) async fn upload_blob(
     client: &S3Client,
     blob: Blob,
@@ -197,23 +202,34 @@ pub(crate) async fn upload_blob(
         Blob::File { path, .. } if len >= opts.multipart_from => Some(path.clone()),
         _ => None,
     };
-    let mut bytes = None;
-    if file.is_none() && len < opts.put_first_below {
-        let body = Bytes::from(read_all(blob).await?);
+    let local = match file {
+        Some(_) => Local::of(&blob)?,
+        None => Local::Bytes(Bytes::from(read_all(blob).await?)),
+    };
+    if let (Local::Bytes(body), true) = (&local, len < opts.put_first_below) {
         match client
             .put_if_absent(bucket, &key, body.clone(), &headers)
             .await?
         {
-            PutOutcome::Stored { etag } => return Ok(Uploaded::Sent(sent(etag))),
-            PutOutcome::Exists => bytes = Some(body), // checked below like any present object
+            PutOutcome::Stored { etag } => {
+                let meta = sent(etag);
+                client.record_sent(bucket, &key, *oid, &meta);
+                return Ok(Uploaded::Sent(meta));
+            }
+            // The key is taken: by the object, proven below, or replaced.
+            PutOutcome::Exists => {}
         }
-    } else if file.is_none() {
-        bytes = Some(Bytes::from(read_all(blob).await?));
     }
-    if let Some(meta) = holds(client, layout, oid, len).await? {
-        return Ok(Uploaded::Skipped(meta));
+    let body = match &local {
+        Local::Bytes(body) => Some(body.clone()),
+        Local::File(..) => None,
+    };
+    match presence(client, layout, *oid, len, Some(local), opts.part_size).await? {
+        Presence::Proven(_, meta) => return Ok(Uploaded::Skipped(meta)),
+        Presence::Absent => {}
+        Presence::Unproven(why) => log::warn!("{why}; replacing it with object {oid}"),
     }
-    let meta = match (file, bytes) {
+    let meta = match (file, body) {
         (Some(path), _) => {
             client
                 .put_multipart(bucket, &key, &path, opts.part_size, &headers)
@@ -233,45 +249,13 @@ pub(crate) async fn upload_blob(
             got: meta.size,
         });
     }
+    client.record_sent(bucket, &key, *oid, &meta);
     Ok(Uploaded::Sent(meta))
-}
-
-/// What `layout` holds as `oid` when it holds it whole: the size, the
-/// sha256 it carries, and a one-byte read that succeeds. `None` otherwise.
-pub async fn holds(
-    client: &S3Client,
-    layout: &ObjectLayout,
-    oid: &Oid,
-    len: u64,
-) -> Result<Option<ObjectMeta>, RemoteError> {
-    let (bucket, key, hex) = (layout.bucket.as_str(), layout.key(oid), oid.to_hex());
-    let Some(meta) = client.head(bucket, &key).await? else {
-        return Ok(None);
-    };
-    let same = meta.size == len && meta.sha256.as_deref() == Some(hex.as_str());
-    Ok((same && readable(client, bucket, &key, len).await?).then_some(meta))
 }
 
 async fn read_all(blob: Blob) -> Result<Vec<u8>, UploadError> {
     let bytes = crate::blocking(move || blob.to_vec()).await?;
     Ok(bytes)
-}
-
-/// A one-byte read: the object is not only listed but can be fetched.
-async fn readable(
-    client: &S3Client,
-    bucket: &str,
-    key: &str,
-    len: u64,
-) -> Result<bool, RemoteError> {
-    if len == 0 {
-        return Ok(true);
-    }
-    match client.get_bytes(bucket, key, Some(0..1)).await {
-        Ok(b) => Ok(b.len() == 1),
-        Err(RemoteError::Http { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 #[cfg(test)]

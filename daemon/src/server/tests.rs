@@ -692,6 +692,7 @@ fn foreign(
         last_modified: None,
         recorded_at: 1,
         md5: None,
+        content_read: false,
     };
     let provisional = object.provisional_oid;
     let entry = Entry {

@@ -28,6 +28,7 @@ pub enum Key {
     Gen3Credentials,
     DrsWaitSecs,
     MetadataTimeout,
+    TrustClaims,
     Netrc,
     S3Endpoint,
     S3Region,
@@ -284,6 +285,15 @@ pub static SPECS: &[Spec] = &[
             Kind::Secs,
         ),
         "30",
+    ),
+    default(
+        top(
+            Key::TrustClaims,
+            "trust_claims",
+            &[crate::remote::TRUST_CLAIMS_ENV],
+            Kind::Text,
+        ),
+        "none: every object remote and Indexd must show the bytes",
     ),
     default(top(Key::Netrc, "netrc", &["NETRC"], Kind::Path), "~/.netrc"),
     default(

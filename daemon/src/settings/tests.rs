@@ -46,6 +46,7 @@ drs_token_file = "/home/u/.drs-token"
 gen3_credentials = "/home/u/gen3.json"
 drs_wait_secs = 90
 metadata_timeout = 12.5
+trust_claims = "s3://lab/lfs"
 netrc = "/home/u/.netrc-drs"
 
 [s3]
@@ -92,6 +93,7 @@ fn every_key_of_the_file_is_read_with_its_kind() {
         s.secs(Key::MetadataTimeout),
         Some(Duration::from_millis(12_500))
     );
+    assert_eq!(s.text(Key::TrustClaims), Some("s3://lab/lfs"));
     assert_eq!(s.path(Key::Netrc), Some(Path::new("/home/u/.netrc-drs")));
     assert_eq!(s.text(Key::S3Endpoint), Some("http://127.0.0.1:7480"));
     assert_eq!(s.text(Key::S3Region), Some("eu-west-1"));

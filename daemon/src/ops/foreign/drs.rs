@@ -129,6 +129,7 @@ async fn pick_oid(
             last_modified,
             recorded_at: registry::now(),
             md5: object.md5(),
+            content_read: false,
         },
     };
     Ok((entry, oid_from))

@@ -21,8 +21,7 @@ use futures_util::stream::{self, StreamExt};
 use super::resolve::{OidFrom, Resolved};
 use super::ForeignObjects;
 use crate::pool::{Oid, Tier};
-use crate::prefetch::{next_try, read_small, Hashed, PrefetchError};
-use crate::remote::redact_text;
+use crate::prefetch::{failure_reason, next_try, read_small, Hashed, PrefetchError};
 
 /// GETs in flight at once, as for the HEADs: small objects are round
 /// trips, not bandwidth.
@@ -139,6 +138,7 @@ impl ForeignObjects {
         for (mut r, hashed, _) in good {
             let object = &mut r.entry.object;
             object.content_oid = Some(hashed.oid);
+            object.content_read = true;
             object.md5 = object.md5.take().or(hashed.md5.map(hex::encode));
             r.entry.oid = hashed.oid;
             r.oid_from = OidFrom::Hashed;
@@ -149,7 +149,7 @@ impl ForeignObjects {
 
     /// A failed read as its job's first try.
     fn failure(&self, r: &Resolved, e: &PrefetchError) -> FailedRead {
-        let why = redact_text(&e.to_string());
+        let why = failure_reason(e, self.pool.dir());
         log::info!(
             "add-url: {} not read now, left to the prefetch: {why}",
             r.target.url

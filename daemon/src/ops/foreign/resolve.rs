@@ -154,6 +154,7 @@ fn pick_oid(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved
         last_modified: meta.last_modified,
         recorded_at: registry::now(),
         md5: None,
+        content_read: false,
     };
     let entry = Entry {
         path: t.rel.clone(),

@@ -1,9 +1,11 @@
 //! Pushing to a repo that records a Gen3 Indexd (`drsctl init --indexd`).
 //! For each object the push introduces:
 //!
-//! - an Indexd record of the same sha256 and size whose location can be
-//!   read means the object is held already: nothing is sent, copied or
-//!   registered, and the agent's upload of it is answered from `confirmed`;
+//! - an Indexd record of the same sha256 and size at a location shown to
+//!   hold those bytes (its store's MD5 against ours, or read and hashed:
+//!   a record and a HEAD are claims) means the object is held already:
+//!   nothing is sent, copied or registered, and the agent's upload of it is
+//!   answered from `confirmed`;
 //! - otherwise the object goes to the object remote as without Indexd, and
 //!   is then registered (`POST /index/`) with its sha256, md5, ETag, size,
 //!   `s3://` location, path and `authz`.
@@ -22,8 +24,8 @@ use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::{is_content_etag, Entry};
-use crate::remote::drs::{IndexdClient, IndexdRecord, NewRecord};
-use crate::remote::ObjectUrl;
+use crate::remote::drs::{IndexdClient, NewRecord};
+use crate::remote::{Held, ObjectUrl};
 use drsd_proto::{ErrorCode, WireError};
 
 /// The repo's Indexd, for one push.
@@ -34,10 +36,43 @@ pub struct IndexdTarget<'a> {
     pub authz: &'a [String],
 }
 
+/// The md5 of the bytes this machine has of a pushed object, computed
+/// once per object when a location needs it.
+enum LocalMd5 {
+    Unknown,
+    Known(Option<String>),
+    /// Not needed: the Indexd is trusted at its word.
+    Trusted,
+}
+
+impl LocalMd5 {
+    /// The md5 recorded by a read of the object's bytes here, else of the
+    /// pool's copy; `None` when this machine has no bytes of it.
+    async fn get(&mut self, transfers: &Transfers, foreign: Option<&Entry>, oid: Oid) -> Option<String> {
+        match self {
+            LocalMd5::Known(md5) => return md5.clone(),
+            LocalMd5::Trusted => return None,
+            LocalMd5::Unknown => {}
+        }
+        let read = foreign
+            .filter(|e| e.object.content_read && e.object.content_oid == Some(oid))
+            .and_then(|e| e.object.md5.clone());
+        let md5 = match read {
+            Some(md5) => Some(md5.to_ascii_lowercase()),
+            None => transfers.pool_md5(oid).await.ok(),
+        };
+        *self = LocalMd5::Known(md5.clone());
+        md5
+    }
+}
+
 /// How a pushed object stands with Indexd after the push.
 pub enum Registered {
-    /// Indexd held it already at a readable location: present.
+    /// Indexd held it already at a location shown to hold it: present.
     Held,
+    /// Indexd claims it, and the user trusts that Indexd at its word
+    /// (`trust_claims`): present, the bytes not shown.
+    Trusted(String),
     /// Sent (or found) in the object remote, and registered now.
     Now(PushOutcome),
     /// Not registered by this push: pushed without Indexd, or it failed.
@@ -74,11 +109,17 @@ impl Transfers {
         pushed: &Pushed,
     ) -> Registered {
         let pointer = &pushed.pointer;
-        match self.held_in_indexd(indexd, pointer).await {
+        match self
+            .held_in_indexd(target, indexd, foreign, pointer)
+            .await
+        {
             Err(why) => return Registered::Not(PushOutcome::Failed(why)),
             Ok(Some(did)) => {
                 self.remember_did(indexd, pointer.oid, &did).await;
                 self.confirmed.record(target.layout, pointer.oid);
+                if self.remote.trusts(&indexd.base) {
+                    return Registered::Trusted(indexd.base.clone());
+                }
                 return Registered::Held;
             }
             Ok(None) => {}
@@ -96,11 +137,16 @@ impl Transfers {
         }
     }
 
-    /// The did of a record of `pointer`'s content (sha256 and size) whose
-    /// location this daemon can read; `Err` when Indexd cannot be asked.
+    /// The did of a record of `pointer`'s content (sha256 and size) at a
+    /// location shown to hold those bytes; `Err` when Indexd cannot be
+    /// asked. A record is a claim (whoever registered it chose its sha256
+    /// and its URL), and so is a HEAD's size: a location counts only once
+    /// its bytes are shown to be the object ([`Self::location_proven`]).
     async fn held_in_indexd(
         &self,
+        target: &PushTarget<'_>,
         indexd: &IndexdTarget<'_>,
+        foreign: Option<&Entry>,
         pointer: &Pointer,
     ) -> Result<Option<String>, String> {
         let records = indexd.client.by_sha256(pointer.oid).await.map_err(|e| {
@@ -109,30 +155,88 @@ impl Transfers {
                 indexd.base
             )
         })?;
+        // Trusted at its word (`trust_claims`): a record at a location
+        // that answers with the size counts, as the user asked.
+        let mut ours = match self.remote.trusts(&indexd.base) {
+            true => LocalMd5::Trusted,
+            false => LocalMd5::Unknown,
+        };
         for record in records {
             if record.size.is_some_and(|s| s != pointer.size) {
                 continue;
             }
-            if self.readable_location(&record, pointer.size).await {
-                return Ok(Some(record.did));
+            for url in &record.urls {
+                if self
+                    .location_proven(target, &record.did, url, foreign, pointer, &mut ours)
+                    .await
+                {
+                    return Ok(Some(record.did));
+                }
             }
         }
         Ok(None)
     }
 
-    /// Whether one of the record's URLs answers a HEAD with `size` bytes.
-    async fn readable_location(&self, record: &IndexdRecord, size: u64) -> bool {
-        for url in &record.urls {
-            let Ok(url) = ObjectUrl::parse(url) else {
-                continue;
-            };
-            match self.remote.head(&url).await {
-                Ok(Some(meta)) if meta.size == size => return true,
-                Ok(_) => {}
-                Err(e) => log::debug!("Indexd record {}: {url}: {e}", record.did),
+    /// Whether `url`, named by Indexd record `did`, holds `pointer`'s
+    /// bytes: the object remote's own key proven as a push proves it; any
+    /// other location by its store's single-part MD5 ETag against the md5
+    /// of the bytes here, else read and hashed against the oid (into the
+    /// pool, where the push then finds it). A location that fails is
+    /// logged with the record, and the push goes on as if it were not.
+    async fn location_proven(
+        &self,
+        target: &PushTarget<'_>,
+        did: &str,
+        url: &str,
+        foreign: Option<&Entry>,
+        pointer: &Pointer,
+        ours: &mut LocalMd5,
+    ) -> bool {
+        let (oid, size) = (pointer.oid, pointer.size);
+        let Ok(parsed) = ObjectUrl::parse(url) else {
+            return false;
+        };
+        if url == target.layout.location(&oid) {
+            let held = self
+                .remote
+                .proves_held(self.pool.clone(), target.layout, oid, size)
+                .await;
+            return matches!(held, Ok(Held::Proven | Held::Trusted));
+        }
+        let meta = match self.remote.head(&parsed).await {
+            Ok(Some(meta)) if meta.size == size && matches!(ours, LocalMd5::Trusted) => return true,
+            Ok(Some(meta)) if meta.size == size => meta,
+            Ok(_) => return false,
+            Err(e) => {
+                log::debug!("Indexd record {did}: {parsed}: {e}");
+                return false;
+            }
+        };
+        let store_md5 = meta
+            .etag
+            .as_deref()
+            .map(|e| e.trim_matches('"').to_ascii_lowercase())
+            .filter(|e| is_content_etag(e) && !e.contains('-'));
+        if let Some(store_md5) = store_md5 {
+            if let Some(md5) = ours.get(self, foreign, oid).await {
+                let same = md5 == store_md5;
+                if !same {
+                    log::warn!("Indexd record {did} names {parsed} for object {oid}, but its bytes have md5 {store_md5}, not {md5}: not counted as held");
+                }
+                return same;
             }
         }
-        false
+        match self
+            .remote
+            .fetch_verified(self.pool.clone(), &parsed, oid, size, &|_| {})
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!("Indexd record {did} names {parsed} for object {oid}, but reading it did not show the object: {e}; not counted as held");
+                false
+            }
+        }
     }
 
     /// Registers the object, now in the object remote, with Indexd.
@@ -225,6 +329,11 @@ impl Transfers {
         if let Some(etag) = etag.filter(|e| is_content_etag(e) && !e.contains('-')) {
             return Ok(etag.to_ascii_lowercase());
         }
+        self.pool_md5(oid).await
+    }
+
+    /// The md5 of the pool's copy of `oid` (checked against the oid).
+    async fn pool_md5(&self, oid: Oid) -> Result<String, String> {
         let pool = self.pool.clone();
         blocking(move || -> Result<String, String> {
             let blob = pool

@@ -17,7 +17,7 @@ use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
-use crate::remote::{CopyOutcome, CopySource, ObjectRemote, ObjectUrl};
+use crate::remote::{CopyOutcome, CopySource, Held, ObjectRemote, ObjectUrl};
 use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 
 /// What became of one pushed object. Only the first three let the push go
@@ -25,6 +25,8 @@ use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 /// published, whatever the reason.
 pub enum PushOutcome {
     Present,
+    /// Present on the word of the object remote (`trust_claims`).
+    Trusted(String),
     Uploaded,
     Copied,
     /// Could not be sent or checked now (the store unreachable, a disk
@@ -152,6 +154,10 @@ impl Transfers {
                             report.in_indexd += 1;
                             PushOutcome::Present
                         }
+                        Registered::Trusted(base) => {
+                            report.in_indexd += 1;
+                            PushOutcome::Trusted(base)
+                        }
                         Registered::Now(o) => {
                             report.registered += 1;
                             o
@@ -260,7 +266,14 @@ impl Transfers {
                 ));
             }
             let url = ObjectUrl::parse(o.url.expose());
-            if let (Ok(ObjectUrl::S3 { bucket, key }), Some(layout)) = (url, target.layout.s3()) {
+            // A server-side copy only of bytes shown to be the object: read
+            // and hashed here at this ETag. A content oid a header, a DRS
+            // record or `--sha256` named is a claim, and the source is
+            // read through the pool below instead (DESIGN.md "Trust").
+            let copyable = o.content_read && o.content_oid == Some(pointer.oid);
+            if let (Ok(ObjectUrl::S3 { bucket, key }), Some(layout), true) =
+                (url, target.layout.s3(), copyable)
+            {
                 let source = CopySource {
                     bucket: &bucket,
                     key: &key,
@@ -308,9 +321,17 @@ impl Transfers {
         pointer: &Pointer,
     ) -> PushOutcome {
         let (oid, size) = (pointer.oid, pointer.size);
-        if let Ok(true) = self.remote.holds_object(target.layout, oid, size).await {
-            self.confirmed.record(target.layout, oid);
-            return PushOutcome::Present;
+        let held = self
+            .remote
+            .proves_held(self.pool.clone(), target.layout, oid, size)
+            .await;
+        match held {
+            Ok(Held::Proven) => {
+                self.confirmed.record(target.layout, oid);
+                return PushOutcome::Present;
+            }
+            Ok(Held::Trusted) => return PushOutcome::Trusted(target.layout.url()),
+            _ => {}
         }
         let read = self
             .remote
@@ -369,14 +390,16 @@ impl Transfers {
     ) -> PushOutcome {
         let held = self
             .remote
-            .holds_object(target.layout, pointer.oid, pointer.size)
+            .proves_held(self.pool.clone(), target.layout, pointer.oid, pointer.size)
             .await;
         match held {
-            Ok(true) => {
+            Ok(Held::Proven) => {
                 self.confirmed.record(target.layout, pointer.oid);
                 PushOutcome::Present
             }
-            Ok(false) => PushOutcome::Refused(why),
+            Ok(Held::Trusted) => PushOutcome::Trusted(target.layout.url()),
+            Ok(Held::Absent) => PushOutcome::Refused(why),
+            Ok(Held::Other(other)) => PushOutcome::Refused(format!("{why}; and {other}")),
             Err(e) => PushOutcome::Failed(format!(
                 "{why}; and the object remote could not be checked for it: {e}"
             )),
@@ -499,6 +522,13 @@ fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
     };
     match outcome {
         PushOutcome::Present => report.present += 1,
+        PushOutcome::Trusted(source) => {
+            report.present += 1;
+            report.trusted += 1;
+            if !report.trusted_sources.contains(&source) {
+                report.trusted_sources.push(source);
+            }
+        }
         PushOutcome::Uploaded => report.uploaded += 1,
         PushOutcome::Copied => report.copied += 1,
         PushOutcome::Failed(why) => report.failed.push(refused(why)),
@@ -507,10 +537,11 @@ fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
 }
 
 /// The URL a foreign object not on this machine is read from on its way to
-/// `objects`: a `drs://` one always; any, for a folder remote (an S3
-/// remote copies an `s3://` source server-side instead).
+/// `objects`, checked against the oid: any but an `s3://` source whose
+/// bytes were read here, which an S3 remote copies server-side instead.
 fn through_pool(entry: &Entry, objects: &ObjectRemote) -> Option<ObjectUrl> {
+    let read = entry.object.content_read;
     ObjectUrl::parse(entry.object.url.expose())
         .ok()
-        .filter(|u| matches!(u, ObjectUrl::Drs(_)) || objects.s3().is_none())
+        .filter(|u| !(matches!(u, ObjectUrl::S3 { .. }) && objects.s3().is_some() && read))
 }
