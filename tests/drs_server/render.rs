@@ -101,7 +101,13 @@ fn access_method_json(base_url: &str, id: &str, access: &AccessSpec) -> Value {
             }
             json!({ "type": "https", "access_url": url })
         }
-        AccessSpec::Url { kind, url } => json!({ "type": kind, "access_url": { "url": url } }),
+        AccessSpec::Url { kind, url, headers } => {
+            let mut url = json!({ "url": url });
+            if !headers.is_empty() {
+                url["headers"] = json!(headers);
+            }
+            json!({ "type": kind, "access_url": url })
+        }
         AccessSpec::Signed { access_id, .. } => json!({ "type": "https", "access_id": access_id }),
     }
 }

@@ -41,8 +41,13 @@ pub enum AccessSpec {
     /// `access_url.headers` and required by the data endpoint.
     Served { headers: Vec<String> },
     /// An `access_url` elsewhere, listed as given (e.g. `s3`,
-    /// `s3://bucket/key`); this server does not serve it.
-    Url { kind: String, url: String },
+    /// `s3://bucket/key`) with its `headers` (`Name: value`); this server
+    /// does not serve it.
+    Url {
+        kind: String,
+        url: String,
+        headers: Vec<String>,
+    },
     /// An `access_id` only: `GET /objects/{id}/access/{access_id}` answers
     /// with a URL to `/data/{id}` signed for `ttl`, and the data endpoint
     /// refuses a bad or expired signature.
@@ -69,6 +74,16 @@ impl AccessSpec {
         AccessSpec::Url {
             kind: "s3".into(),
             url: format!("s3://{bucket}/{key}"),
+            headers: Vec::new(),
+        }
+    }
+
+    /// `url` (served elsewhere), type `https`, listing `headers`.
+    pub fn elsewhere(url: &str, headers: &[&str]) -> AccessSpec {
+        AccessSpec::Url {
+            kind: "https".into(),
+            url: url.to_string(),
+            headers: headers.iter().map(|h| h.to_string()).collect(),
         }
     }
 

@@ -9,6 +9,7 @@
 mod add_url;
 mod config;
 mod daemon;
+mod deadlines;
 mod dir_remote;
 mod drs;
 mod drs_server;
@@ -22,6 +23,7 @@ mod pool_crash;
 mod push_integrity;
 mod quickstart;
 mod recovery;
+mod redirects;
 mod s3;
 mod secrets;
 mod setup;
