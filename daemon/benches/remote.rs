@@ -8,6 +8,14 @@
 //! same object (default 2 GiB) from RGW and from nginx over http, three
 //! runs each, without md5 against `curl -o /dev/null` and with it against
 //! one core's md5 (`openssl speed -evp md5`), in one run.
+//!
+//! `-- --proof [--mib N]`: what proving an object is in an S3 object remote
+//! costs (issue 28, DESIGN.md "Trust"), for one object (default 1 GiB) on
+//! RGW, best of 3: the upload a push makes when it cannot prove the key
+//! (multipart, 64 MiB parts), against each proof: a read of the key hashed
+//! here (into the pool, range-parallel, as `proves_held` does), the store's
+//! multipart ETag against the parts' md5s of the bytes here, and the HEAD
+//! that finds an ETag this daemon recorded.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -37,6 +45,15 @@ fn main() {
             .map(|n| n.parse().expect("--mib N"))
             .unwrap_or(2048);
         rt.block_on(md5_cost(mib));
+        return;
+    }
+    if std::env::args().any(|a| a == "--proof") {
+        let mib = std::env::args()
+            .skip_while(|a| a != "--mib")
+            .nth(1)
+            .map(|n| n.parse().expect("--mib N"))
+            .unwrap_or(1024);
+        rt.block_on(proof_cost(mib));
         return;
     }
     if std::env::args().any(|a| a == "--small") {
@@ -528,4 +545,95 @@ async fn md5_cost(mib: u64) {
     }
     let _ = std::fs::remove_file(&served);
     let _ = client.delete(&bucket, "object.bin").await;
+}
+
+/// `--proof`: see the module's notes.
+async fn proof_cost(mib: u64) {
+    use drsd::pool::Oid;
+    use drsd::remote::{presence, Local, ObjectLayout, Presence, Proof};
+    let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
+    let client = S3Client::new(config, S3Credentials::from_env().unwrap()).unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let src = dir.path().join("object.bin");
+    let status = Command::new("head")
+        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
+        .stdout(std::fs::File::create(&src).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let oid = {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        std::io::copy(&mut std::fs::File::open(&src).unwrap(), &mut hash).unwrap();
+        Oid::from_digest(hash.finalize().into())
+    };
+    let size = mib << 20;
+    let part = 64u64 << 20;
+    client.create_bucket("proof").await.unwrap();
+    let layout = ObjectLayout::parse("s3://proof/lfs").unwrap();
+    let key = layout.key(&oid);
+    let mut upload = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        client
+            .put_multipart("proof", &key, &src, part, &[])
+            .await
+            .unwrap();
+        upload = upload.min(t.elapsed());
+    }
+    let pool = Arc::new(Pool::open(&dir.path().join("pool"), None).unwrap());
+    let mut read = Duration::MAX;
+    for _ in 0..3 {
+        let req = Fetch {
+            origin: Origin::S3 {
+                client: &client,
+                bucket: "proof",
+                key: &key,
+            },
+            size,
+            etag: None,
+            last_modified: None,
+            expect: Some(oid),
+            md5: false,
+            part_sizes: &[],
+        };
+        let opts = FetchOptions {
+            read_soon: true,
+            ..FetchOptions::default()
+        };
+        let t = Instant::now();
+        fetch_into_pool(pool.clone(), req, opts, &|_| {})
+            .await
+            .unwrap();
+        read = read.min(t.elapsed());
+        pool.delete(&oid).unwrap();
+    }
+    let mut etag = Duration::MAX;
+    for _ in 0..3 {
+        let local = Local::File(std::fs::File::open(&src).unwrap(), size, src.clone());
+        let t = Instant::now();
+        let got = presence(&client, &layout, oid, size, Some(local), part)
+            .await
+            .unwrap();
+        etag = etag.min(t.elapsed());
+        assert!(matches!(got, Presence::Proven(Proof::Parts, _)), "{got:?}");
+    }
+    let mut head = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        client.head("proof", &key).await.unwrap().unwrap();
+        head = head.min(t.elapsed());
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("### Proving a {mib} MiB object is in an S3 object remote (Ceph RGW on loopback), best of 3\n");
+    println!("| what | ms | / the upload |");
+    println!("|---|---|---|");
+    println!("| upload (multipart, 64 MiB parts): what a push does when it cannot prove the key | {:.0} | 1.00× |", ms(upload));
+    for (what, d) in [
+        ("proof by a read: the key read range-parallel into the pool and its sha256 checked (no bytes here)", read),
+        ("proof by the store's MD5: its multipart ETag against the parts' md5s of the bytes here", etag),
+        ("proof by a recorded ETag: one HEAD (the key sent from here)", head),
+    ] {
+        println!("| {what} | {:.0} | {:.2}× |", ms(d), d.as_secs_f64() / upload.as_secs_f64());
+    }
 }

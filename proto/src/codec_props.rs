@@ -364,6 +364,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
                     pool,
                     repos,
                     queue,
+                    trusted_at_their_word: vec!["s3://lab/lfs".into()],
                 }
             },
         )
@@ -462,18 +463,20 @@ fn reply() -> impl Strategy<Value = Reply> {
                 remote
             }
         )),
-        (any::<[u64; 6]>(), refused(), refused()).prop_map(|(n, failed, refused)| Reply::PrePush(
-            PushReport {
+        (any::<[u64; 7]>(), strings(), refused(), refused()).prop_map(
+            |(n, trusted_sources, failed, refused)| Reply::PrePush(PushReport {
                 objects: n[0],
                 uploaded: n[1],
                 present: n[2],
                 copied: n[3],
                 in_indexd: n[4],
                 registered: n[5],
+                trusted: n[6],
+                trusted_sources,
                 failed,
                 refused,
-            }
-        )),
+            })
+        ),
         (
             any::<[u64; 2]>(),
             proptest::collection::vec(".*", 0..3),

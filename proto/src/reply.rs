@@ -208,6 +208,10 @@ pub struct StatusReport {
     pub pool: PoolStatsReport,
     pub repos: Vec<RepoReport>,
     pub queue: QueueReport,
+    /// Object remotes and Indexd servers whose claims count as proof that
+    /// an object is there (the `trust_claims` setting; none by default).
+    #[serde(default)]
+    pub trusted_at_their_word: Vec<String>,
 }
 
 /// The pool's entries and bytes per tier (the pool's own report, made comparable).

@@ -177,3 +177,29 @@ fn a_planted_object_nobody_here_can_send_refuses_the_push_naming_its_key() {
     assert!(text.contains("other bytes"), "{text}");
     assert_eq!(branch_head(&daemon, &bare), before, "the branch did not move");
 }
+
+/// The one exception to the rule: an object remote the user names in
+/// `trust_claims` is taken at its word (size and `x-amz-meta-sha256`),
+/// and both `drsctl status` and the push say so.
+#[test]
+fn an_object_remote_trusted_at_its_word_is_believed_and_the_push_and_status_say_so() {
+    let world = World::new("trusted");
+    let daemon = Daemon::start_with(
+        &world.dir("d1"),
+        &[("DRSD_TRUST_CLAIMS", world.remote_url.as_str())],
+    );
+    let (a, _bare, _) = pushed_source(&world, &daemon);
+    let status = daemon.drsctl(&a, &["status"]);
+    assert!(
+        status.contains("at their word (trust_claims)") && status.contains(&world.remote_url),
+        "{status}"
+    );
+    let oid = commit_ghost(&daemon, &a, "ghost.bin");
+    plant(&world, &oid, 123_456);
+    let said = daemon.git(&a, &["push", "origin", "main"]);
+    assert!(
+        said.contains("1 object(s) taken as present on the word of")
+            && said.contains(&world.remote_url),
+        "{said}"
+    );
+}

@@ -82,6 +82,13 @@ fn print_status(s: &StatusReport) {
             bytes(t.bytes)
         );
     }
+    match s.trusted_at_their_word.is_empty() {
+        true => println!("trust   no source at its word: every object shown by its bytes"),
+        false => println!(
+            "trust   at their word (trust_claims): {}",
+            s.trusted_at_their_word.join(", ")
+        ),
+    }
     let q = &s.queue;
     println!(
         "queue   {} queued, {} running, {} retrying, {} failed, {} held, {} done",

@@ -104,6 +104,16 @@ impl Remote {
         super::trusted(settings.text(crate::settings::Key::TrustClaims), source)
     }
 
+    /// Every source the `trust_claims` setting names, for `drsctl status`.
+    pub fn trusted_sources(&self) -> Vec<String> {
+        let settings = self.clients.settings();
+        let list = settings.text(crate::settings::Key::TrustClaims).unwrap_or_default();
+        list.split(',')
+            .map(|s| s.trim().trim_end_matches('/').to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
     /// The S3 client: the object remote of every repo is an S3 store.
     pub fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
         self.clients.s3()

@@ -18,6 +18,7 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         pool: shared.pool_stats.get(&shared.pool).await,
         repos: shared.repos.reports(),
         queue: queue(shared).await,
+        trusted_at_their_word: shared.remote.trusted_sources(),
     })
 }
 
