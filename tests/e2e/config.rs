@@ -185,3 +185,70 @@ fn drsctl_config_path_names_the_file_without_a_daemon() {
         top.path().join("drsd/config.toml").display().to_string()
     );
 }
+
+/// A file the settings name that another user could change (here the S3
+/// credentials file, group- and world-writable) is not read: the request
+/// that needs it fails naming the file, its mode and the chmod to run,
+/// and once fixed the same daemon uses it (a failed client is not kept).
+#[test]
+fn a_credentials_file_others_may_write_fails_the_request_naming_it_until_fixed() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path();
+    fresh_home(dir);
+    let var = |name: &str| std::env::var(name).expect("run under tests/with-servers.sh");
+    let credentials = dir.join("aws-credentials");
+    write_settings(
+        &credentials,
+        &format!(
+            "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            var("AWS_ACCESS_KEY_ID"),
+            var("AWS_SECRET_ACCESS_KEY")
+        ),
+        0o666,
+    );
+    let config = dir.join("config.toml");
+    write_settings(
+        &config,
+        &format!(
+            "prefetch_max_size = 0\n\n[s3]\nendpoint = {:?}\nregion = {:?}\ncredentials_file = {:?}\n",
+            var("AWS_ENDPOINT_URL"),
+            std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+            credentials,
+        ),
+        0o600,
+    );
+    let bucket = format!("config-trust-{}", std::process::id());
+    let c = s3();
+    rt().block_on(async {
+        c.create_bucket(&bucket).await?;
+        c.put(&bucket, "cohort/reads.bam", vec![3u8; 4096].into())
+            .await
+    })
+    .unwrap();
+    let _daemon = Daemon(spawn_ready(drsd(dir, &config).stderr(Stdio::inherit())));
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let add = || {
+        without_aws(&mut Command::new(bin("drsctl")))
+            .current_dir(&repo)
+            .args(["add-url", &format!("s3://{bucket}/cohort/reads.bam"), "reads.bam"])
+            .envs(env(dir, &config))
+            .output()
+            .unwrap()
+    };
+    let out = add();
+    let shown = text(&out);
+    assert!(!out.status.success(), "{shown}");
+    assert!(
+        shown.contains(&credentials.display().to_string())
+            && shown.contains("mode 666")
+            && shown.contains(&format!("chmod go-w {}", credentials.display())),
+        "{shown}"
+    );
+    assert!(!shown.contains(&var("AWS_SECRET_ACCESS_KEY")), "{shown}");
+
+    std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = add();
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -24,6 +24,7 @@ mod push_integrity;
 mod quickstart;
 mod recovery;
 mod redirects;
+mod restored_mtime;
 mod s3;
 mod secrets;
 mod setup;
