@@ -50,9 +50,11 @@ impl ForeignObjects {
             check_attributes_file(&top)?;
             wait_for_index(&top)?;
             let added = write_all(&registry, &top, &common, resolved)?;
+            // Every object not read here yet: a provisional one, and one
+            // whose content oid a claim named (checked by its prefetch).
             let oids: Vec<Oid> = added
                 .iter()
-                .filter(|a| a.provisional)
+                .filter(|a| a.provisional || a.oid_from != super::resolve::OidFrom::Hashed)
                 .map(|a| a.oid)
                 .collect();
             if no_fetch {
