@@ -63,6 +63,13 @@ impl PrefetchError {
     /// error no retry can mend ([`Permanence::Permanent`]: a 404, 403, an
     /// unknown host, TLS to a plain port) gets one.
     pub fn max_tries(&self) -> Option<u32> {
+        // A full pool disk does not pass while drsd waits: the job ends at
+        // once with a `no_space` reason ([`failure_reason`]) that a waiter
+        // sees, and is queued again at the next start, or by `drsctl
+        // fetch` / `promote --retry`, once the user made room.
+        if crate::server::wire_error::out_of_space(self) {
+            return Some(1);
+        }
         let remote = |e: &RemoteError| (e.permanence() == Permanence::Permanent).then_some(1);
         match self {
             PrefetchError::Remote(e) => remote(e),
@@ -337,6 +344,29 @@ async fn unchanged(
     Ok(Ok(()))
 }
 
+/// How a job's failure to fetch into the pool at `pool_dir` starts when
+/// the pool's disk was full: the wire's `no_space`, which the queue also
+/// looks for to queue the job again at the next start.
+pub const NO_SPACE_REASON: &str = "no_space";
+
+/// The reason a job that failed with `error` is stored with (no secret in
+/// it): a full pool disk says so first, naming the pool's folder and what
+/// to do.
+pub fn failure_reason(error: &PrefetchError, pool_dir: Option<&std::path::Path>) -> String {
+    let why = crate::remote::redact_text(&error.to_string());
+    if !crate::server::wire_error::out_of_space(error) {
+        return why;
+    }
+    let folder = pool_dir.map_or("the pool's folder".to_string(), |d| {
+        format!("the pool's folder {}", d.display())
+    });
+    format!(
+        "{NO_SPACE_REASON}: {folder} has no room for this object ({why}); free space there \
+         (drsctl gc) or move the pool, then drsctl fetch (or promote --retry) tries again, \
+         as drsd does when it starts"
+    )
+}
+
 /// When a job that failed with `error` on its try number `tries` (from 1)
 /// is tried again, in seconds since the epoch: after [`backoff`] from
 /// `first`, or `None` when it has had all its tries
@@ -395,6 +425,30 @@ mod tests {
             why: "no".into(),
         });
         assert_eq!(bad_url.max_tries(), Some(1));
+    }
+
+    #[test]
+    fn a_full_pool_disk_ends_the_job_at_once_with_a_no_space_reason_naming_the_folder() {
+        let full = PrefetchError::Fetch(FetchError::Io(crate::IoError::new(
+            "write",
+            "/p/pool/partial/x.part",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        )));
+        assert_eq!(full.max_tries(), Some(1));
+        assert_eq!(next_try(&full, 1, Duration::from_secs(30)), None);
+        let why = failure_reason(&full, Some(std::path::Path::new("/p/pool")));
+        assert!(why.starts_with(NO_SPACE_REASON), "{why}");
+        assert!(
+            why.contains("the pool's folder /p/pool") && why.contains("drsctl fetch"),
+            "{why}"
+        );
+        assert_eq!(NO_SPACE_REASON, drsd_proto::ErrorCode::NoSpace.as_str());
+        // Anything else keeps its own words.
+        let broke = PrefetchError::Fetch(FetchError::Short {
+            object: "s3://b/k".into(),
+            why: "the body broke off".into(),
+        });
+        assert_eq!(failure_reason(&broke, None), broke.to_string());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
-use drsd_proto::{IpcError, JobState, PathWaiting, PromoteReport, PromoteRequest};
+use drsd_proto::{ErrorCode, IpcError, JobState, PathWaiting, PromoteReport, PromoteRequest};
 use indicatif::ProgressBar;
 
 use crate::exit::{Failure, FAILED, UNREACHABLE};
@@ -66,10 +66,17 @@ pub async fn run(socket: &Path, args: Args, out: &Output) -> Result<(), Failure>
     if report.waiting.is_empty() {
         return Ok(());
     }
+    // A full pool disk is the one thing the user must act on: its code.
+    let full = report.waiting.iter().any(|w| {
+        w.state == JobState::Failed
+            && w.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(ErrorCode::NoSpace.as_str()))
+    });
     Err(Failure {
         code: FAILED,
         error: unfinished(&report.waiting),
-        wire_code: None,
+        wire_code: full.then_some(ErrorCode::NoSpace),
         answered: true,
     })
 }

@@ -70,6 +70,22 @@ pub fn place_bytes(lfs_dir: &Path, oid: &Oid, bytes: &[u8]) -> Result<Hydrated, 
     place.commit(tmp.into_temp_path())
 }
 
+/// Puts the file at `tmp`, in `lfs_dir/tmp` and already checked to be
+/// object `oid` of `size` bytes, in `lfs_dir/objects` by a rename (no
+/// folder or name that is a symlink is written through): for an object
+/// fetched around the pool, which could not take it.
+pub fn place_file(
+    lfs_dir: &Path,
+    oid: &Oid,
+    size: u64,
+    tmp: TempPath,
+) -> Result<Hydrated, PoolError> {
+    if present(lfs_dir, oid, size)? {
+        return Ok(Hydrated::Present);
+    }
+    Place::open(lfs_dir, oid)?.commit(tmp)
+}
+
 /// Whether the repo has a file of `size` bytes at the object's path; an
 /// object path that is a symlink is refused. Presence by length is git-lfs's
 /// own rule for its store, and the pool vouches for nothing here: it hands

@@ -215,7 +215,10 @@ mod tests {
     }
 
     fn staged_text(top: &Path, rel: &str) -> String {
-        let out = git(top).args(["show", &format!(":{rel}")]).output().unwrap();
+        let out = git(top)
+            .args(["show", &format!(":{rel}")])
+            .output()
+            .unwrap();
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -237,7 +240,10 @@ mod tests {
         std::fs::write(&lock, b"").unwrap();
         let cut = promote(top, std::slice::from_ref(&rewrite), Scope::All);
         assert!(cut.is_err(), "{cut:?}");
-        assert_eq!(std::fs::read(top.join("p.bin")).unwrap(), to.to_text().as_bytes());
+        assert_eq!(
+            std::fs::read(top.join("p.bin")).unwrap(),
+            to.to_text().as_bytes()
+        );
         assert_eq!(staged_text(top, "p.bin"), from.to_text());
         std::fs::remove_file(&lock).unwrap();
         let again = promote(top, &[rewrite], Scope::All).unwrap();
@@ -255,7 +261,15 @@ mod tests {
         staged_pointer(top, "p.bin", &from);
         git_ok(
             top,
-            &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "provisional"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "provisional",
+            ],
         );
         // What `drsctl promote` killed after its write leaves.
         std::fs::write(top.join("p.bin"), to.to_text()).unwrap();

@@ -169,6 +169,12 @@ impl Pool {
         }
     }
 
+    /// The folder [`Pool::open`] opened (`partial/` is in it), for errors
+    /// that must name it (a full disk); `None` for pools built from engines.
+    pub fn dir(&self) -> Option<&Path> {
+        self.partial.as_deref().and_then(Path::parent)
+    }
+
     /// Where resumable downloads keep their partial files: on the large
     /// tier's filesystem, so a finished one is adopted by a rename. `None`
     /// for pools built from engines.

@@ -218,6 +218,20 @@ impl Registry {
         })
     }
 
+    /// Queues again, as new, the `failed` jobs whose reason starts with
+    /// `reason` (a full pool's `no_space`, which room made since may
+    /// mend): at the daemon's start. Returns how many.
+    pub fn requeue_failed_for(&self, reason: &str) -> Result<usize, RegistryError> {
+        self.write("requeue jobs", |tx| {
+            tx.execute(
+                "UPDATE jobs SET state = ?2, attempts = 0, error = NULL, next_at = 0,
+                    updated_at = ?1
+                 WHERE state = ?3 AND substr(error, 1, length(?4)) = ?4",
+                params![now() as i64, JobState::Queued, JobState::Failed, reason],
+            )
+        })
+    }
+
     /// Puts jobs left `running` by a daemon that stopped back in the queue.
     pub fn requeue_running(&self) -> Result<usize, RegistryError> {
         self.write("requeue jobs", |tx| {

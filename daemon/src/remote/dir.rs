@@ -163,6 +163,35 @@ impl DirRemote {
         }
     }
 
+    /// Copies object `oid` of `size` bytes into a fresh file in `dir`
+    /// (created exclusively under a random name), hashed as it is written:
+    /// for an object the pool cannot take. The file is returned only when
+    /// it is the object; otherwise it is removed and the error names the
+    /// folder's file.
+    pub fn fetch_into_file(
+        &self,
+        oid: &Oid,
+        size: u64,
+        dir: &Path,
+    ) -> Result<tempfile::TempPath, DirError> {
+        let src = self.open_object(oid, size)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".drsd-download-")
+            .tempfile_in(dir)
+            .map_err(IoError::at("create a temp file in", dir))?;
+        let to = tmp.path().to_path_buf();
+        let (got, len) = copy_hashing(src, tmp.as_file_mut(), &to)?;
+        if got != *oid || len != size {
+            return Err(DirError::NotTheObject {
+                oid: *oid,
+                path: self.path_of(oid),
+                got,
+            });
+        }
+        tmp.as_file().sync_data().map_err(IoError::at("sync", &to))?;
+        Ok(tmp.into_temp_path())
+    }
+
     /// Object `oid` of `size` bytes read whole (a small one), unchecked:
     /// the caller hashes it.
     pub fn read_whole(&self, oid: &Oid, size: u64) -> Result<Vec<u8>, DirError> {

@@ -279,6 +279,65 @@ pub async fn fetch_into_pool(
     })
 }
 
+/// Fetches the object into a fresh file in `dir`, around the pool: for an
+/// object the pool cannot take (its disk is full), to hand to git all the
+/// same. The file is created exclusively under a random name (`dir` may be
+/// in a repo someone else made), filled and hashed in one pass with every
+/// answer checked as [`fetch_into_pool`] checks it, and returned only when
+/// its size and sha256 are `req.expect`'s; on any failure it is removed.
+/// Nothing resumes from it: the next try starts over.
+pub async fn fetch_into_file(
+    dir: &Path,
+    req: Fetch<'_>,
+    opts: FetchOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<tempfile::TempPath, FetchError> {
+    let object = req.origin.describe();
+    let Some(want) = req.expect else {
+        return Err(FetchError::Short {
+            object,
+            why: "no content oid to check a download outside the pool against".into(),
+        });
+    };
+    let made = tempfile::Builder::new()
+        .prefix(".drsd-download-")
+        .tempfile_in(dir)
+        .map_err(io("create a temp file in", dir))?;
+    let file_path = made.into_temp_path();
+    // A byte written is a byte read next (git's copy): not around the cache.
+    let opts = FetchOptions {
+        read_soon: true,
+        ..opts
+    };
+    let (partial, file, _) = open_partial(&file_path, &req, &object, false)?;
+    let run = async {
+        let run = attempt(
+            &req,
+            &object,
+            &partial,
+            file,
+            0,
+            Cut::Ranges,
+            opts,
+            progress,
+        )
+        .await?;
+        if !matches!(run.0, Err(FetchError::NoRanges { .. })) {
+            return Ok(run);
+        }
+        let (_, file, _) = open_partial(&file_path, &req, &object, false)?;
+        attempt(&req, &object, &partial, file, 0, Cut::Whole, opts, progress).await
+    }
+    .await;
+    // Its record is of no use, whatever happened: nothing resumes from it.
+    partial.adopted();
+    let (fetched, done) = run?;
+    fetched.and_then(|()| verify(&req, &object, &done))?;
+    debug_assert_eq!(done.sha256, want, "verify checked it");
+    progress(done.len);
+    Ok(file_path)
+}
+
 /// How a download is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {

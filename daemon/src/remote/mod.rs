@@ -14,6 +14,7 @@
 
 mod answer;
 mod append;
+mod around_pool;
 mod checksum;
 mod clients;
 mod copy;
@@ -43,7 +44,8 @@ pub use clients::DRS_WAIT_ENV;
 pub use copy::CopyOutcome;
 pub use credentials::{CredentialSource, S3Credentials};
 pub use download::{
-    fetch_into_pool, read_small, Fetch, FetchError, FetchOptions, Fetched, Origin, SmallBody,
+    fetch_into_file, fetch_into_pool, read_small, Fetch, FetchError, FetchOptions, Fetched, Origin,
+    SmallBody,
 };
 pub use error::{Permanence, RemoteError};
 pub use facade::{Located, PointerFetchError, Remote};

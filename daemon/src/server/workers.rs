@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::blocking;
-use crate::prefetch::{next_try, prefetch, Hashed};
+use crate::prefetch::{failure_reason, next_try, prefetch, Hashed, NO_SPACE_REASON};
 use crate::registry::{now, Job, Registry};
-use crate::remote::{redact_text, FetchOptions};
+use crate::remote::FetchOptions;
 use drsd_proto::JobProgress;
 
 /// How long an idle worker sleeps at most before looking at the queue again.
@@ -56,11 +56,19 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let (registry, max) = (shared.registry.clone(), shared.config.prefetch.max_size);
     let requeued = move || {
         registry.release_held(max)?;
-        registry.requeue_running()
+        // Those a full pool ended: room may have been made since.
+        let full = registry.requeue_failed_for(NO_SPACE_REASON)?;
+        Ok::<_, crate::registry::RegistryError>((registry.requeue_running()?, full))
     };
     match blocking(requeued).await {
-        Ok(n) if n > 0 => log::info!("{n} interrupted prefetch job(s) queued again"),
-        Ok(_) => {}
+        Ok((n, full)) => {
+            if n > 0 {
+                log::info!("{n} interrupted prefetch job(s) queued again");
+            }
+            if full > 0 {
+                log::info!("{full} prefetch job(s) a full pool ended queued again");
+            }
+        }
         Err(e) => log::warn!("requeueing interrupted jobs: {e}"),
     }
     shared.foreign.queue_unhashed().await;
@@ -132,7 +140,7 @@ async fn work(shared: &Arc<Shared>, job: Job) {
         Some(Ok(hashed)) => finish(shared, job, hashed, &shown).await,
         Some(Err(e)) => {
             // Stored, shown by `drsctl status` and `promote`: no secret in it.
-            let why = redact_text(&e.to_string());
+            let why = failure_reason(&e, shared.pool.dir());
             let tries = job.attempts + 1;
             let retry_at = next_try(&e, tries, cfg.retry);
             match retry_at {

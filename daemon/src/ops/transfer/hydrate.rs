@@ -206,7 +206,15 @@ impl Transfers {
         if let (Err(e), Some(corrupt)) = (&fetched, &corrupt) {
             return Err(and_from_remote(corrupt, e));
         }
-        fetched?;
+        match fetched {
+            // The pool is a cache: the repo gets the bytes around it.
+            Err(full) if full.code == ErrorCode::NoSpace => {
+                return self
+                    .hydrate_around_pool(locks, repo, facts, pointer, &full)
+                    .await;
+            }
+            fetched => fetched?,
+        };
         match place().await.map_err(internal)? {
             Hydrated::NotInPool => Err(left_the_pool(pointer.oid)),
             _ => Ok(HydratedFrom::Remote),

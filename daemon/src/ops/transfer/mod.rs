@@ -9,6 +9,7 @@
 //! Sending is in `send.rs`, the pre-push work in `push.rs`, hydration in
 //! `hydrate.rs`, the check-out from the pool in `checkout.rs`.
 
+mod around;
 mod checkout;
 mod confirmed;
 mod elsewhere;
@@ -82,7 +83,9 @@ impl Transfers {
     /// the repo's object remote when it is not), then handed out as a fresh
     /// file in the repo's `lfs/tmp` for git-lfs to rename into place. A pool
     /// entry found corrupt on its way out has been moved aside: the object
-    /// is fetched again, and if that fails too, the error says both.
+    /// is fetched again, and if that fails too, the error says both. A pool
+    /// that cannot take the object (`no_space`) is gone around: the object
+    /// is fetched straight into `lfs/tmp`, checked against its oid.
     pub async fn download(
         &self,
         repo: &Path,
@@ -91,7 +94,20 @@ impl Transfers {
         report: &(dyn Fn(u64) + Sync),
     ) -> Result<(PathBuf, ObjectSource), WireError> {
         let facts = self.facts(repo).await?;
-        let mut from = self.fetch(repo, &facts, oid, size, report).await?;
+        let mut from = match self.fetch(repo, &facts, oid, size, report).await {
+            // The pool is a cache: git gets the bytes around it.
+            Err(full) if full.code == ErrorCode::NoSpace => {
+                let pointer = crate::lfs::Pointer { oid, size };
+                let file = self
+                    .fetch_around_pool(repo, &facts, pointer, &full, report)
+                    .await?;
+                let path = file
+                    .keep()
+                    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+                return Ok((path, ObjectSource::Remote));
+            }
+            fetched => fetched?,
+        };
         let mut exported = self.export(oid, &facts.tmp).await?;
         if let Err(corrupt @ PoolError::Corrupt { .. }) = &exported {
             from = self

@@ -201,3 +201,24 @@ fn a_folder_that_is_missing_or_not_writable_fails_the_check() {
         assert!(f.dir.check_writable().is_err());
     }
 }
+
+#[test]
+fn an_object_fetched_around_the_pool_is_handed_on_only_when_it_is_the_object() {
+    let f = fixture();
+    let body = vec![3u8; 4000];
+    let oid = f.pool.put(&Oid::of(&body), &body).unwrap().oid;
+    f.dir.put_from_pool(&f.pool, &oid).unwrap();
+    let into = f._tmp.path().join("repo-tmp");
+    std::fs::create_dir(&into).unwrap();
+    let got = f.dir.fetch_into_file(&oid, 4000, &into).unwrap();
+    assert_eq!(std::fs::read(&got).unwrap(), body);
+    drop(got);
+    // Other bytes under its name: refused, naming the file, nothing left.
+    let at = f.dir.path_of(&oid);
+    std::fs::remove_file(&at).unwrap();
+    std::fs::write(&at, vec![4u8; 4000]).unwrap();
+    let err = f.dir.fetch_into_file(&oid, 4000, &into).unwrap_err();
+    assert!(matches!(err, DirError::NotTheObject { .. }), "{err}");
+    assert!(err.to_string().contains(&at.display().to_string()), "{err}");
+    assert_eq!(std::fs::read_dir(&into).unwrap().count(), 0);
+}
