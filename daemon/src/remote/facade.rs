@@ -114,6 +114,13 @@ impl Remote {
             .collect()
     }
 
+    /// The most one metadata request may take in all (the
+    /// `metadata_timeout` setting): also the bound of add-url's read of a
+    /// small object, a whole body as short as a JSON answer.
+    pub fn metadata_timeout(&self) -> std::time::Duration {
+        super::HttpConfig::from_settings(self.clients.settings()).metadata_timeout
+    }
+
     /// The S3 client: the object remote of every repo is an S3 store.
     pub fn s3(&self) -> Result<Arc<S3Client>, RemoteError> {
         self.clients.s3()

@@ -21,6 +21,7 @@ use futures_util::stream::{self, StreamExt};
 use super::resolve::{OidFrom, Resolved};
 use super::ForeignObjects;
 use crate::pool::{Oid, Tier};
+use crate::remote::RemoteError;
 use crate::prefetch::{failure_reason, next_try, read_small, Hashed, PrefetchError};
 
 /// GETs in flight at once, as for the HEADs: small objects are round
@@ -66,7 +67,7 @@ impl ForeignObjects {
             let batch = next_batch(&mut to_read);
             let read: Vec<(Resolved, Read)> = stream::iter(batch)
                 .map(|r| async move {
-                    let read = read_small(&self.remote, &r.entry.object).await;
+                    let read = self.read_one(&r).await;
                     (r, read)
                 })
                 .buffered(CONCURRENT_READS)
@@ -81,6 +82,25 @@ impl ForeignObjects {
         out.extend(rest);
         out.sort_by_key(|r| r.target.no);
         (out, failed)
+    }
+
+    /// One object read whole, its access URL asked first for a `drs://`
+    /// one, within the `metadata_timeout` setting: the read timeout alone
+    /// lets a server trickling a byte a second hold add-url (and its
+    /// repo's lock) forever. A small object is a short whole body like a
+    /// JSON answer, so a whole-answer deadline fits it; one that misses it
+    /// is left to the prefetch, as any failed read.
+    async fn read_one(&self, r: &Resolved) -> Read {
+        let deadline = self.remote.metadata_timeout();
+        match tokio::time::timeout(deadline, read_small(&self.remote, &r.entry.object)).await {
+            Ok(read) => read,
+            Err(_) => Err(PrefetchError::Remote(RemoteError::Deadline {
+                op: "GET",
+                // Shown redacted: a signed URL's query is a secret.
+                object: r.target.url.to_string(),
+                deadline,
+            })),
+        }
     }
 
     /// An object whose content oid nobody gave, that goes to the pool's
