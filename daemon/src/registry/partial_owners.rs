@@ -9,13 +9,14 @@ impl Registry {
     pub fn job_objects(&self, states: &[JobState]) -> Result<Vec<ForeignObject>, RegistryError> {
         let conn = self.lock();
         let err = sql(self.path(), "list jobs");
+        // The state first: the object's columns, at the end, may grow.
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT {OBJECT_COLUMNS}, j.state FROM jobs j JOIN objects o ON o.id = j.object_id"
+                "SELECT j.state, {OBJECT_COLUMNS} FROM jobs j JOIN objects o ON o.id = j.object_id"
             ))
             .map_err(&err)?;
         let rows = stmt
-            .query_map([], |r| Ok((object_at(r, 0)?, r.get::<_, String>(12)?)))
+            .query_map([], |r| Ok((object_at(r, 1)?, r.get::<_, String>(0)?)))
             .map_err(&err)?;
         let mut found = Vec::new();
         for row in rows {
