@@ -93,6 +93,30 @@ impl Credential {
         }
     }
 
+    /// The secret texts this credential sends, for taking them out of
+    /// what a server echoes: a bearer token; a Basic pair's base64, its
+    /// `user:password` and its password.
+    pub fn secrets(&self) -> Vec<String> {
+        use base64::Engine;
+        let Some(value) = self.header.as_ref().and_then(|v| v.to_str().ok()) else {
+            return Vec::new();
+        };
+        let (scheme, secret) = value.split_once(' ').unwrap_or(("", value));
+        let mut out = vec![secret.to_string()];
+        if scheme.eq_ignore_ascii_case("basic") {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(secret)
+                .ok()
+                .and_then(|d| String::from_utf8(d).ok());
+            if let Some(pair) = decoded {
+                out.extend(pair.split_once(':').map(|(_, password)| password.to_string()));
+                out.push(pair);
+            }
+        }
+        out.retain(|s| !s.is_empty());
+        out
+    }
+
     /// A Gen3 access token, which a 401 may mean has been revoked early.
     pub fn is_renewable(&self) -> bool {
         matches!(self.kind, CredentialKind::Gen3(_))

@@ -11,10 +11,19 @@
 //! are asked one by one, and it keeps its bulk. A 413 splits the batch in
 //! halves, and later batches to that server are no larger.
 //!
-//! Every bulk answer is checked against the batch: an object nobody asked
-//! for is ignored (and logged), an id the server reports unresolved is
-//! [`DrsError::NotFound`] (or the status it gives), and a URI the answer
-//! does not mention at all is an error for that URI alone.
+//! Every bulk answer is checked against the batch, each object read on its
+//! own: an object nobody asked for is ignored (and logged); one that cannot
+//! be used (a blank Indexd record, an upload not finished; one drsd cannot
+//! read) is an error for its URI alone, the others of the batch go on; a
+//! URI the answer does not mention at all is an error for it alone.
+//!
+//! An id the server reports unresolved is asked once more by a single GET
+//! before it is called missing: Gen3 Indexd's bulk lookup matches the exact
+//! did only, where its single lookup also takes the did without its prefix
+//! or with it, and a `baseid` (`client.rs` and `DrsUri::is_named_by` match
+//! its answers the same way). So `drs://HOST/<uuid>` for the record
+//! `dg.XXXX/<uuid>`, and Indexd's own `self_uri` of a did without prefix,
+//! resolve.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -24,8 +33,8 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 
 use super::call::{self, Ask};
-use super::client::{check_object, not_found};
-use super::model::{nullable, quoted, DrsObject};
+use super::client::{blank, check_object};
+use super::model::{id_of, nullable, quoted, DrsObject, Read};
 use super::servers::below;
 use super::{DrsClient, DrsError, DrsUri};
 use crate::remote::shown_url;
@@ -65,7 +74,8 @@ type Answer = Result<DrsObject, DrsError>;
 
 /// How one batch went.
 enum Posted {
-    Answered(Vec<Answer>),
+    /// Per URI its answer, or `None` to ask it by a single GET.
+    Answered(Vec<Option<Answer>>),
     /// 413: the batch must be smaller.
     TooLarge,
     /// A 404 from a server that declared bulk: none of these is there.
@@ -102,8 +112,10 @@ impl ServiceInfo {
 
 #[derive(Deserialize)]
 struct BulkAnswer {
+    /// Read one by one ([`Read::of`]): one blank record must not make the
+    /// whole batch unreadable.
     #[serde(default, alias = "resolved_drs_objects", deserialize_with = "nullable")]
-    resolved_drs_object: Vec<DrsObject>,
+    resolved_drs_object: Vec<serde_json::Value>,
     #[serde(
         default,
         alias = "unresolved_drs_object",
@@ -114,8 +126,8 @@ struct BulkAnswer {
 
 #[derive(Deserialize)]
 struct Unresolved {
-    #[serde(default)]
-    error_code: Option<u16>,
+    // `error_code` is not read: whatever the code, the id is asked once
+    // more by a single GET, whose answer is final.
     #[serde(default, deserialize_with = "nullable")]
     object_ids: Vec<String>,
 }
@@ -216,7 +228,9 @@ impl DrsClient {
                 match result {
                     Ok(Posted::Answered(got)) => {
                         known = true;
-                        fill(answers, range, got);
+                        for (slot, answer) in answers[range].iter_mut().zip(got) {
+                            *slot = answer;
+                        }
                     }
                     Ok(Posted::TooLarge) if range.len() > 1 => {
                         let mid = range.start + range.len() / 2;
@@ -355,47 +369,66 @@ fn bulk_asked(uris: &[&DrsUri]) -> String {
     )
 }
 
-/// Each URI's answer in `answer`, checked against what was asked.
-fn matched(uris: &[&DrsUri], answer: &BulkAnswer, ask: &Ask<'_>) -> Vec<Answer> {
-    for object in &answer.resolved_drs_object {
-        if !uris.iter().any(|u| u.is_named_by(&object.id)) {
+/// Each URI's answer in `answer`, checked against what was asked; `None`
+/// for a URI the server lists unresolved, to be asked by a single GET.
+fn matched(uris: &[&DrsUri], answer: &BulkAnswer, ask: &Ask<'_>) -> Vec<Option<Answer>> {
+    let resolved: Vec<(Option<&str>, &serde_json::Value)> = answer
+        .resolved_drs_object
+        .iter()
+        .map(|value| (id_of(value), value))
+        .collect();
+    for (id, _) in &resolved {
+        if !id.is_some_and(|id| uris.iter().any(|u| u.is_named_by(id))) {
             log::warn!(
                 "{}: {} answered with the object {}, which was not asked; ignored",
                 ask.asked,
                 shown_url(ask.server),
-                quoted(&object.id)
+                id.map_or("without an id".into(), quoted)
             );
         }
     }
-    uris.iter().map(|uri| one_of(uri, answer, ask)).collect()
+    uris.iter().map(|uri| one_of(uri, &resolved, answer, ask)).collect()
 }
 
-fn one_of(uri: &DrsUri, answer: &BulkAnswer, ask: &Ask<'_>) -> Answer {
-    let resolved = &answer.resolved_drs_object;
-    let exact = resolved.iter().find(|o| o.id == uri.id());
-    if let Some(object) = exact.or_else(|| resolved.iter().find(|o| uri.is_named_by(&o.id))) {
-        check_object(object, uri).map_err(|why| call::bad_answer(ask, why))?;
-        return Ok(object.clone());
+fn one_of(
+    uri: &DrsUri,
+    resolved: &[(Option<&str>, &serde_json::Value)],
+    answer: &BulkAnswer,
+    ask: &Ask<'_>,
+) -> Option<Answer> {
+    let exact = resolved.iter().find(|(id, _)| *id == Some(uri.id()));
+    let named = || {
+        resolved
+            .iter()
+            .find(|(id, _)| id.is_some_and(|id| uri.is_named_by(id)))
+    };
+    let server = shown_url(ask.server);
+    if let Some((_, value)) = exact.or_else(named) {
+        let bad = |why: String| DrsError::BadAnswer {
+            asked: uri.to_string(),
+            server: server.clone(),
+            why,
+        };
+        return Some(match Read::of((*value).clone()) {
+            Read::Object(object) => check_object(&object, uri, false)
+                .map(|()| object)
+                .map_err(bad),
+            Read::Blank => Err(blank(uri, ask.server)),
+            Read::Malformed(why) => Err(bad(why)),
+        });
     }
     let unresolved = answer
         .unresolved_drs_objects
         .iter()
-        .find(|u| u.object_ids.iter().any(|id| uri.is_named_by(id)));
-    let server = shown_url(ask.server);
-    match unresolved.map(|u| u.error_code.unwrap_or(404)) {
-        Some(404) => Err(not_found(uri, ask.server)),
-        Some(status) => Err(DrsError::Http {
-            asked: uri.to_string(),
-            server,
-            status,
-            attempts: 1,
-        }),
-        None => Err(DrsError::BadAnswer {
-            asked: uri.to_string(),
-            server,
-            why: "the bulk answer names it neither resolved nor unresolved".into(),
-        }),
+        .any(|u| u.object_ids.iter().any(|id| uri.is_named_by(id)));
+    if unresolved {
+        return None;
     }
+    Some(Err(DrsError::BadAnswer {
+        asked: uri.to_string(),
+        server,
+        why: "the bulk answer names it neither resolved nor unresolved".into(),
+    }))
 }
 
 #[cfg(test)]

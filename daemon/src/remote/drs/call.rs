@@ -203,7 +203,14 @@ impl Caller {
                     renewed = true;
                 }
                 Sent::Refused { resp, attempt } => {
-                    return Err(refused(ask, &credential, resp.status(), attempt))
+                    let status = resp.status();
+                    // The server's own words, read within the call's time.
+                    let said = until
+                        .bound(ask, error_message(resp, &credential.secrets()))
+                        .await
+                        .ok()
+                        .flatten();
+                    return Err(refused(ask, &credential, status, attempt, said));
                 }
                 Sent::Failed { error, attempt } => return Err(failed(ask, &error, attempt)),
             }
@@ -309,7 +316,13 @@ pub(super) fn bad_answer(ask: &Ask<'_>, why: String) -> DrsError {
     }
 }
 
-fn refused(ask: &Ask<'_>, credential: &Credential, status: StatusCode, attempts: u32) -> DrsError {
+fn refused(
+    ask: &Ask<'_>,
+    credential: &Credential,
+    status: StatusCode,
+    attempts: u32,
+    said: Option<String>,
+) -> DrsError {
     let server = shown_url(ask.server);
     let asked = ask.asked.to_string();
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
@@ -318,6 +331,7 @@ fn refused(ask: &Ask<'_>, credential: &Credential, status: StatusCode, attempts:
             server,
             tried: credential.kind.clone(),
             status: status.as_u16(),
+            said,
         };
     }
     DrsError::Http {
@@ -325,7 +339,67 @@ fn refused(ask: &Ask<'_>, credential: &Credential, status: StatusCode, attempts:
         server,
         status: status.as_u16(),
         attempts,
+        said,
     }
+}
+
+/// The most of an error body read for its message.
+const MAX_ERROR_BODY: usize = 16 << 10;
+
+/// The message of an error answer as Indexd (`{"error": ...}`), DRS
+/// servers and Indexd's DRS routes (`{"msg": ..., "status_code": N}`) and
+/// others (`message`, `detail`) write it: quoted, shortened, with
+/// `secrets` (the credential sent), bearer-like tokens and URL secrets
+/// taken out, so a server echoing what it was sent shows no secret. `None`
+/// for a body that is not such JSON (an HTML error page says nothing a
+/// user can act on).
+pub(super) async fn error_message(mut resp: Response, secrets: &[String]) -> Option<String> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_ERROR_BODY {
+            return None;
+        }
+    }
+    said_in(&body, secrets)
+}
+
+/// [`error_message`] of a body already read.
+pub(super) fn said_in(body: &[u8], secrets: &[String]) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let text = ["error", "msg", "message", "detail"]
+        .iter()
+        .find_map(|key| match json.get(key)? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            // `{"error": {"message": ...}}`
+            serde_json::Value::Object(o) => o.get("message")?.as_str().map(str::to_string),
+            _ => None,
+        })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    Some(super::model::quoted(&scrubbed(text, secrets)))
+}
+
+/// `text` without `secrets`, JWT-like words or URL secrets.
+fn scrubbed(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 3) {
+        out = out.replace(secret.as_str(), "[redacted]");
+    }
+    let words: Vec<String> = out
+        .split(' ')
+        .map(|word| {
+            let bare = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+            if bare.starts_with("eyJ") && bare.len() >= 20 {
+                word.replace(bare, "[redacted]")
+            } else {
+                word.to_string()
+            }
+        })
+        .collect();
+    redact_text(&words.join(" "))
 }
 
 fn failed(ask: &Ask<'_>, error: &reqwest::Error, attempts: u32) -> DrsError {
@@ -365,6 +439,32 @@ mod tests {
         assert_eq!(p.next_wait(Some(S(10)), S(55)), Some(S(5)), "what is left");
         assert_eq!(p.next_wait(Some(S(10)), S(60)), None, "the bound is spent");
         assert_eq!(p.next_wait(Some(S(1)), S(61)), None);
+    }
+
+    #[test]
+    fn an_error_body_is_quoted_in_each_servers_shape_without_the_secrets_sent() {
+        let secrets = vec!["hunter2-pass".to_string()];
+        let said = |body: &str| said_in(body.as_bytes(), &secrets);
+        assert_eq!(
+            said(r#"{"error": "username / password mismatch"}"#).as_deref(),
+            Some("\"username / password mismatch\"")
+        );
+        assert_eq!(
+            said(r#"{"msg": "no record found", "status_code": 404}"#).as_deref(),
+            Some("\"no record found\"")
+        );
+        let echoed = said(
+            r#"{"error": "bad login hunter2-pass, token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig at https://h/x?sig=s3cr3t"}"#,
+        )
+        .unwrap();
+        for secret in ["hunter2-pass", "eyJhbGci", "s3cr3t"] {
+            assert!(!echoed.contains(secret), "{echoed}");
+        }
+        assert!(echoed.contains("bad login [redacted]"), "{echoed}");
+        let forged = said("{\"error\": \"a\\nforged line\"}").unwrap();
+        assert!(!forged.contains('\n'), "{forged}");
+        assert_eq!(said("<html>502 Bad Gateway</html>"), None);
+        assert_eq!(said(r#"{"error": ""}"#), None);
     }
 
     #[test]

@@ -18,8 +18,8 @@ use reqwest::StatusCode;
 use super::auth::DrsAuth;
 use super::bulk::Bulk;
 use super::call::{self, Api, Ask, Caller, Pending};
-use super::model::{quoted, AccessMethod, AccessUrl, AccessUrlJson, DrsObject};
-use super::servers::below;
+use super::model::{quoted, AccessMethod, AccessUrl, AccessUrlJson, DrsObject, Read, BLANK};
+use super::servers::{below, API_PATH};
 use super::{DrsError, DrsServers, DrsUri};
 use crate::remote::{shown_url, HttpConfig, SecretUrl};
 
@@ -93,9 +93,65 @@ impl DrsClient {
         if resp.status() == StatusCode::NOT_FOUND {
             return Err(not_found(uri, &server));
         }
-        let object: DrsObject = call::read_json(resp, &ask).await?;
-        check_object(&object, uri).map_err(|why| call::bad_answer(&ask, why))?;
+        let value: serde_json::Value = call::read_json(resp, &ask).await?;
+        let object = match Read::of(value) {
+            Read::Object(object) => object,
+            Read::Blank => return Err(blank(uri, &server)),
+            Read::Malformed(why) => return Err(call::bad_answer(&ask, why)),
+        };
+        // Indexd answers a `baseid` with the newest of its versions, a
+        // record of another did: taken when Indexd says so.
+        let version = !uri.is_named_by(&object.id)
+            && self.is_version_of(uri, &server, &object.id).await;
+        if version {
+            log::info!(
+                "{uri}: {} answered with its newest version, {}",
+                shown_url(&server),
+                quoted(&object.id)
+            );
+        }
+        check_object(&object, uri, version).map_err(|why| call::bad_answer(&ask, why))?;
         Ok(object)
+    }
+
+    /// Whether the record `answered` is, by the Indexd on the DRS server's
+    /// root (`GET {root}/index/{did}`, where Gen3 serves it), a version of
+    /// the object `uri` names: its `baseid` is the id asked, as Indexd's
+    /// single lookup matches a baseid. Any failure is a no: the answer is
+    /// then refused as about another object.
+    async fn is_version_of(&self, uri: &DrsUri, server: &url::Url, answered: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Record {
+            did: String,
+            #[serde(default)]
+            baseid: Option<String>,
+        }
+        let mut root = server.clone();
+        let path = root.path().trim_end_matches('/').to_string();
+        root.set_path(path.strip_suffix(API_PATH).unwrap_or(&path));
+        let mut segments = vec!["index"];
+        segments.extend(answered.split('/'));
+        let Ok(url) = below(&root, &segments) else {
+            return false;
+        };
+        let asked = format!("Indexd record {} (a version of {uri}?)", quoted(answered));
+        let ask = Ask {
+            asked: &asked,
+            server: &root,
+            accept: &[StatusCode::NOT_FOUND],
+            build: &|http| http.get(url.clone()),
+        };
+        let record: Record = match self.caller.send(&ask).await {
+            Ok(resp) if resp.status().is_success() => match call::read_json(resp, &ask).await {
+                Ok(record) => record,
+                Err(_) => return false,
+            },
+            _ => return false,
+        };
+        record.did == answered
+            && record
+                .baseid
+                .is_some_and(|base| base == uri.id() || uri.is_named_by(&base))
     }
 
     /// Where to fetch `object`'s bytes: the first access method of type
@@ -167,6 +223,15 @@ impl DrsClient {
     }
 }
 
+/// A blank record: refused by name, the upload not finished.
+pub(super) fn blank(uri: &DrsUri, server: &url::Url) -> DrsError {
+    DrsError::Unusable {
+        uri: uri.to_string(),
+        server: shown_url(server),
+        why: BLANK.into(),
+    }
+}
+
 pub(super) fn not_found(uri: &DrsUri, server: &url::Url) -> DrsError {
     DrsError::NotFound {
         uri: uri.to_string(),
@@ -182,9 +247,10 @@ fn bad(asked: &str, server: &url::Url, why: String) -> DrsError {
     }
 }
 
-/// An answer describes the object asked, with a size drsd can hold.
-pub(super) fn check_object(object: &DrsObject, uri: &DrsUri) -> Result<(), String> {
-    if !uri.is_named_by(&object.id) {
+/// An answer describes the object asked (or, `version`, a version of it
+/// Indexd vouched for), with a size drsd can hold.
+pub(super) fn check_object(object: &DrsObject, uri: &DrsUri, version: bool) -> Result<(), String> {
+    if !version && !uri.is_named_by(&object.id) {
         return Err(format!(
             "it describes the object {}, not {}",
             quoted(&object.id),
@@ -323,9 +389,14 @@ mod tests {
             access_methods: vec![],
             name: None,
         };
-        assert!(check_object(&object, &uri).unwrap_err().contains("\"u2\""));
+        assert!(check_object(&object, &uri, false)
+            .unwrap_err()
+            .contains("\"u2\""));
+        assert!(check_object(&object, &uri, true).is_ok(), "a version vouched for");
         object.id = "u1".into();
         object.size = u64::MAX;
-        assert!(check_object(&object, &uri).unwrap_err().contains("largest"));
+        assert!(check_object(&object, &uri, false)
+            .unwrap_err()
+            .contains("largest"));
     }
 }

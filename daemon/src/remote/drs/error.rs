@@ -25,12 +25,14 @@ pub enum DrsError {
     BadServers(#[from] BadDrsServers),
     #[error("{uri}: no such object on {server}")]
     NotFound { uri: String, server: String },
-    #[error("{asked}: {server} refused access (HTTP {status}) with {tried}")]
+    #[error("{asked}: {server} refused access (HTTP {status}) with {tried}{}", says(said))]
     Auth {
         asked: String,
         server: String,
         tried: CredentialKind,
         status: u16,
+        /// The message of the server's error body, quoted, secrets taken out.
+        said: Option<String>,
     },
     #[error(
         "{uri}: the server still answers 202 (not ready) after {:.1} s of waiting; try again later",
@@ -49,12 +51,23 @@ pub enum DrsError {
     BadChecksum { object: String, why: String },
     #[error("{uri}: no access method drsd can use (https, http or s3); it offers: {offered}")]
     NoAccess { uri: String, offered: String },
-    #[error("{asked}: HTTP {status} from {server}{}", tries(*attempts))]
+    #[error("{asked}: HTTP {status} from {server}{}{}", tries(*attempts), says(said))]
     Http {
         asked: String,
         server: String,
         status: u16,
         attempts: u32,
+        /// As [`DrsError::Auth`]'s.
+        said: Option<String>,
+    },
+    /// The server has the object but its record cannot be used: a blank
+    /// Indexd record (an upload begun and not finished), or one drsd cannot
+    /// read; the other objects of its batch go on.
+    #[error("{uri}: the record {server} holds cannot be used: {why}")]
+    Unusable {
+        uri: String,
+        server: String,
+        why: String,
     },
     /// A call got no whole answer within the `metadata_timeout` setting.
     #[error(
@@ -84,6 +97,13 @@ pub enum DrsError {
     },
 }
 
+/// `: the server says "..."`, when it said something.
+fn says(said: &Option<String>) -> String {
+    said.as_ref()
+        .map(|s| format!(": the server says {s}"))
+        .unwrap_or_default()
+}
+
 fn tries(attempts: u32) -> String {
     match attempts {
         0 | 1 => String::new(),
@@ -110,7 +130,8 @@ impl DrsError {
             | DrsError::Auth { .. }
             | DrsError::UnknownChecksum { .. }
             | DrsError::BadChecksum { .. }
-            | DrsError::NoAccess { .. } => Permanence::Permanent,
+            | DrsError::NoAccess { .. }
+            | DrsError::Unusable { .. } => Permanence::Permanent,
         }
     }
 
@@ -130,6 +151,7 @@ mod tests {
             server: "https://h/ga4gh/drs/v1".into(),
             status,
             attempts: 1,
+            said: None,
         };
         assert!(http(503).is_retryable());
         assert!(!http(400).is_retryable());
@@ -153,6 +175,7 @@ mod tests {
             server: "https://data.example.org/ga4gh/drs/v1".into(),
             tried: CredentialKind::TokenFile("/home/u/.drs-token".into()),
             status: 401,
+            said: None,
         };
         let text = err.to_string();
         for part in [

@@ -47,6 +47,9 @@ struct Token {
     renew_at: Option<SystemTime>,
 }
 
+/// The most the refusal of a key exchange is waited on for its message.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(5);
+
 #[derive(serde::Deserialize)]
 struct KeyFile {
     api_key: String,
@@ -126,7 +129,16 @@ impl Gen3Key {
         let resp = match send_retrying(Retry::default(), &[], || (ask.build)(http)).await {
             Sent::Answered(resp) => resp,
             Sent::Refused { resp, attempt } => {
-                return Err(self.refused(&ask, resp.status(), attempt))
+                let status = resp.status();
+                let secrets = [key.api_key.clone()];
+                let said = tokio::time::timeout(
+                    ERROR_BODY_WAIT,
+                    call::error_message(resp, &secrets),
+                )
+                .await
+                .ok()
+                .flatten();
+                return Err(self.refused(&ask, status, attempt, said));
             }
             Sent::Failed { error, attempt } => {
                 return Err(DrsError::Transport {
@@ -147,13 +159,20 @@ impl Gen3Key {
         Ok(Token { header, renew_at })
     }
 
-    fn refused(&self, ask: &Ask<'_>, status: StatusCode, attempts: u32) -> DrsError {
+    fn refused(
+        &self,
+        ask: &Ask<'_>,
+        status: StatusCode,
+        attempts: u32,
+        said: Option<String>,
+    ) -> DrsError {
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return DrsError::Auth {
                 asked: ask.asked.to_string(),
                 server: shown_url(ask.server),
                 tried: self.kind(),
                 status: status.as_u16(),
+                said,
             };
         }
         DrsError::Http {
@@ -161,6 +180,7 @@ impl Gen3Key {
             server: shown_url(ask.server),
             status: status.as_u16(),
             attempts,
+            said,
         }
     }
 

@@ -2,7 +2,8 @@
 //! new ones, so a pushed object can be named by a DRS URI.
 //!
 //! Paths (under the Indexd root the user configured): `GET
-//! /index?hash=sha256:HEX`, `GET /index/{did}` (a did's `/`s kept as path
+//! /index?hash=sha256:HEX` (and `md5:HEX&size=N`), `POST /index/{did}` (a
+//! new version of a record), `GET /index/{did}` (a did's `/`s kept as path
 //! separators, each part percent-encoded), `POST /index/` with HTTP Basic
 //! from the user's netrc for the Indexd host (its `default` entry too: the
 //! user chose this host). Every answer is checked: a lookup by hash keeps
@@ -37,6 +38,8 @@ pub struct IndexdRecord {
     pub file_name: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub authz: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub acl: Vec<String>,
 }
 
 /// A record to register: the server chooses its did.
@@ -114,6 +117,59 @@ impl IndexdClient {
             );
         }
         Ok(kept)
+    }
+
+    /// The records of `size` bytes with md5 `md5` (32 lowercase hex) that
+    /// name no sha256: most Gen3 records carry md5 and size only. A record
+    /// with a sha256 is left out: of this content it was found by
+    /// [`Self::by_sha256`], of other content it is not this object.
+    pub async fn by_md5_only(&self, md5: &str, size: u64) -> Result<Vec<IndexdRecord>, DrsError> {
+        let mut url = self.url(&["index"])?;
+        url.query_pairs_mut()
+            .append_pair("hash", &format!("md5:{md5}"))
+            .append_pair("size", &size.to_string());
+        let asked = format!("Indexd lookup of md5 {md5}");
+        let found: Records = self.get_json(&asked, &url).await?;
+        Ok(found
+            .records
+            .into_iter()
+            .filter(|r| {
+                r.size == Some(size)
+                    && r.hashes.get("md5").is_some_and(|h| h.eq_ignore_ascii_case(md5))
+                    && !r.hashes.contains_key("sha256")
+            })
+            .collect())
+    }
+
+    /// Adds a version of `record` (`POST /index/{did}`: a new did, the same
+    /// `baseid`) carrying `sha256` beside its own hashes, urls, name and
+    /// access; returns the new version's did. For a record whose bytes
+    /// were shown here to have that sha256: a client asking by sha256 then
+    /// finds it, and the commons keeps one object at one location.
+    pub async fn add_sha256_version(
+        &self,
+        record: &IndexdRecord,
+        sha256: Oid,
+    ) -> Result<String, DrsError> {
+        let asked = format!(
+            "Indexd new version of {} with sha256 {sha256}",
+            quoted(&record.did)
+        );
+        let url = self.did_url(&record.did, &asked)?;
+        let body = version_body(record, sha256).to_string().into_bytes();
+        let ask = Ask {
+            asked: &asked,
+            server: &self.base,
+            accept: &[],
+            build: &|http| call::post_json(http, &url, &body),
+        };
+        let registered: Registered = self.caller.json(&ask).await?;
+        check_did(&registered.did).map_err(|why| call::bad_answer(&ask, why))?;
+        if registered.did == record.did {
+            let why = "it answered the old version's did, not a new one".to_string();
+            return Err(call::bad_answer(&ask, why));
+        }
+        Ok(registered.did)
     }
 
     /// The record `did`, or `None` when Indexd has none.
@@ -212,6 +268,30 @@ fn body_of(record: &NewRecord) -> serde_json::Value {
     })
 }
 
+/// The JSON body of a new version of `record` (Indexd's `POST /index/{did}`
+/// takes the same schema as a registration): its hashes with `sha256`
+/// added, the rest kept as they are.
+fn version_body(record: &IndexdRecord, sha256: Oid) -> serde_json::Value {
+    let mut hashes: BTreeMap<String, String> = record
+        .hashes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_ascii_lowercase()))
+        .collect();
+    hashes.insert("sha256".into(), sha256.to_hex());
+    let mut body = serde_json::json!({
+        "form": "object",
+        "size": record.size,
+        "hashes": hashes,
+        "urls": record.urls,
+        "authz": record.authz,
+        "acl": record.acl,
+    });
+    if let Some(name) = &record.file_name {
+        body["file_name"] = serde_json::Value::from(name.as_str());
+    }
+    body
+}
+
 /// What Indexd would refuse with a 400, refused here by name.
 fn check_new(record: &NewRecord) -> Result<(), DrsError> {
     let bad = |why: String| DrsError::BadChecksum {
@@ -280,6 +360,33 @@ mod tests {
             ..record()
         });
         assert!(without["hashes"].get("etag").is_none());
+    }
+
+    #[test]
+    fn a_new_version_keeps_the_records_hashes_urls_and_access_and_adds_the_sha256() {
+        let mut hashes = BTreeMap::new();
+        hashes.insert("md5".to_string(), "900150983CD24FB0D6963F7D28E17F72".to_string());
+        hashes.insert("crc".to_string(), "352441c2".to_string());
+        let record = IndexdRecord {
+            did: "dg.TEST/1".into(),
+            size: Some(3),
+            hashes,
+            urls: vec!["s3://b/k".into()],
+            file_name: Some("k.bam".into()),
+            authz: vec!["/programs/p".into()],
+            acl: vec!["p".into()],
+        };
+        let body = version_body(&record, Oid::of(b"abc"));
+        assert_eq!(body["form"], "object");
+        assert_eq!(body["size"], 3);
+        assert_eq!(body["hashes"]["sha256"], Oid::of(b"abc").to_hex());
+        assert_eq!(body["hashes"]["md5"], "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(body["hashes"]["crc"], "352441c2");
+        assert_eq!(body["urls"][0], "s3://b/k");
+        assert_eq!(body["authz"][0], "/programs/p");
+        assert_eq!(body["acl"][0], "p");
+        assert_eq!(body["file_name"], "k.bam");
+        assert!(body.get("did").is_none(), "Indexd chooses the new version's did");
     }
 
     #[test]

@@ -85,6 +85,45 @@ impl fmt::Debug for AccessUrl {
     }
 }
 
+/// What an answer's object is, read on its own: one object a bulk answer
+/// cannot be read as does not spoil the others.
+#[derive(Debug)]
+pub(super) enum Read {
+    Object(DrsObject),
+    /// A blank Gen3 record (`POST /index/blank/`: an upload begun through
+    /// Fence and not finished): `"size": null`, no checksums, no access
+    /// method. It names no content yet.
+    Blank,
+    /// Not a DRS object drsd can read: why, without the values.
+    Malformed(String),
+}
+
+/// Why a blank record is refused, for the user.
+pub(super) const BLANK: &str = "its upload is not finished (a blank record: no size, no checksums, no access method); add it once the upload is done";
+
+impl Read {
+    /// `value` as a DRS object (see [`Read`]).
+    pub(super) fn of(value: serde_json::Value) -> Read {
+        let empty = |key: &str| {
+            value
+                .get(key)
+                .is_none_or(|v| v.is_null() || v.as_array().is_some_and(|a| a.is_empty()))
+        };
+        if value.get("size").is_none_or(|s| s.is_null()) && empty("checksums") {
+            return Read::Blank;
+        }
+        match serde_json::from_value(value) {
+            Ok(object) => Read::Object(object),
+            Err(e) => Read::Malformed(super::call::json_error(&e)),
+        }
+    }
+}
+
+/// The `id` an answer's object gives, if a string.
+pub(super) fn id_of(value: &serde_json::Value) -> Option<&str> {
+    value.get("id")?.as_str()
+}
+
 /// A `null` where a list belongs reads as an empty list (Indexd writes
 /// `null` for what it does not have).
 pub(super) fn nullable<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
@@ -305,6 +344,24 @@ mod tests {
         let got: DrsObject = serde_json::from_value(json).unwrap();
         assert!(got.access_methods.is_empty());
         assert_eq!(got.sha256().unwrap(), Some(SHA.parse().unwrap()));
+    }
+
+    #[test]
+    fn a_blank_indexd_record_reads_as_blank_and_a_bad_one_as_malformed_without_its_values() {
+        let blank = serde_json::json!({
+            "id": "dg.TEST/u1", "self_uri": "drs://dg.TEST:u1", "size": null,
+            "form": null, "checksums": [], "access_methods": [], "name": "x.bam"
+        });
+        assert!(matches!(Read::of(blank), Read::Blank));
+        let no_size = serde_json::json!({
+            "id": "u2", "size": null, "checksums": [{"type": "md5", "checksum": "s3cr3t"}]
+        });
+        let Read::Malformed(why) = Read::of(no_size) else {
+            panic!("a record with checksums and no size is not blank");
+        };
+        assert!(why.contains("not the JSON expected") && !why.contains("s3cr3t"), "{why}");
+        let good = serde_json::json!({"id": "u3", "size": 3, "checksums": []});
+        assert!(matches!(Read::of(good), Read::Object(o) if o.id == "u3"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::settings::{Key, Settings};
 pub const SERVERS_ENV: &str = "DRSD_DRS_SERVERS";
 
 /// Where DRS servers answer under their base URL.
-const API_PATH: &str = "/ga4gh/drs/v1";
+pub(super) const API_PATH: &str = "/ga4gh/drs/v1";
 
 /// A `DRSD_DRS_SERVERS` that cannot be read, naming the entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

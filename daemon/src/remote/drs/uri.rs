@@ -115,20 +115,31 @@ impl DrsUri {
         &self.form
     }
 
-    /// Whether an answer naming the object `answered` names this one: its
-    /// id exactly; for the compact form also the bare accession (a server
-    /// that does not prefix its ids); for a hostname-form id without a `/`,
-    /// also `P/id` (Gen3 Indexd answers a bare uuid with its full did,
-    /// `dg.TEST/<uuid>`).
+    /// Whether an answer naming the object `answered` names this one, as
+    /// Gen3 Indexd's single lookup matches a did with or without its
+    /// prefix: its id exactly; for the compact form also the bare
+    /// accession (a record whose did has no prefix: Indexd's `self_uri`
+    /// for it is `drs://dg.XXXX:<uuid>` all the same); for a hostname-form
+    /// id, also `P/id` (Indexd answers a bare uuid with its full did,
+    /// `dg.TEST/<uuid>`) and, for an id `P/rest`, the bare `rest`. (A
+    /// `baseid` answered with a newer version's did is checked with
+    /// Indexd itself, `DrsClient::object`.)
     pub fn is_named_by(&self, answered: &str) -> bool {
         if answered == self.id {
             return true;
         }
         match &self.form {
             Form::Compact { accession, .. } => answered == accession,
-            Form::Hostname { .. } => answered
-                .split_once('/')
-                .is_some_and(|(prefix, rest)| rest == self.id && !prefix.is_empty()),
+            Form::Hostname { .. } => {
+                let prefixed = answered
+                    .split_once('/')
+                    .is_some_and(|(prefix, rest)| rest == self.id && !prefix.is_empty());
+                let bare = self
+                    .id
+                    .split_once('/')
+                    .is_some_and(|(prefix, rest)| rest == answered && !prefix.is_empty());
+                prefixed || bare
+            }
         }
     }
 }
@@ -380,6 +391,11 @@ mod tests {
         assert!(!host.is_named_by("/u1"));
         assert!(!host.is_named_by("u2"));
         assert!(!host.is_named_by("a/b/u1x"));
+        let prefixed = DrsUri::parse("drs://h/dg.TEST/u1").unwrap();
+        assert!(prefixed.is_named_by("u1"), "a record whose did has no prefix");
+        assert!(prefixed.is_named_by("dg.TEST/u1"));
+        assert!(!prefixed.is_named_by("u2"));
+        assert!(!prefixed.is_named_by("TEST/u1"));
     }
 
     #[test]

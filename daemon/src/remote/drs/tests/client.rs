@@ -401,3 +401,166 @@ async fn a_hostname_uri_on_a_mapped_host_reaches_its_server() {
     assert_eq!(client.object(&uri).await.unwrap().id, "../admin");
     assert_eq!(server.seen()[0].path, format!("{API}/objects/..%2Fadmin"));
 }
+
+/// A server that behaves as Gen3 Indexd 6.3 where it trips clients: records
+/// `dg.TEST/u1` and, from an older commons, `u2` (no prefix); `u3`, whose
+/// newest version is `dg.TEST/u3v2` (its baseid `u3`); and the blank record
+/// `dg.TEST/blank`. Single GETs take an id with or without the prefix, or
+/// a baseid; the bulk lookup matches exact dids only and lists the rest
+/// under 404, the blank record among the resolved.
+fn indexd_like(seen: &Seen, _: &[Seen]) -> Reply {
+    let record = |did: &str| match did {
+        "dg.TEST/u1" | "u2" | "dg.TEST/u3v2" => Some(object(did, did.len() as u64)),
+        "dg.TEST/blank" => Some(serde_json::json!({
+            "id": did, "self_uri": "drs://dg.TEST:blank", "size": null, "form": null,
+            "checksums": [], "access_methods": [], "name": "pending.bam"
+        })),
+        _ => None,
+    };
+    let lenient = |id: &str| {
+        let id = if id == "u3" || id == "dg.TEST/u3" { "dg.TEST/u3v2" } else { id };
+        record(id).or_else(|| match id.strip_prefix("dg.TEST/") {
+            Some(bare) => record(bare),
+            None => record(&format!("dg.TEST/{id}")),
+        })
+    };
+    match (seen.method.as_str(), seen.path.as_str()) {
+        ("GET", p) if p == format!("{API}/service-info") => reply(
+            200,
+            serde_json::json!({"type": {"artifact": "drs"}, "maxBulkRequestLength": 100}),
+        ),
+        ("POST", p) if p == format!("{API}/objects") => {
+            let ids: Vec<String> =
+                serde_json::from_value(seen.json()["bulk_object_ids"].clone()).unwrap();
+            let (found, missing): (Vec<_>, Vec<_>) =
+                ids.iter().partition(|id| record(id).is_some());
+            let resolved: Vec<_> = found.iter().filter_map(|id| record(id)).collect();
+            reply(
+                200,
+                serde_json::json!({
+                    "summary": {"requested": ids.len()},
+                    "unresolved_drs_objects": [{"error_code": 404, "object_ids": missing}],
+                    "resolved_drs_objects": resolved,
+                }),
+            )
+        }
+        ("GET", "/index/dg.TEST/u3v2") => reply(
+            200,
+            serde_json::json!({"did": "dg.TEST/u3v2", "baseid": "u3", "size": 12}),
+        ),
+        ("GET", "/index/dg.TEST/u1") => reply(
+            200,
+            serde_json::json!({"did": "dg.TEST/u1", "baseid": "other", "size": 10}),
+        ),
+        _ => match asked_id(seen).and_then(|id| lenient(&id)) {
+            Some(found) => reply(200, found),
+            None => reply(404, serde_json::json!({"msg": "no record found", "status_code": 404})),
+        },
+    }
+}
+
+#[tokio::test]
+async fn ids_the_bulk_lookup_leaves_unresolved_are_asked_once_more_one_by_one() {
+    let server = TestServer::start(indexd_like).await;
+    let authority = server.authority();
+    let asked = uris(&[
+        // A bare uuid under a host: the record is `dg.TEST/u1`.
+        &format!("drs://{authority}/u1"),
+        // Indexd's own self_uri of a did without prefix.
+        "drs://dg.TEST:u2",
+        "drs://dg.TEST:missing",
+    ]);
+    let servers = crate::remote::drs::DrsServers::parse(&format!(
+        "dg.TEST={root},{authority}={root}",
+        root = server.root
+    ))
+    .unwrap();
+    let client = DrsClient::new(&quick(), servers, DrsAuth::none()).unwrap();
+    let got = client.objects(&asked).await;
+    assert_eq!(got[0].as_ref().unwrap().id, "dg.TEST/u1");
+    assert_eq!(got[1].as_ref().unwrap().id, "u2");
+    assert!(
+        matches!(got[2], Err(DrsError::NotFound { .. })),
+        "{:?}",
+        got[2]
+    );
+    assert_eq!(posted_batches(&server), vec![3], "one server, one batch");
+    let singles: Vec<String> = server
+        .seen()
+        .iter()
+        .filter(|s| s.method == "GET")
+        .filter_map(asked_id)
+        .collect();
+    assert_eq!(singles.len(), 3, "each unresolved id asked once: {singles:?}");
+}
+
+#[tokio::test]
+async fn a_blank_record_is_refused_by_name_and_the_rest_of_its_batch_goes_on() {
+    let server = TestServer::start(indexd_like).await;
+    let asked = uris(&["drs://dg.TEST:u1", "drs://dg.TEST:blank", "drs://dg.TEST:u3v2"]);
+    let got = client(&server).objects(&asked).await;
+    assert_eq!(got[0].as_ref().unwrap().id, "dg.TEST/u1");
+    assert_eq!(got[2].as_ref().unwrap().id, "dg.TEST/u3v2");
+    let err = got[1].as_ref().unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, DrsError::Unusable { .. })
+            && text.contains("drs://dg.TEST:blank")
+            && text.contains("upload is not finished"),
+        "{text}"
+    );
+    assert_eq!(posted_batches(&server), vec![3], "one batch, no single GET");
+    // Asked alone, it is refused the same way.
+    let err = client(&server).object(&asked[1]).await.unwrap_err();
+    assert!(err.to_string().contains("upload is not finished"), "{err}");
+}
+
+#[tokio::test]
+async fn a_baseid_is_answered_with_its_newest_version_when_indexd_says_it_is_one() {
+    let server = TestServer::start(indexd_like).await;
+    let got = client(&server)
+        .object(&DrsUri::parse("drs://dg.TEST:u3").unwrap())
+        .await;
+    assert_eq!(got.unwrap().id, "dg.TEST/u3v2");
+    assert_eq!(server.count("GET", "/index/dg.TEST/u3v2"), 1);
+    // A record whose baseid is another id is still about another object.
+    let server = TestServer::start(|seen, _| match seen.path.as_str() {
+        "/index/dg.TEST/u1" => reply(
+            200,
+            serde_json::json!({"did": "dg.TEST/u1", "baseid": "other"}),
+        ),
+        _ => reply(200, object("dg.TEST/u1", 1)),
+    })
+    .await;
+    let err = client(&server)
+        .object(&DrsUri::parse("drs://dg.TEST:mine").unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("\"dg.TEST/u1\""), "{err}");
+}
+
+#[tokio::test]
+async fn a_refusal_quotes_the_servers_error_body_and_never_the_password_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let netrc = dir.path().join("netrc");
+    std::fs::write(&netrc, "machine 127.0.0.1 login me password hunter2-s3cr3t\n").unwrap();
+    let server = TestServer::start(|_, _| {
+        reply(
+            403,
+            serde_json::json!({"msg": "username / password mismatch for me:hunter2-s3cr3t", "status_code": 403}),
+        )
+    })
+    .await;
+    let auth = DrsAuth::none().netrc_file(crate::remote::drs::NetrcFile::at(netrc));
+    let client = DrsClient::new(&quick(), server.servers("dg.TEST"), auth).unwrap();
+    let err = client
+        .object(&DrsUri::parse("drs://dg.TEST:u1").unwrap())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("HTTP 403") && text.contains("the server says \"username / password mismatch"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+}

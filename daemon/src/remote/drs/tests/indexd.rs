@@ -156,3 +156,24 @@ async fn a_new_did_that_is_not_a_printable_name_is_refused() {
         .to_string();
     assert!(err.contains("printable") && !err.contains('\n'), "{err}");
 }
+
+#[tokio::test]
+async fn a_refused_registration_quotes_indexds_error_body() {
+    let server = TestServer::start(|_, _| {
+        reply(
+            403,
+            serde_json::json!({"error": "Arborist is not configured; cannot perform authorization check"}),
+        )
+    })
+    .await;
+    let err = client(&server, None)
+        .register(&new_record())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, DrsError::Auth { status: 403, .. })
+            && text.contains("the server says \"Arborist is not configured"),
+        "{text}"
+    );
+}
