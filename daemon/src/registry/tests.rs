@@ -622,3 +622,15 @@ fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole() {
     assert_ne!(inode(&file), edited, "rewritten, not appended to");
     assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
 }
+
+#[test]
+fn the_objects_of_jobs_in_a_state_are_listed_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    let obj = object("https://h/owned.vcf", "5f2-1a", 10);
+    reg.record(Path::new("/r"), &[entry("owned", &obj)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    let queued = reg.job_objects(&[JobState::Queued]).unwrap();
+    assert_eq!(queued, vec![obj]);
+    assert!(reg.job_objects(&[JobState::Failed]).unwrap().is_empty());
+}
