@@ -30,29 +30,17 @@ use rusty_s3::S3Action;
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     if std::env::args().any(|a| a == "--prefetch") {
-        let mib = std::env::args()
-            .skip_while(|a| a != "--mib")
-            .nth(1)
-            .map(|n| n.parse().expect("--mib N"))
-            .unwrap_or(4096);
+        let mib = mib_arg(4096);
         rt.block_on(prefetch_https(mib));
         return;
     }
     if std::env::args().any(|a| a == "--md5") {
-        let mib = std::env::args()
-            .skip_while(|a| a != "--mib")
-            .nth(1)
-            .map(|n| n.parse().expect("--mib N"))
-            .unwrap_or(2048);
+        let mib = mib_arg(2048);
         rt.block_on(md5_cost(mib));
         return;
     }
     if std::env::args().any(|a| a == "--proof") {
-        let mib = std::env::args()
-            .skip_while(|a| a != "--mib")
-            .nth(1)
-            .map(|n| n.parse().expect("--mib N"))
-            .unwrap_or(1024);
+        let mib = mib_arg(1024);
         rt.block_on(proof_cost(mib));
         return;
     }
@@ -60,12 +48,16 @@ fn main() {
         rt.block_on(small_objects());
         return;
     }
-    let mib: u64 = std::env::args()
+    rt.block_on(run(mib_arg(1024)));
+}
+
+/// `--mib N`, else `default`.
+fn mib_arg(default: u64) -> u64 {
+    std::env::args()
         .skip_while(|a| a != "--mib")
         .nth(1)
         .map(|n| n.parse().expect("--mib N"))
-        .unwrap_or(1024);
-    rt.block_on(run(mib));
+        .unwrap_or(default)
 }
 
 async fn run(mib: u64) {

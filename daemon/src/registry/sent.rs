@@ -90,7 +90,11 @@ impl UploadJournal for Registry {
 
     fn sent(&self, object: &SentObject) {
         if let Err(e) = self.record_sent(object) {
-            log::warn!("recording s3://{}/{} as sent: {e}", object.bucket, object.key);
+            log::warn!(
+                "recording s3://{}/{} as sent: {e}",
+                object.bucket,
+                object.key
+            );
         }
     }
 
@@ -119,11 +123,23 @@ mod tests {
             size: 5,
             etag: etag.into(),
         };
-        assert_eq!(registry.sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x").unwrap(), None);
+        assert_eq!(
+            registry
+                .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
+                .unwrap(),
+            None
+        );
         registry.record_sent(&sent(Oid::of(b"one"), "e1")).unwrap();
         registry.record_sent(&sent(Oid::of(b"two"), "e2")).unwrap();
-        let got = registry.sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x").unwrap();
+        let got = registry
+            .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
+            .unwrap();
         assert_eq!(got, Some(sent(Oid::of(b"two"), "e2")));
-        assert_eq!(registry.sent_object("http://other/", "b", "lfs/ab/cd/x").unwrap(), None);
+        assert_eq!(
+            registry
+                .sent_object("http://other/", "b", "lfs/ab/cd/x")
+                .unwrap(),
+            None
+        );
     }
 }

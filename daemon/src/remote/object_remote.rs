@@ -159,7 +159,10 @@ impl Remote {
         }
         let location = remote.location(&oid);
         log::info!("{why}: reading it to see whether it is object {oid}");
-        match self.fetch_for_pointer(pool, layout, oid, size, &|_| {}).await {
+        match self
+            .fetch_for_pointer(pool, layout, oid, size, &|_| {})
+            .await
+        {
             Ok(()) => {
                 if let Ok(Some(meta)) = client.head(&layout.bucket, &layout.key(&oid)).await {
                     client.record_sent(&layout.bucket, &layout.key(&oid), oid, &meta);
@@ -167,8 +170,10 @@ impl Remote {
                 Ok(Held::Proven)
             }
             Err(PointerFetchError::Missing { .. }) => Ok(Held::Absent),
-            Err(e @ (PointerFetchError::Fetch(FetchError::Mismatch { .. })
-            | PointerFetchError::WrongSize { .. })) => {
+            Err(
+                e @ (PointerFetchError::Fetch(FetchError::Mismatch { .. })
+                | PointerFetchError::WrongSize { .. }),
+            ) => {
                 log::warn!("{location} is not object {oid}: {e}");
                 Ok(Held::Other(format!(
                     "{location} holds other bytes than object {oid} ({e})"

@@ -149,7 +149,9 @@ pub async fn presence(
         return Ok(Presence::Proven(Proof::Sent, meta));
     }
     let Some(etag) = meta.etag.clone() else {
-        return Ok(Presence::Unproven(format!("{location} has no ETag to check")));
+        return Ok(Presence::Unproven(format!(
+            "{location} has no ETag to check"
+        )));
     };
     let Some(local) = local else {
         return Ok(Presence::Unproven(format!(
@@ -199,10 +201,16 @@ fn store_digest_matches(
     };
     let sizes = match parts::candidates(len, count, Some(part_size), None) {
         Ok(sizes) => sizes,
-        Err(why) => return Ok(Err(format!("its multipart ETag {etag} cannot be checked: {why}"))),
+        Err(why) => {
+            return Ok(Err(format!(
+                "its multipart ETag {etag} cannot be checked: {why}"
+            )))
+        }
     };
     let mut hashers: Vec<PartsMd5> = sizes.iter().map(|s| PartsMd5::new(*s)).collect();
-    each_chunk(local, |chunk| hashers.iter_mut().for_each(|h| h.update(chunk)))?;
+    each_chunk(local, |chunk| {
+        hashers.iter_mut().for_each(|h| h.update(chunk))
+    })?;
     let found = hashers
         .into_iter()
         .any(|h| String::from_utf8(h.finish()).is_ok_and(|ours| ours == etag));
@@ -242,8 +250,15 @@ mod tests {
     const PART: u64 = 5 << 20;
 
     fn parts_etag(bytes: &[u8], part: usize) -> String {
-        let digests: Vec<u8> = bytes.chunks(part).flat_map(|c| Md5::digest(c).to_vec()).collect();
-        format!("{}-{}", hex::encode(Md5::digest(&digests)), bytes.len().div_ceil(part))
+        let digests: Vec<u8> = bytes
+            .chunks(part)
+            .flat_map(|c| Md5::digest(c).to_vec())
+            .collect();
+        format!(
+            "{}-{}",
+            hex::encode(Md5::digest(&digests)),
+            bytes.len().div_ceil(part)
+        )
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{presence, Local, ObjectMeta, Presence, PutOutcome, RemoteError, S3Client, SHA256_META};
+use super::{
+    presence, Local, ObjectMeta, Presence, PutOutcome, RemoteError, S3Client, SHA256_META,
+};
 use crate::pool::{Blob, Oid, Pool, PoolError};
 
 /// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
