@@ -1,6 +1,7 @@
 //! The Gen3 Indexd subset drsd talks to: register a record (`POST /index/`,
 //! Indexd's Basic credentials), read one (`GET /index/{did}`, the `/` inside
-//! a did unencoded), find records by hash, size or URL (`GET /index?...`).
+//! a did unencoded), add a version of one (`POST /index/{did}`, a new did
+//! with the same `baseid`), find records by hash, size or URL (`GET /index?...`).
 //! Validation follows Indexd 6: known hash names with their hex patterns
 //! (a multipart `-N` ETag included), a caller's did ending in a UUID, else
 //! `dg.TEST/<uuid>`. The records are DRS objects too (see `render`).
@@ -293,4 +294,32 @@ pub(crate) async fn query(
         .map(IndexRecord::json)
         .collect();
     Ok(Json(json!({ "records": records })).into_response())
+}
+
+/// `POST /index/{did}` -> `{did, rev, baseid}`: a new version of the record
+/// `did`, as Indexd 6 makes one: the body is a registration's (its
+/// `form`, `size`, `hashes`, `urls`, ...), the new record gets a did of its
+/// own (the caller's, if given) and the old one's `baseid`; no `rev` is
+/// asked; the old version stays, found by its own hashes.
+pub(crate) async fn add_version(
+    Extract(shared): Extract<Arc<Shared>>,
+    Path(did): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<NewRecord>, axum::extract::rejection::JsonRejection>,
+) -> Reply {
+    let mut state = shared.lock();
+    state.counts.index_version += 1;
+    up(&state)?;
+    auth::check_indexd_write(&state, &headers)?;
+    let Json(new) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
+    let baseid = state
+        .records
+        .get(&did)
+        .map(|r| r.baseid.clone())
+        .ok_or_else(|| Refusal::not_found(format!("no record found for did {did}")))?;
+    let mut record = register(&mut state, new)?;
+    record.baseid = baseid;
+    state.records.insert(record.did.clone(), record.clone());
+    let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
+    Ok(Json(answer).into_response())
 }

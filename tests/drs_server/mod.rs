@@ -14,7 +14,7 @@
 //!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
 //!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
 //! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
-//! - `/index/`, `/index/{did}`, `/index?hash=`: `indexd`;
+//! - `/index/`, `/index/{did}` (GET; POST adds a version), `/index?hash=`: `indexd`;
 //! - `/user/credentials/api/access_token`: `auth`.
 
 mod auth;
@@ -233,7 +233,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/data/{*id}", get(data::serve))
         .route("/index", get(indexd::query))
         .route("/index/", get(indexd::query).post(indexd::create))
-        .route("/index/{*did}", get(indexd::read))
+        .route("/index/{*did}", get(indexd::read).post(indexd::add_version))
         .route(
             "/user/credentials/api/access_token",
             post(auth::access_token),

@@ -165,6 +165,8 @@ pub struct Counts {
     /// `GET /index?hash=...` (any query of the index).
     pub index_by_hash: u64,
     pub index_post: u64,
+    /// `POST /index/{did}`: new versions of a record.
+    pub index_version: u64,
     /// `POST /user/credentials/api/access_token`.
     pub token: u64,
 }

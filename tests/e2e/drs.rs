@@ -524,3 +524,132 @@ fn an_indexd_record_whose_location_holds_other_bytes_is_not_taken_as_held() {
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
 }
+/// Registers, as most Gen3 records are, `bytes` under their md5 and size
+/// only (no sha256) at the RGW location `url`; returns its did.
+fn md5_only_record(server: &DrsServer, url: String, size: u64, bytes_md5: &[u8]) -> String {
+    let mut hashes = BTreeMap::new();
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(bytes_md5)),
+    );
+    server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size,
+            hashes,
+            urls: vec![url],
+            file_name: Some("reads.bam".into()),
+            authz: vec!["/programs/p/projects/q".into()],
+            acl: Vec::new(),
+            did: None,
+        })
+        .unwrap()
+}
+
+/// The records Indexd answers for `hash=kind:hex`, as a client asks.
+fn indexd_records(server: &DrsServer, hash: &str) -> Vec<serde_json::Value> {
+    let url = format!("{}/index?hash={hash}", server.base_url());
+    let answer: serde_json::Value = reqwest::blocking::get(url).unwrap().json().unwrap();
+    answer["records"].as_array().unwrap().clone()
+}
+
+/// Issue 30: a commons holding the object under an md5-only record (most
+/// Gen3 records) at a location whose bytes are shown to be ours (RGW's MD5
+/// ETag equals the md5 of the bytes here) holds it: the push uploads
+/// nothing, registers no second record at a second location, and adds one
+/// version of that record carrying the sha256 (same `baseid`), which the
+/// next push finds (no further version) and a fresh clone restores the
+/// file through.
+#[test]
+fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_version_and_nothing_is_sent() {
+    let server = server();
+    let world = World::new();
+    let (repo, layout) = indexd_repo(&world, &server, "md5only");
+    let ours = content(80_003, 31);
+    let oid = sha256_hex(&ours);
+    let url = source_object("md5only", "legacy/reads.bam", &ours);
+    let did = md5_only_record(&server, url.clone(), ours.len() as u64, &ours);
+    std::fs::write(repo.join("ours.bin"), &ours).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "ours.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "data"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("1 object(s) held there already (not sent), 0 registered"),
+        "{said}"
+    );
+    let counts = server.counts();
+    assert_eq!(counts.index_post, 0, "no second record: {counts:?}");
+    assert_eq!(counts.index_version, 1, "{counts:?}");
+    let key = layout.key(&oid.parse().unwrap());
+    assert!(
+        rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none(),
+        "the object was uploaded to the object remote"
+    );
+    // The version names the sha256, the same location, the same lineage.
+    let old = &indexd_records(&server, &format!("md5:{}", hex::encode(<md5::Md5 as md5::Digest>::digest(&ours))));
+    let versions = indexd_records(&server, &format!("sha256:{oid}"));
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    let version = &versions[0];
+    assert_ne!(version["did"], did.as_str());
+    assert_eq!(version["urls"], serde_json::json!([url]));
+    assert_eq!(version["size"], ours.len() as u64);
+    let base = old.iter().find(|r| r["did"] == did.as_str()).unwrap();
+    assert_eq!(version["baseid"], base["baseid"], "{version} {base}");
+
+    // Pushing again finds the version by its sha256: no further version.
+    std::fs::write(repo.join("note.txt"), "x").unwrap();
+    git(&repo, &["add", "note.txt"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!((counts.index_post, counts.index_version), (0, 1), "{counts:?}");
+
+    // Another user, another machine: the file comes through Indexd.
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
+}
+
+/// The liar's case of the above: an md5-only record of the same size
+/// whose location holds other bytes (its md5 is a claim) is not the
+/// object: no version is added to it, and the push uploads and registers
+/// the object.
+#[test]
+fn an_md5_only_indexd_record_whose_location_holds_other_bytes_gets_no_version_and_the_object_is_sent() {
+    let server = server();
+    let world = World::new();
+    let (repo, layout) = indexd_repo(&world, &server, "md5liar");
+    let ours = content(80_003, 33);
+    let other = content(80_003, 34);
+    let oid = sha256_hex(&ours);
+    let url = source_object("md5liar", "legacy/reads.bam", &other);
+    md5_only_record(&server, url, ours.len() as u64, &ours);
+    std::fs::write(repo.join("ours.bin"), &ours).unwrap();
+    git(&repo, &["lfs", "track", "*.bin"]);
+    git(&repo, &["add", ".gitattributes", "ours.bin"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "data"]));
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("0 object(s) held there already (not sent), 1 registered"),
+        "{said}"
+    );
+    let counts = server.counts();
+    assert_eq!((counts.index_post, counts.index_version), (1, 0), "{counts:?}");
+    // The push met the liar: it asked by sha256 (nothing) and then by md5
+    // (the record, whose location failed its proof).
+    assert_eq!(counts.index_by_hash, 2, "{counts:?}");
+    let key = layout.key(&oid.parse().unwrap());
+    let there = rt().block_on(s3().get_bytes(&layout.bucket, &key, None)).unwrap();
+    assert!(there == ours, "the object was not sent");
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
+}
+

@@ -6,6 +6,10 @@
 //!   a record and a HEAD are claims) means the object is held already:
 //!   nothing is sent, copied or registered, and the agent's upload of it is
 //!   answered from `confirmed`;
+//! - else a record of the same md5 and size naming no sha256 (most Gen3
+//!   records), at a location so shown, is the object too: a new version of
+//!   it (`POST /index/{did}`, same `baseid`) carrying the sha256 is added,
+//!   and nothing is sent or copied;
 //! - otherwise the object goes to the object remote as without Indexd, and
 //!   is then registered (`POST /index/`) with its sha256, md5, ETag, size,
 //!   `s3://` location, path and `authz`.
@@ -172,6 +176,74 @@ impl Transfers {
                 {
                     return Ok(Some(record.did));
                 }
+            }
+        }
+        self.held_by_md5(target, indexd, foreign, pointer, ours).await
+    }
+
+    /// The did of a new version, carrying the sha256, of a record that
+    /// names `pointer`'s md5 and size but no sha256 (most Gen3 records), at
+    /// a location shown to hold the bytes; `Err` when Indexd cannot be
+    /// asked or refuses the version. The md5 and size are claims like any
+    /// other: the location counts only as [`Self::location_proven`] says
+    /// (its MD5 ETag equal to the md5 of the bytes here, whose sha256 is
+    /// checked, or read and hashed), even from an Indexd in `trust_claims`,
+    /// whose word is about the sha256 it names and this record names none.
+    /// Then what is now known is published without a second copy of the
+    /// bytes: `POST /index/{did}` (same `baseid`), found by the next push
+    /// and by a clone asking by sha256. Without bytes here there is no md5
+    /// to ask by, and nothing is asked.
+    async fn held_by_md5(
+        &self,
+        target: &PushTarget<'_>,
+        indexd: &IndexdTarget<'_>,
+        foreign: Option<&Entry>,
+        pointer: &Pointer,
+        ours: LocalMd5,
+    ) -> Result<Option<String>, String> {
+        let mut ours = match ours {
+            LocalMd5::Trusted => LocalMd5::Unknown,
+            known => known,
+        };
+        let Some(md5) = ours.get(self, foreign, pointer.oid).await else {
+            return Ok(None);
+        };
+        let records = indexd
+            .client
+            .by_md5_only(&md5, pointer.size)
+            .await
+            .map_err(|e| {
+                format!(
+                    "Indexd {} could not be asked whether it holds the object by its md5: {e}; nothing was sent or registered",
+                    indexd.base
+                )
+            })?;
+        for record in records {
+            for url in &record.urls {
+                if !self
+                    .location_proven(target, &record.did, url, foreign, pointer, &mut ours)
+                    .await
+                {
+                    continue;
+                }
+                let did = indexd
+                    .client
+                    .add_sha256_version(&record, pointer.oid)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "Indexd {} holds object {} as {} (md5 only; its bytes were shown here to have the sha256), but adding a version of it that names the sha256 failed: {e}; nothing was sent or registered, push again",
+                            indexd.base, pointer.oid, record.did
+                        )
+                    })?;
+                log::info!(
+                    "Indexd {} held object {} as {} under its md5 only; its bytes at {} were shown to have the sha256, published as version {did}",
+                    indexd.base,
+                    pointer.oid,
+                    record.did,
+                    crate::remote::redacted(url)
+                );
+                return Ok(Some(did));
             }
         }
         Ok(None)
