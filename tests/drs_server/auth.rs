@@ -64,7 +64,8 @@ pub(crate) fn check_drs(state: &State, headers: &HeaderMap) -> Result<(), Refusa
 fn check_basic(headers: &HeaderMap, user: &str, password: &str) -> Result<(), Refusal> {
     match presented(headers) {
         Presented::Basic(given) if given == format!("{user}:{password}") => Ok(()),
-        Presented::Basic(_) => Err(Refusal::forbidden("wrong user or password")),
+        // Indexd's words for a Basic login it does not know.
+        Presented::Basic(_) => Err(Refusal::forbidden("username / password mismatch")),
         _ => Err(Refusal::Unauthorized {
             scheme: "Basic",
             msg: "credentials required".into(),
@@ -92,14 +93,16 @@ fn check_bearer(state: &State, headers: &HeaderMap) -> Result<(), Refusal> {
     }
 }
 
-/// Checks Indexd's write credentials: 403 without or with wrong ones, as
-/// Indexd answers.
+/// Checks Indexd's write credentials: 403 without or with wrong ones, with
+/// Indexd's words (its own user table for Basic, else a bearer token it
+/// would check with Arborist, which this one has not).
 pub(crate) fn check_indexd_write(state: &State, headers: &HeaderMap) -> Result<(), Refusal> {
     let (user, password) = &state.indexd_login;
     match presented(headers) {
         Presented::Basic(given) if given == format!("{user}:{password}") => Ok(()),
+        Presented::Basic(_) => Err(Refusal::forbidden("username / password mismatch")),
         _ => Err(Refusal::forbidden(
-            "Indexd writes need its Basic credentials",
+            "Arborist is not configured; cannot perform authorization check",
         )),
     }
 }

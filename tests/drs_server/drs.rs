@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State as Extract};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Uri};
 use axum::response::IntoResponse;
 use axum::Json;
 use percent_encoding::percent_decode_str;
@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::auth;
 use super::data::signed_url;
-use super::render;
+use super::render::{self, Lookup};
 use super::reply::{Refusal, Reply};
 use super::spec::{AccessSpec, Auth, Endpoint};
 use super::state::{Entry, Shared, State};
@@ -113,7 +113,7 @@ fn object(shared: &Shared, id: &str, expand: bool, headers: &HeaderMap) -> Reply
     let mut state = shared.lock();
     state.counts.objects_get += 1;
     admit(&mut state, headers, Endpoint::Object, id)?;
-    let object = render::drs_object(&state, &shared.base_url, id, expand)
+    let object = render::drs_object(&state, &shared.base_url, id, expand, Lookup::Lenient)
         .ok_or_else(|| Refusal::not_found(format!("DRS object {id}")))?;
     Ok(Json(object).into_response())
 }
@@ -173,8 +173,10 @@ pub(crate) struct BulkRequest {
 }
 
 /// `POST /objects` `{bulk_object_ids}` (DRS 1.4): 404 when bulk requests
-/// are off, 413 past `maxBulkRequestLength`, 202 when any id is deferred;
-/// else the objects found and the ids not found.
+/// are off, 202 when any id is deferred; else the objects found by their
+/// exact id and the ids not found. As Indexd 6.3: no 413, however many ids
+/// past the `maxBulkRequestLength` it declares, and a record matched by
+/// its exact did only (a single GET also takes it without its prefix).
 pub(crate) async fn bulk(
     Extract(shared): Extract<Arc<Shared>>,
     RawQuery(query): RawQuery,
@@ -183,20 +185,13 @@ pub(crate) async fn bulk(
 ) -> Reply {
     let mut state = shared.lock();
     state.counts.bulk_post += 1;
-    let Some(max) = state.bulk_max else {
+    if state.bulk_max.is_none() {
         return Err(Refusal::not_found("bulk requests"));
-    };
+    }
     auth::check_drs(&state, &headers)?;
     let Json(request) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
     if request.bulk_object_ids.is_empty() {
         return Err(Refusal::bad_request("bulk_object_ids is empty"));
-    }
-    if request.bulk_object_ids.len() > max {
-        let msg = format!(
-            "{} ids asked, maxBulkRequestLength is {max}",
-            request.bulk_object_ids.len()
-        );
-        return Err(Refusal::Error(StatusCode::PAYLOAD_TOO_LARGE, msg));
     }
     let deferred = request
         .bulk_object_ids
@@ -216,17 +211,20 @@ pub(crate) async fn bulk(
     .into_response())
 }
 
-/// DRS 1.4's bulk answer: `summary`, `unresolved_drs_objects` (grouped by
-/// error code: all 404 here) and `resolved_drs_object`.
+/// The bulk answer as Indexd writes it: `summary`,
+/// `unresolved_drs_objects` (grouped by error code: all 404 here, sorted)
+/// and `resolved_drs_objects` (Indexd's key; DRS 1.4 spells it
+/// `resolved_drs_object`).
 fn resolve_all(state: &State, base_url: &str, ids: &[String], expand: bool) -> Value {
     let mut resolved = Vec::new();
     let mut unresolved = Vec::new();
     for id in ids {
-        match render::drs_object(state, base_url, id, expand) {
+        match render::drs_object(state, base_url, id, expand, Lookup::Exact) {
             Some(object) => resolved.push(object),
             None => unresolved.push(id.clone()),
         }
     }
+    unresolved.sort();
     let unresolved_groups = if unresolved.is_empty() {
         json!([])
     } else {
@@ -239,6 +237,6 @@ fn resolve_all(state: &State, base_url: &str, ids: &[String], expand: bool) -> V
             "unresolved": ids.len() - resolved.len(),
         },
         "unresolved_drs_objects": unresolved_groups,
-        "resolved_drs_object": resolved,
+        "resolved_drs_objects": resolved,
     })
 }

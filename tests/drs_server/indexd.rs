@@ -1,10 +1,20 @@
 //! The Gen3 Indexd subset drsd talks to: register a record (`POST /index/`,
-//! Indexd's Basic credentials), read one (`GET /index/{did}`, the `/` inside
-//! a did unencoded), add a version of one (`POST /index/{did}`, a new did
-//! with the same `baseid`), find records by hash, size or URL (`GET /index?...`).
-//! Validation follows Indexd 6: known hash names with their hex patterns
-//! (a multipart `-N` ETag included), a caller's did ending in a UUID, else
+//! Indexd's Basic credentials), a blank one (`POST /index/blank/`, as Fence
+//! does when an upload begins: no size, hashes or URLs yet), read one (`GET
+//! /index/{did}`, the `/` inside a did unencoded), add a version of one
+//! (`POST /index/{did}`, a new did with the same `baseid`), find records by
+//! hash, size or URL (`GET /index?...`). Validation follows Indexd 6: known
+//! hash names with their hex patterns (a multipart `-N` ETag included), a
+//! caller's did ending in a UUID (with or without a prefix), else
 //! `dg.TEST/<uuid>`. The records are DRS objects too (see `render`).
+//!
+//! Lookups are as Indexd 6.3 makes them ([`find`]): one record at a time
+//! (`GET /index/{did}`, DRS `GET /objects/{id}`) by its did or its `baseid`
+//! (the newest version), else with the server's prefix added or taken
+//! away; in bulk (DRS `POST /objects`) by the exact did only.
+//!
+//! Errors have Indexd's body, `{"error": "..."}`; its DRS routes answer
+//! with DRS's (`reply.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,8 +32,29 @@ use super::render::rfc3339;
 use super::reply::{Refusal, Reply};
 use super::state::{Shared, State};
 
-/// The prefix of the dids this Indexd makes.
+/// The prefix of the dids this Indexd makes (Indexd's `DEFAULT_PREFIX`
+/// without its `/`).
 pub(crate) const PREFIX: &str = "dg.TEST";
+
+/// The record `id` names, as Indexd's single lookup finds it: its did, or
+/// a `baseid` (the newest version of it), else the same with `PREFIX/`
+/// added (an id without it) or taken away (an id with it).
+pub(crate) fn find<'a>(state: &'a State, id: &str) -> Option<&'a IndexRecord> {
+    let by = |id: &str| {
+        state.records.get(id).or_else(|| {
+            state
+                .records
+                .values()
+                .filter(|r| r.baseid == id)
+                .max_by_key(|r| (r.created, r.serial))
+        })
+    };
+    let prefix = format!("{PREFIX}/");
+    by(id).or_else(|| match id.strip_prefix(&prefix) {
+        Some(bare) => by(bare),
+        None => by(&format!("{prefix}{id}")),
+    })
+}
 
 /// The body of `POST /index/`.
 #[derive(Debug, Clone, Deserialize)]
@@ -52,14 +83,17 @@ pub(crate) struct IndexRecord {
     pub did: String,
     pub baseid: String,
     pub rev: String,
-    pub form: String,
-    pub size: u64,
+    /// `None` for a blank record, as its `size`.
+    pub form: Option<String>,
+    pub size: Option<u64>,
     pub file_name: Option<String>,
     pub hashes: BTreeMap<String, String>,
     pub urls: Vec<String>,
     pub authz: Vec<String>,
     pub acl: Vec<String>,
     pub created: SystemTime,
+    /// Order of creation, for versions made within one clock tick.
+    pub serial: u64,
 }
 
 impl IndexRecord {
@@ -145,25 +179,38 @@ fn valid_hash(kind: &str, value: &str) -> bool {
     }
 }
 
+/// Indexd's error: `{"error": msg}` with `status`.
+fn error(status: StatusCode, msg: impl Into<String>) -> Refusal {
+    Refusal::Indexd(status, msg.into())
+}
+
+/// A refusal of the shared checks (auth, a bad body), in Indexd's body.
+fn as_indexd(refusal: Refusal) -> Refusal {
+    match refusal {
+        Refusal::Error(status, msg) => Refusal::Indexd(status, msg),
+        other => other,
+    }
+}
+
 fn validate(record: &NewRecord) -> Result<(), Refusal> {
     if !["object", "container", "multipart"].contains(&record.form.as_str()) {
-        return Err(Refusal::bad_request(format!(
+        return Err(bad_request(format!(
             "unknown form {:?}",
             record.form
         )));
     }
     if record.hashes.is_empty() {
-        return Err(Refusal::bad_request("hashes is empty"));
+        return Err(bad_request("hashes is empty"));
     }
     if let Some((kind, value)) = record.hashes.iter().find(|(k, v)| !valid_hash(k, v)) {
-        return Err(Refusal::bad_request(format!(
+        return Err(bad_request(format!(
             "hash {kind}: {value:?} is not valid"
         )));
     }
     if let Some(did) = &record.did {
         let tail = did.rsplit('/').next().unwrap_or(did);
         if !is_uuid(tail) {
-            return Err(Refusal::bad_request(format!(
+            return Err(bad_request(format!(
                 "did {did:?} does not end in a UUID"
             )));
         }
@@ -171,38 +218,98 @@ fn validate(record: &NewRecord) -> Result<(), Refusal> {
     Ok(())
 }
 
+fn bad_request(msg: impl Into<String>) -> Refusal {
+    error(StatusCode::BAD_REQUEST, msg)
+}
+
 /// Validates and stores `new`; the stored record.
 pub(crate) fn register(state: &mut State, new: NewRecord) -> Result<IndexRecord, Refusal> {
     validate(&new)?;
     let did = new.did.unwrap_or_else(|| format!("{PREFIX}/{}", uuid4()));
-    if state.records.contains_key(&did) {
-        return Err(Refusal::Error(
-            StatusCode::CONFLICT,
-            format!("did {did} exists"),
-        ));
-    }
     let record = IndexRecord {
-        did: did.clone(),
+        did,
         baseid: uuid4(),
         rev: uuid4()[..8].to_string(),
-        form: new.form,
-        size: new.size,
+        form: Some(new.form),
+        size: Some(new.size),
         file_name: new.file_name,
         hashes: new.hashes,
         urls: new.urls,
         authz: new.authz,
         acl: new.acl,
         created: SystemTime::now(),
+        serial: 0,
     };
-    state.records.insert(did, record.clone());
+    store(state, record)
+}
+
+/// Stores `record` under a did not yet taken.
+fn store(state: &mut State, mut record: IndexRecord) -> Result<IndexRecord, Refusal> {
+    if state.records.contains_key(&record.did) {
+        let msg = format!("did {} exists", record.did);
+        return Err(error(StatusCode::CONFLICT, msg));
+    }
+    record.serial = state.records.len() as u64;
+    state.records.insert(record.did.clone(), record.clone());
     Ok(record)
+}
+
+/// A blank record, as `POST /index/blank/` makes one: a did of this
+/// Indexd's form, no size, hashes or URLs, and `form` null.
+pub(crate) fn register_blank(
+    state: &mut State,
+    file_name: Option<String>,
+    authz: Vec<String>,
+) -> Result<IndexRecord, Refusal> {
+    let record = IndexRecord {
+        did: format!("{PREFIX}/{}", uuid4()),
+        baseid: uuid4(),
+        rev: uuid4()[..8].to_string(),
+        form: None,
+        size: None,
+        file_name,
+        hashes: BTreeMap::new(),
+        urls: Vec::new(),
+        authz,
+        acl: Vec::new(),
+        created: SystemTime::now(),
+        serial: 0,
+    };
+    store(state, record)
+}
+
+/// The body of `POST /index/blank/`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct NewBlank {
+    #[serde(default)]
+    #[allow(dead_code)]
+    uploader: Option<String>,
+    #[serde(default)]
+    file_name: Option<String>,
+    #[serde(default)]
+    authz: Vec<String>,
+}
+
+/// `POST /index/blank/` -> `{did, rev, baseid}`: an upload begun.
+pub(crate) async fn create_blank(
+    Extract(shared): Extract<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Json<NewBlank>, axum::extract::rejection::JsonRejection>,
+) -> Reply {
+    let mut state = shared.lock();
+    state.counts.index_post += 1;
+    up(&state)?;
+    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
+    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
+    let record = register_blank(&mut state, new.file_name, new.authz)?;
+    let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
+    Ok(Json(answer).into_response())
 }
 
 /// 503 while Indexd is set down.
 fn up(state: &State) -> Result<(), Refusal> {
     if state.indexd_down {
-        let msg = "Indexd is down".to_string();
-        return Err(Refusal::Error(StatusCode::SERVICE_UNAVAILABLE, msg));
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "Indexd is down"));
     }
     Ok(())
 }
@@ -216,22 +323,20 @@ pub(crate) async fn create(
     let mut state = shared.lock();
     state.counts.index_post += 1;
     up(&state)?;
-    auth::check_indexd_write(&state, &headers)?;
-    let Json(new) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
+    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
+    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
     let record = register(&mut state, new)?;
     let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
     Ok(Json(answer).into_response())
 }
 
-/// `GET /index/{did}`.
+/// `GET /index/{did}`: as Indexd's single lookup finds it ([`find`]).
 pub(crate) async fn read(Extract(shared): Extract<Arc<Shared>>, Path(did): Path<String>) -> Reply {
     let mut state = shared.lock();
     state.counts.index_get += 1;
     up(&state)?;
-    let record = state
-        .records
-        .get(&did)
-        .ok_or_else(|| Refusal::not_found(format!("no record found for did {did}")))?;
+    let record = find(&state, &did)
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "no record found"))?;
     Ok(Json(record.json()).into_response())
 }
 
@@ -251,14 +356,14 @@ impl Filter {
             match &*key {
                 "hash" => {
                     let (kind, hex) = value.split_once(':').ok_or_else(|| {
-                        Refusal::bad_request(format!("hash {value:?} is not kind:value"))
+                        bad_request(format!("hash {value:?} is not kind:value"))
                     })?;
                     filter.hashes.push((kind.to_string(), hex.to_string()));
                 }
                 "size" => {
                     let size = value
                         .parse()
-                        .map_err(|_| Refusal::bad_request("size is not a number"))?;
+                        .map_err(|_| bad_request("size is not a number"))?;
                     filter.size = Some(size);
                 }
                 "url" => filter.urls.push(value.into_owned()),
@@ -269,7 +374,7 @@ impl Filter {
     }
 
     fn matches(&self, record: &IndexRecord) -> bool {
-        self.size.is_none_or(|s| s == record.size)
+        self.size.is_none_or(|s| Some(s) == record.size)
             && self
                 .hashes
                 .iter()
@@ -310,13 +415,13 @@ pub(crate) async fn add_version(
     let mut state = shared.lock();
     state.counts.index_version += 1;
     up(&state)?;
-    auth::check_indexd_write(&state, &headers)?;
-    let Json(new) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
+    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
+    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
     let baseid = state
         .records
         .get(&did)
         .map(|r| r.baseid.clone())
-        .ok_or_else(|| Refusal::not_found(format!("no record found for did {did}")))?;
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "no record found"))?;
     let mut record = register(&mut state, new)?;
     record.baseid = baseid;
     state.records.insert(record.did.clone(), record.clone());

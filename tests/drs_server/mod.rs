@@ -14,7 +14,8 @@
 //!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
 //!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
 //! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
-//! - `/index/`, `/index/{did}` (GET; POST adds a version), `/index?hash=`: `indexd`;
+//! - `/index/`, `/index/blank/` (POST), `/index/{did}` (GET; POST adds a
+//!   version), `/index?hash=`: `indexd`;
 //! - `/user/credentials/api/access_token`: `auth`.
 
 mod auth;
@@ -183,8 +184,19 @@ impl DrsServer {
             .map_err(|refusal| refusal.to_string())
     }
 
-    /// `maxBulkRequestLength` (default 100), or None to answer bulk
-    /// requests 404 as a server without them.
+    /// A blank record, as `POST /index/blank/` makes one when an upload
+    /// begins through Fence: its did (`dg.TEST/<uuid>`); no size, hashes
+    /// or URLs.
+    pub fn add_blank_record(&self, file_name: &str) -> String {
+        let mut state = self.shared.lock();
+        indexd::register_blank(&mut state, Some(file_name.into()), Vec::new())
+            .expect("a fresh did")
+            .did
+    }
+
+    /// `maxBulkRequestLength` (default 100), declared in service-info but,
+    /// as by Indexd, never enforced; or None to answer bulk requests 404 as
+    /// a server without them.
     pub fn set_bulk_limit(&self, max: Option<usize>) {
         self.shared.lock().bulk_max = max;
     }
@@ -233,6 +245,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/data/{*id}", get(data::serve))
         .route("/index", get(indexd::query))
         .route("/index/", get(indexd::query).post(indexd::create))
+        .route("/index/blank/", post(indexd::create_blank))
         .route("/index/{*did}", get(indexd::read).post(indexd::add_version))
         .route(
             "/user/credentials/api/access_token",

@@ -38,12 +38,32 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// The DRS object `id`, from the objects or the Indexd records.
-pub(crate) fn drs_object(state: &State, base_url: &str, id: &str, expand: bool) -> Option<Value> {
+/// How an id finds an Indexd record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// As Indexd's single lookup: the did with or without its prefix, or
+    /// a `baseid` (`indexd::find`).
+    Lenient,
+    /// As Indexd's bulk lookup: the exact did only.
+    Exact,
+}
+
+/// The DRS object `id`, from the objects (by their exact id) or the
+/// Indexd records (found as `lookup` says).
+pub(crate) fn drs_object(
+    state: &State,
+    base_url: &str,
+    id: &str,
+    expand: bool,
+    lookup: Lookup,
+) -> Option<Value> {
     match state.objects.get(id) {
         Some(Entry::Blob(blob)) => Some(blob_json(base_url, id, blob)),
         Some(Entry::Bundle(bundle)) => Some(bundle_json(state, base_url, id, bundle, expand, 0)),
-        None => state.records.get(id).map(record_json),
+        None => match lookup {
+            Lookup::Lenient => super::indexd::find(state, id).map(record_json),
+            Lookup::Exact => state.records.get(id).map(record_json),
+        },
     }
 }
 
@@ -217,7 +237,8 @@ fn bundle_checksums(members: &[Vec<(String, String)>]) -> Vec<(String, String)> 
     out
 }
 
-/// An Indexd record as Indexd's own DRS endpoint renders it.
+/// An Indexd record as Indexd's own DRS endpoint renders it; a blank one
+/// with `"size": null`, `"form": null` and empty lists, as Indexd does.
 pub(crate) fn record_json(record: &IndexRecord) -> Value {
     let checksums: Vec<Value> = record
         .hashes
@@ -239,6 +260,7 @@ pub(crate) fn record_json(record: &IndexRecord) -> Value {
         "created_time": rfc3339(record.created),
         "updated_time": rfc3339(record.created),
         "version": record.rev,
+        "form": record.form,
         "checksums": checksums,
         "access_methods": methods,
     });

@@ -1,7 +1,7 @@
 //! Every way a handler declines a request, as one type so handlers can use
-//! `?`: a DRS error body (`{msg, status_code}`, which Indexd and the token
-//! endpoint share here), a 401 with its challenge, or a 202 with
-//! `Retry-After`.
+//! `?`: a DRS error body (`{msg, status_code}`, as Indexd's DRS routes and
+//! the token endpoint write it), Indexd's own (`{error}`), a 401 with its
+//! challenge, or a 202 with `Retry-After`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,6 +13,8 @@ use serde_json::json;
 pub(crate) enum Refusal {
     /// Any error status with the DRS error body.
     Error(StatusCode, String),
+    /// Any error status with Indexd's error body, `{"error": msg}`.
+    Indexd(StatusCode, String),
     /// 401, challenging with `scheme` (`Basic` or `Bearer`).
     Unauthorized { scheme: &'static str, msg: String },
     /// 202 Accepted: ask again after this many seconds.
@@ -39,7 +41,9 @@ impl Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Error(status, msg) => write!(f, "{status}: {msg}"),
+            Refusal::Error(status, msg) | Refusal::Indexd(status, msg) => {
+                write!(f, "{status}: {msg}")
+            }
             Refusal::Unauthorized { msg, .. } => write!(f, "401 Unauthorized: {msg}"),
             Refusal::Later(secs) => write!(f, "202 Accepted: retry after {secs} s"),
         }
@@ -55,6 +59,7 @@ impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
             Refusal::Error(status, msg) => (status, error_body(status, &msg)).into_response(),
+            Refusal::Indexd(status, msg) => (status, Json(json!({ "error": msg }))).into_response(),
             Refusal::Unauthorized { scheme, msg } => {
                 let status = StatusCode::UNAUTHORIZED;
                 let challenge = format!("{scheme} realm=\"drs-test-server\"");

@@ -653,3 +653,135 @@ fn an_md5_only_indexd_record_whose_location_holds_other_bytes_gets_no_version_an
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
 }
 
+
+/// Registers `bytes` (metadata only: nothing fetches them) under `did`, as
+/// Indexd holds a record: sha256 and md5, an `s3://` URL.
+fn record_under(server: &DrsServer, did: &str, bytes: &[u8], name: &str) -> String {
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), sha256_hex(bytes));
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(bytes)),
+    );
+    server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: bytes.len() as u64,
+            hashes,
+            urls: vec![format!("s3://commons-bucket/{name}")],
+            file_name: Some(name.into()),
+            authz: Vec::new(),
+            acl: Vec::new(),
+            did: Some(did.into()),
+        })
+        .unwrap()
+}
+
+/// Gen3's single lookup takes a did without its prefix; its bulk lookup
+/// does not. `drs://HOST/<uuid>` for the record `dg.TEST/<uuid>` resolves:
+/// the id the bulk answer leaves unresolved is asked once more alone.
+#[test]
+fn a_bare_uuid_under_a_host_resolves_to_its_prefixed_indexd_record() {
+    let server = server();
+    let world = World::new();
+    let repo = world.repo("r");
+    let uuid = "7d3c1a2b-5e6f-4a8b-9c0d-1e2f3a4b5c6d";
+    let bytes = content(4_321, 31);
+    record_under(&server, &format!("{PREFIX}/{uuid}"), &bytes, "bare.bam");
+    let added = world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/{uuid}"), "bare.bam"]);
+    assert_eq!(added["added"][0]["oid_from"], "drs_checksum", "{added}");
+    assert_eq!(
+        staged(&repo, "bare.bam"),
+        pointer_text(&sha256_hex(&bytes), bytes.len() as u64)
+    );
+    let counts = server.counts();
+    assert_eq!((counts.bulk_post, counts.objects_get), (1, 1), "{counts:?}");
+}
+
+/// An older commons' record whose did has no prefix: Indexd's own
+/// `self_uri` for it, `drs://dg.TEST:<uuid>`, asks for `dg.TEST/<uuid>`,
+/// which only the single lookup finds.
+#[test]
+fn indexds_own_self_uri_of_a_did_without_prefix_resolves() {
+    let server = server();
+    let world = World::new();
+    let repo = world.repo("r");
+    let uuid = "221c9b3f-0a1b-4c2d-8e3f-405162738495";
+    let bytes = content(3_210, 32);
+    let did = record_under(&server, uuid, &bytes, "old.bam");
+    assert_eq!(did, uuid);
+    let self_uri = format!("drs://{PREFIX}:{uuid}");
+    world.drsctl_ok(&repo, &["add-url", &self_uri, "old.bam"]);
+    assert_eq!(
+        staged(&repo, "old.bam"),
+        pointer_text(&sha256_hex(&bytes), bytes.len() as u64)
+    );
+    // The registry keeps the did the server answered with.
+    let mirror = std::fs::read_to_string(repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
+    assert!(mirror.contains(&format!("\"drs_id\":\"{uuid}\"")), "{mirror}");
+}
+
+/// A blank record (an upload begun through Fence, not finished) in a batch
+/// is refused by name; the two good ids of the same bulk answer go in.
+#[test]
+fn a_blank_record_in_a_batch_of_three_is_refused_by_name_and_the_other_two_are_added() {
+    let server = server();
+    let world = World::new();
+    let repo = world.repo("r");
+    let (a, c) = (content(1_111, 33), content(2_222, 34));
+    let did_a = record_under(&server, &format!("{PREFIX}/0a0a0a0a-1b1b-4c2c-8d3d-4e4e4e4e4e4e"), &a, "a.bam");
+    let blank = server.add_blank_record("pending.bam");
+    let did_c = record_under(&server, &format!("{PREFIX}/0c0c0c0c-1b1b-4c2c-8d3d-4e4e4e4e4e4e"), &c, "c.bam");
+    let accession = |did: &str| did.strip_prefix(&format!("{PREFIX}/")).unwrap().to_string();
+    let list = format!(
+        "drs://{PREFIX}:{} a.bam\ndrs://{PREFIX}:{} b.bam\ndrs://{PREFIX}:{} c.bam\n",
+        accession(&did_a),
+        accession(&blank),
+        accession(&did_c)
+    );
+    let ids = world.dir().join("ids.txt");
+    std::fs::write(&ids, list).unwrap();
+    let out = world.drsctl(&repo, &["--json", "add-url", "--from", ids.to_str().unwrap()]);
+    let said = text(&out);
+    assert!(!out.status.success(), "one line failed: {said}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["added"].as_array().unwrap().len(), 2, "{report}");
+    let failed = report["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{report}");
+    let why = failed[0].to_string();
+    assert!(
+        why.contains(&accession(&blank)) && why.contains("upload is not finished"),
+        "{why}"
+    );
+    assert_eq!(staged(&repo, "a.bam"), pointer_text(&sha256_hex(&a), a.len() as u64));
+    assert_eq!(staged(&repo, "c.bam"), pointer_text(&sha256_hex(&c), c.len() as u64));
+    assert!(!repo.join("b.bam").exists());
+    assert_eq!(server.counts().bulk_post, 1, "one batch: {:?}", server.counts());
+}
+
+/// The server's own words for a refusal (Indexd's "username / password
+/// mismatch") are quoted; the password sent never shows.
+#[test]
+fn a_refusal_quotes_the_servers_error_body_and_never_the_password() {
+    let server = server();
+    server.set_auth(Auth::Basic {
+        user: "reader".into(),
+        password: "the-right-one".into(),
+    });
+    server.add_object(ObjectSpec::blob("guarded-basic", content(900, 35)));
+    let world = World::new();
+    let path = world.dir().join("home/.netrc");
+    std::fs::write(&path, "machine 127.0.0.1 login reader password wr0ng-s3cret\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let repo = world.repo("r");
+    let out = world.drsctl(&repo, &["add-url", &format!("drs://{HOST}/guarded-basic"), "g.bam"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("HTTP 403") && said.contains("\"username / password mismatch\""),
+        "{said}"
+    );
+    assert!(!said.contains("wr0ng-s3cret"), "{said}");
+    assert!(!repo.join("g.bam").exists());
+}
