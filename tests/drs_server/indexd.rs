@@ -194,25 +194,18 @@ fn as_indexd(refusal: Refusal) -> Refusal {
 
 fn validate(record: &NewRecord) -> Result<(), Refusal> {
     if !["object", "container", "multipart"].contains(&record.form.as_str()) {
-        return Err(bad_request(format!(
-            "unknown form {:?}",
-            record.form
-        )));
+        return Err(bad_request(format!("unknown form {:?}", record.form)));
     }
     if record.hashes.is_empty() {
         return Err(bad_request("hashes is empty"));
     }
     if let Some((kind, value)) = record.hashes.iter().find(|(k, v)| !valid_hash(k, v)) {
-        return Err(bad_request(format!(
-            "hash {kind}: {value:?} is not valid"
-        )));
+        return Err(bad_request(format!("hash {kind}: {value:?} is not valid")));
     }
     if let Some(did) = &record.did {
         let tail = did.rsplit('/').next().unwrap_or(did);
         if !is_uuid(tail) {
-            return Err(bad_request(format!(
-                "did {did:?} does not end in a UUID"
-            )));
+            return Err(bad_request(format!("did {did:?} does not end in a UUID")));
         }
     }
     Ok(())
@@ -335,8 +328,8 @@ pub(crate) async fn read(Extract(shared): Extract<Arc<Shared>>, Path(did): Path<
     let mut state = shared.lock();
     state.counts.index_get += 1;
     up(&state)?;
-    let record = find(&state, &did)
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, "no record found"))?;
+    let record =
+        find(&state, &did).ok_or_else(|| error(StatusCode::NOT_FOUND, "no record found"))?;
     Ok(Json(record.json()).into_response())
 }
 
@@ -355,9 +348,9 @@ impl Filter {
         for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
             match &*key {
                 "hash" => {
-                    let (kind, hex) = value.split_once(':').ok_or_else(|| {
-                        bad_request(format!("hash {value:?} is not kind:value"))
-                    })?;
+                    let (kind, hex) = value
+                        .split_once(':')
+                        .ok_or_else(|| bad_request(format!("hash {value:?} is not kind:value")))?;
                     filter.hashes.push((kind.to_string(), hex.to_string()));
                 }
                 "size" => {

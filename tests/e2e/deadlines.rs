@@ -98,8 +98,8 @@ fn trickling_get() -> String {
 }
 
 #[test]
-fn add_url_of_a_small_object_whose_get_trickles_ends_at_the_deadline_and_leaves_it_to_the_prefetch(
-) {
+fn add_url_of_a_small_object_whose_get_trickles_ends_at_the_deadline_and_leaves_it_to_the_prefetch()
+{
     let base = trickling_get();
     std::env::set_var("DRSD_METADATA_TIMEOUT", "3");
     let world = World::with_prefetch();

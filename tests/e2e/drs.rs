@@ -688,7 +688,10 @@ fn a_bare_uuid_under_a_host_resolves_to_its_prefixed_indexd_record() {
     let uuid = "7d3c1a2b-5e6f-4a8b-9c0d-1e2f3a4b5c6d";
     let bytes = content(4_321, 31);
     record_under(&server, &format!("{PREFIX}/{uuid}"), &bytes, "bare.bam");
-    let added = world.drsctl_ok(&repo, &["add-url", &format!("drs://{HOST}/{uuid}"), "bare.bam"]);
+    let added = world.drsctl_ok(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/{uuid}"), "bare.bam"],
+    );
     assert_eq!(added["added"][0]["oid_from"], "drs_checksum", "{added}");
     assert_eq!(
         staged(&repo, "bare.bam"),
@@ -718,7 +721,10 @@ fn indexds_own_self_uri_of_a_did_without_prefix_resolves() {
     );
     // The registry keeps the did the server answered with.
     let mirror = std::fs::read_to_string(repo.join(".git/lfs/foreign/registry.jsonl")).unwrap();
-    assert!(mirror.contains(&format!("\"drs_id\":\"{uuid}\"")), "{mirror}");
+    assert!(
+        mirror.contains(&format!("\"drs_id\":\"{uuid}\"")),
+        "{mirror}"
+    );
 }
 
 /// A blank record (an upload begun through Fence, not finished) in a batch
@@ -729,9 +735,19 @@ fn a_blank_record_in_a_batch_of_three_is_refused_by_name_and_the_other_two_are_a
     let world = World::new();
     let repo = world.repo("r");
     let (a, c) = (content(1_111, 33), content(2_222, 34));
-    let did_a = record_under(&server, &format!("{PREFIX}/0a0a0a0a-1b1b-4c2c-8d3d-4e4e4e4e4e4e"), &a, "a.bam");
+    let did_a = record_under(
+        &server,
+        &format!("{PREFIX}/0a0a0a0a-1b1b-4c2c-8d3d-4e4e4e4e4e4e"),
+        &a,
+        "a.bam",
+    );
     let blank = server.add_blank_record("pending.bam");
-    let did_c = record_under(&server, &format!("{PREFIX}/0c0c0c0c-1b1b-4c2c-8d3d-4e4e4e4e4e4e"), &c, "c.bam");
+    let did_c = record_under(
+        &server,
+        &format!("{PREFIX}/0c0c0c0c-1b1b-4c2c-8d3d-4e4e4e4e4e4e"),
+        &c,
+        "c.bam",
+    );
     let accession = |did: &str| did.strip_prefix(&format!("{PREFIX}/")).unwrap().to_string();
     let list = format!(
         "drs://{PREFIX}:{} a.bam\ndrs://{PREFIX}:{} b.bam\ndrs://{PREFIX}:{} c.bam\n",
@@ -741,7 +757,10 @@ fn a_blank_record_in_a_batch_of_three_is_refused_by_name_and_the_other_two_are_a
     );
     let ids = world.dir().join("ids.txt");
     std::fs::write(&ids, list).unwrap();
-    let out = world.drsctl(&repo, &["--json", "add-url", "--from", ids.to_str().unwrap()]);
+    let out = world.drsctl(
+        &repo,
+        &["--json", "add-url", "--from", ids.to_str().unwrap()],
+    );
     let said = text(&out);
     assert!(!out.status.success(), "one line failed: {said}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -753,10 +772,21 @@ fn a_blank_record_in_a_batch_of_three_is_refused_by_name_and_the_other_two_are_a
         why.contains(&accession(&blank)) && why.contains("upload is not finished"),
         "{why}"
     );
-    assert_eq!(staged(&repo, "a.bam"), pointer_text(&sha256_hex(&a), a.len() as u64));
-    assert_eq!(staged(&repo, "c.bam"), pointer_text(&sha256_hex(&c), c.len() as u64));
+    assert_eq!(
+        staged(&repo, "a.bam"),
+        pointer_text(&sha256_hex(&a), a.len() as u64)
+    );
+    assert_eq!(
+        staged(&repo, "c.bam"),
+        pointer_text(&sha256_hex(&c), c.len() as u64)
+    );
     assert!(!repo.join("b.bam").exists());
-    assert_eq!(server.counts().bulk_post, 1, "one batch: {:?}", server.counts());
+    assert_eq!(
+        server.counts().bulk_post,
+        1,
+        "one batch: {:?}",
+        server.counts()
+    );
 }
 
 /// The server's own words for a refusal (Indexd's "username / password
@@ -771,11 +801,18 @@ fn a_refusal_quotes_the_servers_error_body_and_never_the_password() {
     server.add_object(ObjectSpec::blob("guarded-basic", content(900, 35)));
     let world = World::new();
     let path = world.dir().join("home/.netrc");
-    std::fs::write(&path, "machine 127.0.0.1 login reader password wr0ng-s3cret\n").unwrap();
+    std::fs::write(
+        &path,
+        "machine 127.0.0.1 login reader password wr0ng-s3cret\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     let repo = world.repo("r");
-    let out = world.drsctl(&repo, &["add-url", &format!("drs://{HOST}/guarded-basic"), "g.bam"]);
+    let out = world.drsctl(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/guarded-basic"), "g.bam"],
+    );
     let said = text(&out);
     assert!(!out.status.success(), "{said}");
     assert!(

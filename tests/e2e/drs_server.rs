@@ -262,7 +262,10 @@ fn indexd_refuses_writes_without_its_credentials_and_reads_of_missing_dids() {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     let said = json_of(refused);
     assert!(
-        said["error"].as_str().unwrap().starts_with("Arborist is not configured"),
+        said["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Arborist is not configured"),
         "Indexd's body: {said}"
     );
     let refused = register(&server, Some(("indexd", "wrong")), &body);
@@ -377,7 +380,11 @@ fn a_single_lookup_takes_a_did_with_or_without_its_prefix_and_bulk_the_exact_did
 fn a_single_lookup_of_a_baseid_gives_the_newest_version() {
     let server = DrsServer::start();
     let (user, password) = server.indexd_login();
-    let first = json_of(register(&server, Some((&user, &password)), &record_body(b"v1")));
+    let first = json_of(register(
+        &server,
+        Some((&user, &password)),
+        &record_body(b"v1"),
+    ));
     let did = first["did"].as_str().unwrap();
     let baseid = first["baseid"].as_str().unwrap();
     let newer = client()
@@ -398,7 +405,9 @@ fn a_single_lookup_of_a_baseid_gives_the_newest_version() {
     assert_eq!(record["did"], newer["did"], "{record}");
     assert_eq!(record["baseid"], baseid);
     assert_eq!(
-        bulk(&server, &[baseid.to_string()]).json::<Value>().unwrap()["summary"]["resolved"],
+        bulk(&server, &[baseid.to_string()])
+            .json::<Value>()
+            .unwrap()["summary"]["resolved"],
         0,
         "bulk: exact dids only"
     );
@@ -428,7 +437,11 @@ fn a_blank_record_renders_with_null_size_and_form_and_empty_lists_in_either_look
         assert_eq!(object[key], value, "{key}: {object}");
     }
     let body = json_of(bulk(&server, &[did.clone()]));
-    assert_eq!(body["resolved_drs_objects"][0]["size"], json!(null), "{body}");
+    assert_eq!(
+        body["resolved_drs_objects"][0]["size"],
+        json!(null),
+        "{body}"
+    );
     let blank_of = server.add_blank_record("other.bam");
     assert_ne!(blank_of, did);
     let refused = client()

@@ -109,7 +109,10 @@ impl Credential {
                 .ok()
                 .and_then(|d| String::from_utf8(d).ok());
             if let Some(pair) = decoded {
-                out.extend(pair.split_once(':').map(|(_, password)| password.to_string()));
+                out.extend(
+                    pair.split_once(':')
+                        .map(|(_, password)| password.to_string()),
+                );
                 out.push(pair);
             }
         }

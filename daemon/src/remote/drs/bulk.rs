@@ -387,7 +387,9 @@ fn matched(uris: &[&DrsUri], answer: &BulkAnswer, ask: &Ask<'_>) -> Vec<Option<A
             );
         }
     }
-    uris.iter().map(|uri| one_of(uri, &resolved, answer, ask)).collect()
+    uris.iter()
+        .map(|uri| one_of(uri, &resolved, answer, ask))
+        .collect()
 }
 
 fn one_of(

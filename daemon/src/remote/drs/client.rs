@@ -101,8 +101,8 @@ impl DrsClient {
         };
         // Indexd answers a `baseid` with the newest of its versions, a
         // record of another did: taken when Indexd says so.
-        let version = !uri.is_named_by(&object.id)
-            && self.is_version_of(uri, &server, &object.id).await;
+        let version =
+            !uri.is_named_by(&object.id) && self.is_version_of(uri, &server, &object.id).await;
         if version {
             log::info!(
                 "{uri}: {} answered with its newest version, {}",
@@ -392,7 +392,10 @@ mod tests {
         assert!(check_object(&object, &uri, false)
             .unwrap_err()
             .contains("\"u2\""));
-        assert!(check_object(&object, &uri, true).is_ok(), "a version vouched for");
+        assert!(
+            check_object(&object, &uri, true).is_ok(),
+            "a version vouched for"
+        );
         object.id = "u1".into();
         object.size = u64::MAX;
         assert!(check_object(&object, &uri, false)

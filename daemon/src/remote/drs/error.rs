@@ -25,7 +25,10 @@ pub enum DrsError {
     BadServers(#[from] BadDrsServers),
     #[error("{uri}: no such object on {server}")]
     NotFound { uri: String, server: String },
-    #[error("{asked}: {server} refused access (HTTP {status}) with {tried}{}", says(said))]
+    #[error(
+        "{asked}: {server} refused access (HTTP {status}) with {tried}{}",
+        says(said)
+    )]
     Auth {
         asked: String,
         server: String,

@@ -131,13 +131,11 @@ impl Gen3Key {
             Sent::Refused { resp, attempt } => {
                 let status = resp.status();
                 let secrets = [key.api_key.clone()];
-                let said = tokio::time::timeout(
-                    ERROR_BODY_WAIT,
-                    call::error_message(resp, &secrets),
-                )
-                .await
-                .ok()
-                .flatten();
+                let said =
+                    tokio::time::timeout(ERROR_BODY_WAIT, call::error_message(resp, &secrets))
+                        .await
+                        .ok()
+                        .flatten();
                 return Err(self.refused(&ask, status, attempt, said));
             }
             Sent::Failed { error, attempt } => {

@@ -359,7 +359,10 @@ mod tests {
         let Read::Malformed(why) = Read::of(no_size) else {
             panic!("a record with checksums and no size is not blank");
         };
-        assert!(why.contains("not the JSON expected") && !why.contains("s3cr3t"), "{why}");
+        assert!(
+            why.contains("not the JSON expected") && !why.contains("s3cr3t"),
+            "{why}"
+        );
         let good = serde_json::json!({"id": "u3", "size": 3, "checksums": []});
         assert!(matches!(Read::of(good), Read::Object(o) if o.id == "u3"));
     }

@@ -392,7 +392,10 @@ mod tests {
         assert!(!host.is_named_by("u2"));
         assert!(!host.is_named_by("a/b/u1x"));
         let prefixed = DrsUri::parse("drs://h/dg.TEST/u1").unwrap();
-        assert!(prefixed.is_named_by("u1"), "a record whose did has no prefix");
+        assert!(
+            prefixed.is_named_by("u1"),
+            "a record whose did has no prefix"
+        );
         assert!(prefixed.is_named_by("dg.TEST/u1"));
         assert!(!prefixed.is_named_by("u2"));
         assert!(!prefixed.is_named_by("TEST/u1"));

@@ -418,7 +418,11 @@ fn indexd_like(seen: &Seen, _: &[Seen]) -> Reply {
         _ => None,
     };
     let lenient = |id: &str| {
-        let id = if id == "u3" || id == "dg.TEST/u3" { "dg.TEST/u3v2" } else { id };
+        let id = if id == "u3" || id == "dg.TEST/u3" {
+            "dg.TEST/u3v2"
+        } else {
+            id
+        };
         record(id).or_else(|| match id.strip_prefix("dg.TEST/") {
             Some(bare) => record(bare),
             None => record(&format!("dg.TEST/{id}")),
@@ -454,7 +458,10 @@ fn indexd_like(seen: &Seen, _: &[Seen]) -> Reply {
         ),
         _ => match asked_id(seen).and_then(|id| lenient(&id)) {
             Some(found) => reply(200, found),
-            None => reply(404, serde_json::json!({"msg": "no record found", "status_code": 404})),
+            None => reply(
+                404,
+                serde_json::json!({"msg": "no record found", "status_code": 404}),
+            ),
         },
     }
 }
@@ -491,13 +498,21 @@ async fn ids_the_bulk_lookup_leaves_unresolved_are_asked_once_more_one_by_one() 
         .filter(|s| s.method == "GET")
         .filter_map(asked_id)
         .collect();
-    assert_eq!(singles.len(), 3, "each unresolved id asked once: {singles:?}");
+    assert_eq!(
+        singles.len(),
+        3,
+        "each unresolved id asked once: {singles:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_blank_record_is_refused_by_name_and_the_rest_of_its_batch_goes_on() {
     let server = TestServer::start(indexd_like).await;
-    let asked = uris(&["drs://dg.TEST:u1", "drs://dg.TEST:blank", "drs://dg.TEST:u3v2"]);
+    let asked = uris(&[
+        "drs://dg.TEST:u1",
+        "drs://dg.TEST:blank",
+        "drs://dg.TEST:u3v2",
+    ]);
     let got = client(&server).objects(&asked).await;
     assert_eq!(got[0].as_ref().unwrap().id, "dg.TEST/u1");
     assert_eq!(got[2].as_ref().unwrap().id, "dg.TEST/u3v2");
@@ -543,7 +558,11 @@ async fn a_baseid_is_answered_with_its_newest_version_when_indexd_says_it_is_one
 async fn a_refusal_quotes_the_servers_error_body_and_never_the_password_sent() {
     let dir = tempfile::tempdir().unwrap();
     let netrc = dir.path().join("netrc");
-    std::fs::write(&netrc, "machine 127.0.0.1 login me password hunter2-s3cr3t\n").unwrap();
+    std::fs::write(
+        &netrc,
+        "machine 127.0.0.1 login me password hunter2-s3cr3t\n",
+    )
+    .unwrap();
     let server = TestServer::start(|_, _| {
         reply(
             403,
@@ -559,7 +578,8 @@ async fn a_refusal_quotes_the_servers_error_body_and_never_the_password_sent() {
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("HTTP 403") && text.contains("the server says \"username / password mismatch"),
+        text.contains("HTTP 403")
+            && text.contains("the server says \"username / password mismatch"),
         "{text}"
     );
     assert!(!text.contains("hunter2"), "{text}");
