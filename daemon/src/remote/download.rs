@@ -784,7 +784,7 @@ fn write_and_hash(
 }
 
 /// What a hash thread keeps adding bytes to.
-pub(super) trait Accumulate: Send + 'static {
+trait Accumulate: Send + 'static {
     fn update(&mut self, bytes: &[u8]);
     fn finish(self) -> Vec<u8>;
 }
@@ -804,7 +804,7 @@ impl<D: Digest + Send + 'static> Accumulate for Whole<D> {
 
 /// S3's multipart ETag: the md5 of each `size`-byte part, then the md5 of
 /// those digests, written `<hex>-<parts>`.
-pub(super) struct PartsMd5 {
+struct PartsMd5 {
     size: u64,
     part: Md5,
     in_part: u64,
@@ -812,7 +812,7 @@ pub(super) struct PartsMd5 {
 }
 
 impl PartsMd5 {
-    pub(super) fn new(size: u64) -> PartsMd5 {
+    fn new(size: u64) -> PartsMd5 {
         PartsMd5 {
             size: size.max(1),
             part: Md5::new(),
