@@ -122,10 +122,10 @@ impl std::fmt::Display for ObjectRemote {
 impl Remote {
     /// Whether `remote` holds `oid` of `size` bytes, shown, not claimed
     /// (`proof.rs`): a folder's file is hashed; an S3 key is proven by the
-    /// ETag this daemon recorded for it, or else read into `pool` and
-    /// hashed (range-parallel, as any fetch): this machine has no bytes to
-    /// compare the store's MD5 with, and a read costs less than the upload
-    /// it spares and leaves the object here for the next checkout.
+    /// ETag this daemon recorded for it, by the store's MD5 against the
+    /// pool's copy when this machine has one, or else read into `pool` and
+    /// hashed (range-parallel, as any fetch): a read costs less than the
+    /// upload it spares and leaves the object here for the next checkout.
     pub async fn proves_held(
         &self,
         pool: Arc<Pool>,
@@ -157,15 +157,36 @@ impl Remote {
                 return Ok(Held::Trusted);
             }
         }
+        // The bytes here after all (the caller did not look): the store's
+        // MD5 against theirs, not a read.
+        let here = {
+            let pool = pool.clone();
+            crate::blocking(move || pool.get_verified(&oid)).await
+        };
+        if let Ok(Some(blob)) = here {
+            let local = super::Local::of(&blob).map_err(upload_to_store)?;
+            let presence = super::presence(&client, layout, oid, size, Some(local), 0).await;
+            return Ok(match presence.map_err(upload_to_store)? {
+                Presence::Absent => Held::Absent,
+                Presence::Proven(..) => Held::Proven,
+                Presence::Unproven(why) => Held::Other(why),
+            });
+        }
         let location = remote.location(&oid);
+        let key = layout.key(&oid);
         log::info!("{why}: reading it to see whether it is object {oid}");
+        let before = client.head(&layout.bucket, &key).await?;
         match self
             .fetch_for_pointer(pool, layout, oid, size, &|_| {})
             .await
         {
             Ok(()) => {
-                if let Ok(Some(meta)) = client.head(&layout.bucket, &layout.key(&oid)).await {
-                    client.record_sent(&layout.bucket, &layout.key(&oid), oid, &meta);
+                // Recorded only when the key still has the version read.
+                let after = client.head(&layout.bucket, &key).await;
+                if let (Some(before), Ok(Some(after))) = (before, after) {
+                    if before.etag.is_some() && before.etag == after.etag {
+                        client.record_sent(&layout.bucket, &key, oid, &after);
+                    }
                 }
                 Ok(Held::Proven)
             }

@@ -131,7 +131,10 @@ impl Transfers {
         let outcome = self.push_object(target, foreign, pointer).await;
         if !matches!(
             outcome,
-            PushOutcome::Present | PushOutcome::Uploaded | PushOutcome::Copied
+            PushOutcome::Present
+                | PushOutcome::Trusted(_)
+                | PushOutcome::Uploaded
+                | PushOutcome::Copied
         ) {
             return Registered::Not(outcome);
         }

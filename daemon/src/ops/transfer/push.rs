@@ -20,7 +20,7 @@ use crate::registry::Entry;
 use crate::remote::{CopyOutcome, CopySource, Held, ObjectRemote, ObjectUrl};
 use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
 
-/// What became of one pushed object. Only the first three let the push go
+/// What became of one pushed object. Only the first four let the push go
 /// on: an object not shown to be in the object remote must not be
 /// published, whatever the reason.
 pub enum PushOutcome {
@@ -330,7 +330,10 @@ impl Transfers {
                 self.confirmed.record(target.layout, oid);
                 return PushOutcome::Present;
             }
-            Ok(Held::Trusted) => return PushOutcome::Trusted(target.layout.url()),
+            Ok(Held::Trusted) => {
+                self.confirmed.record(target.layout, oid);
+                return PushOutcome::Trusted(target.layout.url());
+            }
             _ => {}
         }
         let read = self
@@ -397,7 +400,10 @@ impl Transfers {
                 self.confirmed.record(target.layout, pointer.oid);
                 PushOutcome::Present
             }
-            Ok(Held::Trusted) => PushOutcome::Trusted(target.layout.url()),
+            Ok(Held::Trusted) => {
+                self.confirmed.record(target.layout, pointer.oid);
+                PushOutcome::Trusted(target.layout.url())
+            }
             Ok(Held::Absent) => PushOutcome::Refused(why),
             Ok(Held::Other(other)) => PushOutcome::Refused(format!("{why}; and {other}")),
             Err(e) => PushOutcome::Failed(format!(
