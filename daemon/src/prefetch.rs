@@ -80,6 +80,7 @@ impl PrefetchError {
                 ResolveError::Remote(e) => remote(e),
                 ResolveError::Fetch(_) => None,
                 ResolveError::Disagrees { .. } | ResolveError::Nested { .. } => Some(1),
+                ResolveError::NoWay { transient, .. } => (!transient).then_some(1),
             },
             // Every kind named, so a new one has to be placed here.
             PrefetchError::Fetch(f) => match f {

@@ -132,6 +132,7 @@ fn access(shared: &Shared, id: &str, access_id: &str, headers: &HeaderMap) -> Re
         AccessSpec::Signed {
             access_id: known,
             ttl,
+            ..
         } if known == access_id => Some(ttl.as_secs()),
         _ => None,
     });

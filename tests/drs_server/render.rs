@@ -128,7 +128,19 @@ fn access_method_json(base_url: &str, id: &str, access: &AccessSpec) -> Value {
             }
             json!({ "type": kind, "access_url": url })
         }
-        AccessSpec::Signed { access_id, .. } => json!({ "type": "https", "access_id": access_id }),
+        AccessSpec::Signed {
+            access_id,
+            raw: None,
+            ..
+        } => json!({ "type": "https", "access_id": access_id }),
+        AccessSpec::Signed {
+            access_id,
+            raw: Some(raw),
+            ..
+        } => {
+            let kind = raw.split_once("://").map_or("https", |(scheme, _)| scheme);
+            json!({ "type": kind, "access_id": access_id, "access_url": { "url": raw } })
+        }
     }
 }
 

@@ -51,7 +51,15 @@ pub enum AccessSpec {
     /// An `access_id` only: `GET /objects/{id}/access/{access_id}` answers
     /// with a URL to `/data/{id}` signed for `ttl`, and the data endpoint
     /// refuses a bad or expired signature.
-    Signed { access_id: String, ttl: Duration },
+    ///
+    /// With `raw`, the method lists that URL too as its `access_url` and is
+    /// typed by its scheme, as Indexd renders a stored `s3://` URL in a
+    /// commons (where Fence serves the access id on the same host).
+    Signed {
+        access_id: String,
+        ttl: Duration,
+        raw: Option<String>,
+    },
 }
 
 impl AccessSpec {
@@ -92,6 +100,17 @@ impl AccessSpec {
         AccessSpec::Signed {
             access_id: access_id.to_string(),
             ttl,
+            raw: None,
+        }
+    }
+
+    /// An `access_id` resolved to a URL signed for `ttl`, listed with the
+    /// raw `access_url` `raw` (`s3://commons-bucket/key`), as Indexd does.
+    pub fn signed_over(access_id: &str, ttl: Duration, raw: &str) -> AccessSpec {
+        AccessSpec::Signed {
+            access_id: access_id.to_string(),
+            ttl,
+            raw: Some(raw.to_string()),
         }
     }
 }

@@ -12,6 +12,7 @@ mod daemon;
 mod deadlines;
 mod dir_remote;
 mod drs;
+mod drs_access;
 mod drs_server;
 mod failures;
 mod foreign;

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::drs::{DrsError, DrsObject, DrsUri};
+use super::Permanence;
 use super::{
     fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, ObjectUrl, Remote, RemoteError,
 };
@@ -34,6 +35,14 @@ pub enum ResolveError {
     },
     #[error("{uri}: its access URL is itself a DRS URI; drsd follows one level only")]
     Nested { uri: String },
+    #[error("{uri}: no way to its bytes worked; tried {tries}. Check the credential for its DRS server ({creds}) or the keys for its bucket")]
+    NoWay {
+        uri: String,
+        tries: String,
+        creds: String,
+        /// Whether a try failed in a way a retry may mend.
+        transient: bool,
+    },
 }
 
 /// A DRS object and the access URL to read it by, for this read only.
@@ -53,19 +62,73 @@ impl Remote {
         self.access_to(uri, object).await
     }
 
-    /// An access URL of `object`, which `uri` named.
+    /// An access URL of `object`, which `uri` named: its ways in the
+    /// order the DRS client gives (access ids first when a bearer
+    /// credential goes to the server, else raw URLs), each tried in turn.
+    /// A raw URL with a way after it is tried by one HEAD: in a commons
+    /// the bucket is rarely readable with the user's keys (404, 403). The
+    /// URL is for this read only: a signed one is neither kept nor shown.
     pub async fn access_to(&self, uri: &DrsUri, object: DrsObject) -> Result<Access, ResolveError> {
-        let access = self.drs()?.access_url(uri, &object).await?;
-        let url = ObjectUrl::parse(access.url.expose())?;
-        if matches!(url, ObjectUrl::Drs(_)) {
-            return Err(ResolveError::Nested {
-                uri: uri.to_string(),
+        let drs = self.drs()?;
+        let ways = drs.access_ways(uri, &object)?;
+        if ways.is_empty() {
+            return Err(super::drs::no_access(uri, &object).into());
+        }
+        let mut tries = Vec::new();
+        let mut transient = false;
+        for (n, way) in ways.iter().enumerate() {
+            let shown = way.shown(&object);
+            let access = match drs.way_url(uri, &object, way).await {
+                Ok(Some(access)) => access,
+                Ok(None) => {
+                    tries.push(format!("{shown}: the server has no URL for it"));
+                    continue;
+                }
+                Err(e) => {
+                    transient |= e.permanence() != Permanence::Permanent;
+                    tries.push(format!("{shown}: {e}"));
+                    continue;
+                }
+            };
+            let url = ObjectUrl::parse(access.url.expose())?;
+            if matches!(url, ObjectUrl::Drs(_)) {
+                return Err(ResolveError::Nested {
+                    uri: uri.to_string(),
+                });
+            }
+            let last = n + 1 == ways.len();
+            if !way.signed && !last {
+                let probed = match self.locate(&url) {
+                    Ok(located) => located.origin(&access.headers).head().await,
+                    Err(e) => Err(e),
+                };
+                match probed {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        tries.push(format!("{shown}: it has no object (HTTP 404)"));
+                        continue;
+                    }
+                    Err(e) => {
+                        transient |= e.permanence() != Permanence::Permanent;
+                        tries.push(format!("{shown}: {e}"));
+                        continue;
+                    }
+                }
+            }
+            if n > 0 {
+                log::info!("{uri}: read by its {shown} ({})", tries.join("; "));
+            }
+            return Ok(Access {
+                object,
+                url,
+                headers: access.headers,
             });
         }
-        Ok(Access {
-            object,
-            url,
-            headers: access.headers,
+        Err(ResolveError::NoWay {
+            uri: uri.to_string(),
+            tries: tries.join("; "),
+            creds: drs.credential_shown(uri),
+            transient,
         })
     }
 

@@ -275,6 +275,15 @@ impl DrsAuth {
         }
     }
 
+    /// Whether a bearer credential (a Gen3 key or a token file) goes to
+    /// the server at `server`: then its signed-URL endpoint
+    /// (`/objects/{id}/access/{access_id}`, Fence in a commons) is the
+    /// way to its bytes rather than a raw bucket URL the user rarely holds
+    /// keys for.
+    pub(super) fn has_bearer_for(&self, server: &url::Url) -> bool {
+        self.bearer.is_some() && self.named.contains(&server.origin())
+    }
+
     /// Forgets the Gen3 access token `used`, after `server` refused it.
     pub(super) async fn forget(&self, server: &url::Url, used: &Credential) {
         if let Some(Bearer::Gen3(key)) = &self.bearer {

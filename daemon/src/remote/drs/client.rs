@@ -154,44 +154,72 @@ impl DrsClient {
                 .is_some_and(|base| base == uri.id() || uri.is_named_by(&base))
     }
 
-    /// Where to fetch `object`'s bytes: the first access method of type
-    /// `https`, `http` or `s3` that yields a URL, as given or fetched by its
-    /// `access_id` (`GET /objects/{id}/access/{access_id}`; a 404 there
-    /// moves on to the next method).
+    /// Where to fetch `object`'s bytes: the first of its [`AccessWay`]s
+    /// (in [`DrsClient::access_ways`]' order) that yields a URL.
     pub async fn access_url(
         &self,
         uri: &DrsUri,
         object: &DrsObject,
     ) -> Result<AccessUrl, DrsError> {
-        for method in object.access_methods.iter().filter(|m| usable(&m.r#type)) {
-            if let Some(url) = self.method_url(uri, object, method).await? {
+        for way in self.access_ways(uri, object)? {
+            if let Some(url) = self.way_url(uri, object, &way).await? {
                 return Ok(url);
             }
         }
-        let offered: Vec<String> = object
-            .access_methods
-            .iter()
-            .map(|m| quoted(&m.r#type))
-            .collect();
-        Err(DrsError::NoAccess {
-            uri: uri.to_string(),
-            offered: if offered.is_empty() {
-                "none".into()
-            } else {
-                offered.join(", ")
-            },
-        })
+        Err(no_access(uri, object))
     }
 
-    async fn method_url(
+    /// The ways to `object`'s bytes, in the order to try them: each access
+    /// method of type `https`, `http` or `s3` gives its raw `access_url`
+    /// and its `access_id` (a URL signed on request). When a bearer
+    /// credential goes to the server (a commons: Fence signs, the user
+    /// holds no keys for the bucket) the access ids come first, else the
+    /// raw URLs; the others follow as fallbacks. [`DrsError::NoAccess`]
+    /// when there is none.
+    pub fn access_ways(
         &self,
         uri: &DrsUri,
         object: &DrsObject,
-        method: &AccessMethod,
+    ) -> Result<Vec<AccessWay>, DrsError> {
+        let server = self.servers.base_url(uri)?;
+        let signed_first = self.caller.auth.has_bearer_for(&server);
+        Ok(order_ways(object, signed_first))
+    }
+
+    /// For messages: whether a bearer credential goes to `uri`'s server,
+    /// and how to configure one when none does.
+    pub fn credential_shown(&self, uri: &DrsUri) -> String {
+        match self.servers.base_url(uri) {
+            Ok(server) if self.caller.auth.has_bearer_for(&server) => {
+                "a bearer credential is sent to it".into()
+            }
+            _ => format!(
+                "none is sent to it: set {} or {} and name the server in {}",
+                super::GEN3_CREDENTIALS_ENV,
+                super::TOKEN_FILE_ENV,
+                super::SERVERS_ENV
+            ),
+        }
+    }
+
+    /// The URL `way` gives now: the raw one as listed, or the one the
+    /// server's access endpoint answers for the access id (`None` on a
+    /// 404 there). Nothing keeps it: a signed URL is for this read only.
+    pub async fn way_url(
+        &self,
+        uri: &DrsUri,
+        object: &DrsObject,
+        way: &AccessWay,
     ) -> Result<Option<AccessUrl>, DrsError> {
         let server = self.servers.base_url(uri)?;
         let asked = format!("access URL of {uri}");
-        if let Some(given) = &method.access_url {
+        let Some(method) = object.access_methods.get(way.method) else {
+            return Ok(None);
+        };
+        if !way.signed {
+            let Some(given) = &method.access_url else {
+                return Ok(None);
+            };
             return checked_access(given)
                 .map(Some)
                 .map_err(|why| bad(&asked, &server, why));
@@ -220,6 +248,75 @@ impl DrsClient {
         checked_access(&given)
             .map(Some)
             .map_err(|why| call::bad_answer(&ask, why))
+    }
+}
+
+/// One way to an object's bytes: access method `method` (its index in
+/// `access_methods`) by its access id (`signed`) or by its raw access URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessWay {
+    pub method: usize,
+    pub signed: bool,
+}
+
+impl AccessWay {
+    /// The way as messages name it: the access id, or the raw URL
+    /// (redacted as [`SecretUrl`] shows it); never a signed URL.
+    pub fn shown(&self, object: &DrsObject) -> String {
+        let method = object.access_methods.get(self.method);
+        if self.signed {
+            let id = method
+                .and_then(|m| m.access_id.as_deref())
+                .unwrap_or_default();
+            format!("access id {}", quoted(id))
+        } else {
+            match method.and_then(|m| m.access_url.as_ref()) {
+                Some(given) => format!("access URL {}", given.url),
+                None => "access URL (none)".into(),
+            }
+        }
+    }
+}
+
+/// The ways of `object`'s usable methods: all access ids then all raw
+/// URLs when `signed_first`, else the other way round; methods in their
+/// listed order within each.
+fn order_ways(object: &DrsObject, signed_first: bool) -> Vec<AccessWay> {
+    let usable: Vec<(usize, &AccessMethod)> = object
+        .access_methods
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| usable(&m.r#type))
+        .collect();
+    let of = |signed: bool| {
+        usable
+            .iter()
+            .filter(move |(_, m)| {
+                if signed {
+                    m.access_id.as_deref().is_some_and(|id| !id.is_empty())
+                } else {
+                    m.access_url.is_some()
+                }
+            })
+            .map(move |(i, _)| AccessWay { method: *i, signed })
+    };
+    of(signed_first).chain(of(!signed_first)).collect()
+}
+
+/// No access method drsd can read `object` by: the types it offers.
+pub fn no_access(uri: &DrsUri, object: &DrsObject) -> DrsError {
+    let offered: Vec<String> = object
+        .access_methods
+        .iter()
+        .map(|m| quoted(&m.r#type))
+        .collect();
+    DrsError::NoAccess {
+        uri: uri.to_string(),
+        offered: if offered.is_empty() {
+            "none".into()
+        } else {
+            offered.join(", ")
+        },
     }
 }
 
@@ -376,6 +473,48 @@ mod tests {
         );
         let err = checked_access(&given("https://[bad/x?sig=s3cr3t", &[])).unwrap_err();
         assert!(!err.contains("s3cr3t"), "{err}");
+    }
+
+    fn both(kind: &str, id: Option<&str>, raw: Option<&str>) -> AccessMethod {
+        AccessMethod {
+            r#type: kind.into(),
+            access_url: raw.map(|u| given(u, &[])),
+            access_id: id.map(String::from),
+            region: None,
+        }
+    }
+
+    fn with_methods(methods: Vec<AccessMethod>) -> DrsObject {
+        DrsObject {
+            id: "u1".into(),
+            self_uri: None,
+            size: 1,
+            checksums: vec![],
+            access_methods: methods,
+            name: None,
+        }
+    }
+
+    #[test]
+    fn with_a_bearer_credential_access_ids_come_first_and_without_one_raw_urls() {
+        let object = with_methods(vec![
+            both("s3", Some("s3"), Some("s3://commons-bucket/k")),
+            both("gs", Some("gs"), Some("gs://b/k")),
+            both("https", None, Some("https://h/k")),
+            both("https", Some("h2"), None),
+        ]);
+        let way = |method, signed| AccessWay { method, signed };
+        assert_eq!(
+            order_ways(&object, true),
+            vec![way(0, true), way(3, true), way(0, false), way(2, false)]
+        );
+        assert_eq!(
+            order_ways(&object, false),
+            vec![way(0, false), way(2, false), way(0, true), way(3, true)]
+        );
+        assert_eq!(way(0, true).shown(&object), "access id \"s3\"");
+        assert!(way(0, false).shown(&object).contains("commons-bucket"));
+        assert!(order_ways(&with_methods(vec![]), true).is_empty());
     }
 
     #[test]

@@ -34,7 +34,7 @@ mod tests;
 
 pub use auth::{CredentialKind, DrsAuth, GEN3_CREDENTIALS_ENV, TOKEN_FILE_ENV};
 pub(crate) use call::Api;
-pub use client::DrsClient;
+pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;
 pub use indexd::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};
