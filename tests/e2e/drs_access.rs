@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use drsd_e2e::drs_server::{AccessSpec, Auth, DrsServer, ObjectSpec};
 
-use super::add_url::{pointer_text, sha256_hex, World};
+use super::add_url::{pointer_text, sha256_hex, text, World};
 use super::foreign::{source_object, staged, wait_for};
 
 const HOST: &str = "commons.example.org";
@@ -149,4 +149,32 @@ fn without_a_credential_the_raw_url_is_read_first_and_an_unreadable_one_falls_ba
     assert!(counts.access >= 1, "fell back to the access id: {counts:?}");
     assert!(counts.data_bytes >= hidden.len() as u64, "{counts:?}");
     no_signed_url_kept(world.dir());
+}
+
+#[test]
+fn when_no_way_to_the_bytes_works_the_error_names_each_try() {
+    let server = server();
+    std::env::remove_var("DRSD_GEN3_CREDENTIALS");
+    std::env::remove_var("DRSD_DRS_TOKEN_FILE");
+    let mut spec = ObjectSpec::blob("lost-1", content(1_000, 5));
+    spec.checksums.retain(|(kind, _)| kind == "md5");
+    spec.access = vec![
+        AccessSpec::s3(&format!("no-such-a-{}", std::process::id()), "k1"),
+        AccessSpec::s3(&format!("no-such-b-{}", std::process::id()), "k2"),
+    ];
+    server.add_object(spec);
+    let world = World::new();
+    let repo = world.repo("r");
+    let out = world.drsctl(
+        &repo,
+        &["add-url", &format!("drs://{HOST}/lost-1"), "l.bam"],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("no-such-a-") && said.contains("no-such-b-") && said.contains("404"),
+        "{said}"
+    );
+    assert!(said.contains("DRSD_GEN3_CREDENTIALS"), "{said}");
+    assert!(!repo.join("l.bam").exists());
 }

@@ -65,7 +65,8 @@ impl Remote {
     /// An access URL of `object`, which `uri` named: its ways in the
     /// order the DRS client gives (access ids first when a bearer
     /// credential goes to the server, else raw URLs), each tried in turn.
-    /// A raw URL with a way after it is tried by one HEAD: in a commons
+    /// A raw URL with a way after it (or after a failed one) is tried by
+    /// one HEAD: in a commons
     /// the bucket is rarely readable with the user's keys (404, 403). The
     /// URL is for this read only: a signed one is neither kept nor shown.
     pub async fn access_to(&self, uri: &DrsUri, object: DrsObject) -> Result<Access, ResolveError> {
@@ -96,8 +97,10 @@ impl Remote {
                     uri: uri.to_string(),
                 });
             }
+            // The last way is probed too once another failed, so the error
+            // names every try. A signed URL is not: S3 signs it for GET only.
             let last = n + 1 == ways.len();
-            if !way.signed && !last {
+            if !way.signed && (!last || !tries.is_empty()) {
                 let probed = match self.locate(&url) {
                     Ok(located) => located.origin(&access.headers).head().await,
                     Err(e) => Err(e),
