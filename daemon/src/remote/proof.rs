@@ -222,6 +222,9 @@ fn store_digest_matches(
     })
 }
 
+/// A part's index and its md5.
+type PartDigest = (u64, [u8; 16]);
+
 /// S3's multipart ETag of `local` (`len` bytes) cut in parts of `part`
 /// bytes: each part's md5, parts spread over as many threads as the
 /// machine has cores (one md5 is one core's work: for a GiB, a second and
@@ -232,7 +235,7 @@ fn parts_etag(local: &Local, len: u64, part: u64) -> std::io::Result<String> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(count as usize);
-    let hash_parts = || -> std::io::Result<Vec<(u64, [u8; 16])>> {
+    let hash_parts = || -> std::io::Result<Vec<PartDigest>> {
         let mut done = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -245,7 +248,7 @@ fn parts_etag(local: &Local, len: u64, part: u64) -> std::io::Result<String> {
             done.push((i, md5.finalize().into()));
         }
     };
-    let hashed: Vec<std::io::Result<Vec<(u64, [u8; 16])>>> = std::thread::scope(|s| {
+    let hashed: Vec<std::io::Result<Vec<PartDigest>>> = std::thread::scope(|s| {
         let running: Vec<_> = (0..threads).map(|_| s.spawn(hash_parts)).collect();
         running
             .into_iter()
