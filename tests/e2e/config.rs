@@ -232,7 +232,11 @@ fn a_credentials_file_others_may_write_fails_the_request_naming_it_until_fixed()
     let add = || {
         without_aws(&mut Command::new(bin("drsctl")))
             .current_dir(&repo)
-            .args(["add-url", &format!("s3://{bucket}/cohort/reads.bam"), "reads.bam"])
+            .args([
+                "add-url",
+                &format!("s3://{bucket}/cohort/reads.bam"),
+                "reads.bam",
+            ])
             .envs(env(dir, &config))
             .output()
             .unwrap()

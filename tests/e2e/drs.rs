@@ -517,9 +517,14 @@ fn an_indexd_record_whose_location_holds_other_bytes_is_not_taken_as_held() {
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     let said = text(&out);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("0 object(s) held there already (not sent), 1 registered"), "{said}");
+    assert!(
+        said.contains("0 object(s) held there already (not sent), 1 registered"),
+        "{said}"
+    );
     let key = layout.key(&oid.parse().unwrap());
-    let there = rt().block_on(s3().get_bytes(&layout.bucket, &key, None)).unwrap();
+    let there = rt()
+        .block_on(s3().get_bytes(&layout.bucket, &key, None))
+        .unwrap();
     assert!(there == ours, "the object was not sent");
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
@@ -561,7 +566,8 @@ fn indexd_records(server: &DrsServer, hash: &str) -> Vec<serde_json::Value> {
 /// next push finds (no further version) and a fresh clone restores the
 /// file through.
 #[test]
-fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_version_and_nothing_is_sent() {
+fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_version_and_nothing_is_sent(
+) {
     let server = server();
     let world = World::new();
     let (repo, layout) = indexd_repo(&world, &server, "md5only");
@@ -587,11 +593,19 @@ fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_versi
     assert_eq!(counts.index_version, 1, "{counts:?}");
     let key = layout.key(&oid.parse().unwrap());
     assert!(
-        rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none(),
+        rt().block_on(s3().head(&layout.bucket, &key))
+            .unwrap()
+            .is_none(),
         "the object was uploaded to the object remote"
     );
     // The version names the sha256, the same location, the same lineage.
-    let old = &indexd_records(&server, &format!("md5:{}", hex::encode(<md5::Md5 as md5::Digest>::digest(&ours))));
+    let old = &indexd_records(
+        &server,
+        &format!(
+            "md5:{}",
+            hex::encode(<md5::Md5 as md5::Digest>::digest(&ours))
+        ),
+    );
     let versions = indexd_records(&server, &format!("sha256:{oid}"));
     assert_eq!(versions.len(), 1, "{versions:?}");
     let version = &versions[0];
@@ -607,7 +621,11 @@ fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_versi
     ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
     ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
     let counts = server.counts();
-    assert_eq!((counts.index_post, counts.index_version), (0, 1), "{counts:?}");
+    assert_eq!(
+        (counts.index_post, counts.index_version),
+        (0, 1),
+        "{counts:?}"
+    );
 
     // Another user, another machine: the file comes through Indexd.
     drop(world);
@@ -619,7 +637,8 @@ fn an_md5_only_indexd_record_at_a_location_holding_our_bytes_gets_a_sha256_versi
 /// object: no version is added to it, and the push uploads and registers
 /// the object.
 #[test]
-fn an_md5_only_indexd_record_whose_location_holds_other_bytes_gets_no_version_and_the_object_is_sent() {
+fn an_md5_only_indexd_record_whose_location_holds_other_bytes_gets_no_version_and_the_object_is_sent(
+) {
     let server = server();
     let world = World::new();
     let (repo, layout) = indexd_repo(&world, &server, "md5liar");
@@ -642,17 +661,22 @@ fn an_md5_only_indexd_record_whose_location_holds_other_bytes_gets_no_version_an
         "{said}"
     );
     let counts = server.counts();
-    assert_eq!((counts.index_post, counts.index_version), (1, 0), "{counts:?}");
+    assert_eq!(
+        (counts.index_post, counts.index_version),
+        (1, 0),
+        "{counts:?}"
+    );
     // The push met the liar: it asked by sha256 (nothing) and then by md5
     // (the record, whose location failed its proof).
     assert_eq!(counts.index_by_hash, 2, "{counts:?}");
     let key = layout.key(&oid.parse().unwrap());
-    let there = rt().block_on(s3().get_bytes(&layout.bucket, &key, None)).unwrap();
+    let there = rt()
+        .block_on(s3().get_bytes(&layout.bucket, &key, None))
+        .unwrap();
     assert!(there == ours, "the object was not sent");
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), oid);
 }
-
 
 /// Registers `bytes` (metadata only: nothing fetches them) under `did`, as
 /// Indexd holds a record: sha256 and md5, an `s3://` URL.

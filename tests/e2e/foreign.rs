@@ -867,7 +867,11 @@ fn a_source_whose_sha256_tag_lies_is_not_copied_and_the_push_is_refused() {
     assert!(said.contains("sample.bam") && said.contains(&lie), "{said}");
     let key = layout.key(&lie.parse().unwrap());
     let there = rt().block_on(s3().head(&layout.bucket, &key)).unwrap();
-    assert!(there.is_none(), "s3://{}/{key} was written: {there:?}", layout.bucket);
+    assert!(
+        there.is_none(),
+        "s3://{}/{key} was written: {there:?}",
+        layout.bucket
+    );
 }
 
 /// An object named by its content oid at add-url (`--sha256`, or a
@@ -913,7 +917,13 @@ fn an_https_object_added_with_a_wrong_sha256_fails_its_check_and_is_not_pushed()
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     let said = text(&out);
     assert!(!out.status.success(), "{said}");
-    assert!(said.contains("wrong.vcf") && said.contains(&sha256_hex(&body)), "{said}");
+    assert!(
+        said.contains("wrong.vcf") && said.contains(&sha256_hex(&body)),
+        "{said}"
+    );
     let key = layout.key(&wrong.parse().unwrap());
-    assert!(rt().block_on(s3().head(&layout.bucket, &key)).unwrap().is_none());
+    assert!(rt()
+        .block_on(s3().head(&layout.bucket, &key))
+        .unwrap()
+        .is_none());
 }

@@ -175,7 +175,11 @@ fn a_planted_object_nobody_here_can_send_refuses_the_push_naming_its_key() {
     assert!(text.contains("ghost.bin"), "{text}");
     assert!(text.contains(&key), "the key is not named: {text}");
     assert!(text.contains("other bytes"), "{text}");
-    assert_eq!(branch_head(&daemon, &bare), before, "the branch did not move");
+    assert_eq!(
+        branch_head(&daemon, &bare),
+        before,
+        "the branch did not move"
+    );
 }
 
 /// The one exception to the rule: an object remote the user names in

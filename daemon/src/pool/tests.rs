@@ -91,8 +91,16 @@ fn rewrite_keeping_length_and_mtime(f: &Fixture, oid: &Oid) {
     std::fs::set_permissions(&path, before.permissions()).unwrap();
     let after = std::fs::metadata(&path).unwrap();
     assert_eq!(
-        (after.len(), after.modified().unwrap(), after.permissions().mode()),
-        (before.len(), before.modified().unwrap(), before.permissions().mode()),
+        (
+            after.len(),
+            after.modified().unwrap(),
+            after.permissions().mode()
+        ),
+        (
+            before.len(),
+            before.modified().unwrap(),
+            before.permissions().mode()
+        ),
         "length, mtime and mode as they were"
     );
 }

@@ -111,7 +111,12 @@ impl Registry {
                         AND (content_oid IS NULL OR content_read = 0)
                      ON CONFLICT (object_id) DO UPDATE SET state = ?3, updated_at = ?2
                      WHERE state != ?4",
-                    params![oid.to_hex(), now() as i64, JobState::Skipped, JobState::Done],
+                    params![
+                        oid.to_hex(),
+                        now() as i64,
+                        JobState::Skipped,
+                        JobState::Done
+                    ],
                 )?;
             }
             Ok(())

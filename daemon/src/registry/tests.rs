@@ -577,15 +577,26 @@ fn a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_
     let mut read = object("https://h/read.vcf", "5f1-1a", 10);
     read.content_oid = Some(Oid::of(b"hashed at add-url"));
     read.content_read = true;
-    reg.record(Path::new("/r"), &[entry("named", &claimed), entry("read", &read)])
-        .unwrap();
-    assert_eq!(reg.queue_unhashed(None).unwrap(), 1, "only the claim is read again");
-    let job = reg.claim(i64::MAX as u64).unwrap().expect("the claim's job");
+    reg.record(
+        Path::new("/r"),
+        &[entry("named", &claimed), entry("read", &read)],
+    )
+    .unwrap();
+    assert_eq!(
+        reg.queue_unhashed(None).unwrap(),
+        1,
+        "only the claim is read again"
+    );
+    let job = reg
+        .claim(i64::MAX as u64)
+        .unwrap()
+        .expect("the claim's job");
     assert_eq!(job.object.url.expose(), "https://h/named.vcf");
     assert!(!job.object.content_read);
     let known = |url: &str, etag: &str| reg.lookup_by_location(url, etag, 10).unwrap().unwrap();
     // Recorded again from a mirror (a claim): still not read.
-    reg.restore(Path::new("/r"), &[entry("named", &claimed)]).unwrap();
+    reg.restore(Path::new("/r"), &[entry("named", &claimed)])
+        .unwrap();
     assert!(!known("https://h/named.vcf", "5f0-1a").content_read);
     reg.job_done(&job, &claimed.content_oid.unwrap(), None, None)
         .unwrap();
@@ -609,7 +620,9 @@ fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole() {
 
     // Same inode, same length, same mtime: only the ctime tells.
     let before = std::fs::metadata(&file).unwrap();
-    let text = std::fs::read_to_string(&file).unwrap().replace("https://h/x", "https://q/x");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("https://h/x", "https://q/x");
     let f = std::fs::File::options().write(true).open(&file).unwrap();
     std::io::Write::write_all(&mut &f, text.as_bytes()).unwrap();
     f.set_modified(before.modified().unwrap()).unwrap();
@@ -628,7 +641,8 @@ fn the_objects_of_jobs_in_a_state_are_listed_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
     let obj = object("https://h/owned.vcf", "5f2-1a", 10);
-    reg.record(Path::new("/r"), &[entry("owned", &obj)]).unwrap();
+    reg.record(Path::new("/r"), &[entry("owned", &obj)])
+        .unwrap();
     reg.queue_unhashed(None).unwrap();
     let queued = reg.job_objects(&[JobState::Queued]).unwrap();
     assert_eq!(queued, vec![obj]);

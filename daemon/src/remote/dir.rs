@@ -188,7 +188,9 @@ impl DirRemote {
                 got,
             });
         }
-        tmp.as_file().sync_data().map_err(IoError::at("sync", &to))?;
+        tmp.as_file()
+            .sync_data()
+            .map_err(IoError::at("sync", &to))?;
         Ok(tmp.into_temp_path())
     }
 

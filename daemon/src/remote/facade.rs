@@ -107,7 +107,9 @@ impl Remote {
     /// Every source the `trust_claims` setting names, for `drsctl status`.
     pub fn trusted_sources(&self) -> Vec<String> {
         let settings = self.clients.settings();
-        let list = settings.text(crate::settings::Key::TrustClaims).unwrap_or_default();
+        let list = settings
+            .text(crate::settings::Key::TrustClaims)
+            .unwrap_or_default();
         list.split(',')
             .map(|s| s.trim().trim_end_matches('/').to_string())
             .filter(|s| !s.is_empty())

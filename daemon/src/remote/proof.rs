@@ -261,7 +261,10 @@ fn parts_etag(local: &Local, len: u64, part: u64) -> std::io::Result<String> {
             digests[i as usize] = digest;
         }
     }
-    Ok(format!("{}-{count}", hex::encode(Md5::digest(digests.concat()))))
+    Ok(format!(
+        "{}-{count}",
+        hex::encode(Md5::digest(digests.concat()))
+    ))
 }
 
 /// Feeds the bytes `range` of `local` to `f`, 8 MiB at a time.

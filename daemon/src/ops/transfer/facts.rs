@@ -141,10 +141,7 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&path).unwrap();
         std::io::Write::write_all(&mut &file, b"* drs-remote=s3://bbbb/x\n").unwrap();
         file.set_modified(mtime).unwrap();
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().modified().unwrap(),
-            mtime
-        );
+        assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
         assert_ne!(stamp(&path), before);
     }
 }

@@ -52,7 +52,12 @@ enum LocalMd5 {
 impl LocalMd5 {
     /// The md5 recorded by a read of the object's bytes here, else of the
     /// pool's copy; `None` when this machine has no bytes of it.
-    async fn get(&mut self, transfers: &Transfers, foreign: Option<&Entry>, oid: Oid) -> Option<String> {
+    async fn get(
+        &mut self,
+        transfers: &Transfers,
+        foreign: Option<&Entry>,
+        oid: Oid,
+    ) -> Option<String> {
         match self {
             LocalMd5::Known(md5) => return md5.clone(),
             LocalMd5::Trusted => return None,
@@ -113,10 +118,7 @@ impl Transfers {
         pushed: &Pushed,
     ) -> Registered {
         let pointer = &pushed.pointer;
-        match self
-            .held_in_indexd(target, indexd, foreign, pointer)
-            .await
-        {
+        match self.held_in_indexd(target, indexd, foreign, pointer).await {
             Err(why) => return Registered::Not(PushOutcome::Failed(why)),
             Ok(Some(did)) => {
                 self.remember_did(indexd, pointer.oid, &did).await;
@@ -181,7 +183,8 @@ impl Transfers {
                 }
             }
         }
-        self.held_by_md5(target, indexd, foreign, pointer, ours).await
+        self.held_by_md5(target, indexd, foreign, pointer, ours)
+            .await
     }
 
     /// The did of a new version, carrying the sha256, of a record that
@@ -279,7 +282,9 @@ impl Transfers {
             return matches!(held, Ok(Held::Proven | Held::Trusted));
         }
         let meta = match self.remote.head(&parsed).await {
-            Ok(Some(meta)) if meta.size == size && matches!(ours, LocalMd5::Trusted) => return true,
+            Ok(Some(meta)) if meta.size == size && matches!(ours, LocalMd5::Trusted) => {
+                return true
+            }
             Ok(Some(meta)) if meta.size == size => meta,
             Ok(_) => return false,
             Err(e) => {

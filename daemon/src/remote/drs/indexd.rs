@@ -135,7 +135,9 @@ impl IndexdClient {
             .into_iter()
             .filter(|r| {
                 r.size == Some(size)
-                    && r.hashes.get("md5").is_some_and(|h| h.eq_ignore_ascii_case(md5))
+                    && r.hashes
+                        .get("md5")
+                        .is_some_and(|h| h.eq_ignore_ascii_case(md5))
                     && !r.hashes.contains_key("sha256")
             })
             .collect())
@@ -365,7 +367,10 @@ mod tests {
     #[test]
     fn a_new_version_keeps_the_records_hashes_urls_and_access_and_adds_the_sha256() {
         let mut hashes = BTreeMap::new();
-        hashes.insert("md5".to_string(), "900150983CD24FB0D6963F7D28E17F72".to_string());
+        hashes.insert(
+            "md5".to_string(),
+            "900150983CD24FB0D6963F7D28E17F72".to_string(),
+        );
         hashes.insert("crc".to_string(), "352441c2".to_string());
         let record = IndexdRecord {
             did: "dg.TEST/1".into(),
@@ -386,7 +391,10 @@ mod tests {
         assert_eq!(body["authz"][0], "/programs/p");
         assert_eq!(body["acl"][0], "p");
         assert_eq!(body["file_name"], "k.bam");
-        assert!(body.get("did").is_none(), "Indexd chooses the new version's did");
+        assert!(
+            body.get("did").is_none(),
+            "Indexd chooses the new version's did"
+        );
     }
 
     #[test]

@@ -179,7 +179,10 @@ async fn a_credential_file_another_user_could_change_is_refused_before_any_reque
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(|seen, _| match seen.path.as_str() {
-        EXCHANGE => reply(200, serde_json::json!({"access_token": access_token(1, 3600)})),
+        EXCHANGE => reply(
+            200,
+            serde_json::json!({"access_token": access_token(1, 3600)}),
+        ),
         _ => reply(200, object("dg.TEST/u1", 1)),
     })
     .await;
