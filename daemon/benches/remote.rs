@@ -51,6 +51,16 @@ fn main() {
     rt.block_on(run(mib_arg(1024)));
 }
 
+/// `mib` MiB of random bytes at `path`.
+fn random_file(path: &std::path::Path, mib: u64) {
+    let status = Command::new("head")
+        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
+        .stdout(std::fs::File::create(path).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// `--mib N`, else `default`.
 fn mib_arg(default: u64) -> u64 {
     std::env::args()
@@ -66,12 +76,7 @@ async fn run(mib: u64) {
     let client = S3Client::new(config.clone(), creds).unwrap();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let src = dir.path().join("object.bin");
-    let status = Command::new("head")
-        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
-        .stdout(std::fs::File::create(&src).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&src, mib);
     client.create_bucket("bench").await.unwrap();
     let meta = client
         .put_multipart("bench", "object.bin", &src, 64 << 20, &[])
@@ -275,12 +280,7 @@ async fn prefetch_https(mib: u64) {
     let ca = std::env::var("DRSD_CA_FILE").unwrap();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let served = std::path::Path::new(&www).join("bench-prefetch.bin");
-    let status = Command::new("head")
-        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
-        .stdout(std::fs::File::create(&served).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&served, mib);
     let url = url::Url::parse(&format!("{base}/bench-prefetch.bin")).unwrap();
     let client = HttpClient::new(HttpConfig::from_env().unwrap()).unwrap();
     let meta = client.head(&url).await.unwrap().unwrap();
@@ -440,12 +440,7 @@ async fn md5_cost(mib: u64) {
     let www = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
     let base = std::env::var("DRSD_TEST_HTTP_URL").unwrap();
     let served = std::path::Path::new(&www).join("bench-md5.bin");
-    let status = Command::new("head")
-        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
-        .stdout(std::fs::File::create(&served).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&served, mib);
     let bucket = format!("bench-md5-{}", std::process::id());
     client.create_bucket(&bucket).await.unwrap();
     let meta = client
@@ -547,12 +542,7 @@ async fn proof_cost(mib: u64) {
     let client = S3Client::new(config, S3Credentials::from_env().unwrap()).unwrap();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let src = dir.path().join("object.bin");
-    let status = Command::new("head")
-        .args(["-c", &format!("{}", mib << 20), "/dev/urandom"])
-        .stdout(std::fs::File::create(&src).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    random_file(&src, mib);
     let oid = {
         use sha2::Digest;
         let mut hash = sha2::Sha256::new();

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use super::dir::DirError;
 use super::{
     fetch_into_file, Fetch, FetchOptions, ObjectRemote, Origin, PointerFetchError, Remote,
 };
@@ -47,24 +46,10 @@ impl Remote {
             ObjectRemote::Dir(d) => d.clone(),
         };
         let to = dir.to_path_buf();
-        let copied = crate::blocking(move || dir_remote.fetch_into_file(&oid, size, &to)).await;
-        match copied {
-            Ok(path) => {
-                report(size);
-                Ok(path)
-            }
-            Err(DirError::Missing { oid, path }) => Err(PointerFetchError::Missing {
-                oid,
-                object: path.display().to_string(),
-            }),
-            Err(DirError::WrongSize {
-                path, held, size, ..
-            }) => Err(PointerFetchError::WrongSize {
-                object: path.display().to_string(),
-                held,
-                size,
-            }),
-            Err(e) => Err(PointerFetchError::Dir(e)),
-        }
+        let path = crate::blocking(move || dir_remote.fetch_into_file(&oid, size, &to))
+            .await
+            .map_err(super::object_remote::pointer_fetch_error)?;
+        report(size);
+        Ok(path)
     }
 }

@@ -50,6 +50,25 @@ pub enum Held {
     Trusted,
 }
 
+/// A folder remote's failure to hand on an object, as a pointer fetch's:
+/// missing and another size by name, the rest as they are.
+pub(super) fn pointer_fetch_error(e: DirError) -> PointerFetchError {
+    match e {
+        DirError::Missing { oid, path } => PointerFetchError::Missing {
+            oid,
+            object: path.display().to_string(),
+        },
+        DirError::WrongSize {
+            path, held, size, ..
+        } => PointerFetchError::WrongSize {
+            object: path.display().to_string(),
+            held,
+            size,
+        },
+        e => PointerFetchError::Dir(e),
+    }
+}
+
 fn upload_to_store(e: UploadError) -> StoreError {
     match e {
         UploadError::Remote(e) => StoreError::Remote(e),
@@ -331,25 +350,11 @@ impl Remote {
             }
             ObjectRemote::Dir(dir) => dir.clone(),
         };
-        let fetched = crate::blocking(move || dir.fetch_into(&pool, &oid, size)).await;
-        match fetched {
-            Ok(()) => {
-                report(size);
-                Ok(())
-            }
-            Err(DirError::Missing { oid, path }) => Err(PointerFetchError::Missing {
-                oid,
-                object: path.display().to_string(),
-            }),
-            Err(DirError::WrongSize {
-                path, held, size, ..
-            }) => Err(PointerFetchError::WrongSize {
-                object: path.display().to_string(),
-                held,
-                size,
-            }),
-            Err(e) => Err(PointerFetchError::Dir(e)),
-        }
+        crate::blocking(move || dir.fetch_into(&pool, &oid, size))
+            .await
+            .map_err(pointer_fetch_error)?;
+        report(size);
+        Ok(())
     }
 
     /// `drsctl init`'s check that `remote` can be used: a folder that

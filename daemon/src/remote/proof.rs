@@ -252,7 +252,7 @@ fn parts_etag(local: &Local, len: u64, part: u64) -> std::io::Result<String> {
         let running: Vec<_> = (0..threads).map(|_| s.spawn(hash_parts)).collect();
         running
             .into_iter()
-            .map(|t| t.join().expect("an md5 thread does not panic"))
+            .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
     let mut digests = vec![[0u8; 16]; count as usize];
