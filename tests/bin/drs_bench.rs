@@ -12,12 +12,16 @@
 //!    in seconds and round trips to the DRS server.
 //! 3. A push of 1,000 objects Indexd already holds (registered by a first
 //!    push to another object remote): its time, records added, objects sent.
+//! 4. A push of 1,000 objects a commons holds under md5-only records (most
+//!    Gen3 records) at readable RGW locations: objects uploaded (goal 0),
+//!    records added (goal: one version each, none on a second push), time
+//!    against the push of 3. (sha256 records).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use drsd_e2e::drs_server::{DrsServer, ObjectSpec};
+use drsd_e2e::drs_server::{DrsServer, NewRecord, ObjectSpec};
 use drsd_e2e::{rt, spawn_ready};
 
 const IDS: usize = 1000;
@@ -169,7 +173,8 @@ fn main() {
         );
     }
     server.set_latency(std::time::Duration::ZERO);
-    push_held(&bench, &server);
+    let held_by_sha256 = push_held(&bench, &server);
+    push_md5_only(&bench, &server, held_by_sha256);
 }
 
 fn object(i: usize) -> Vec<u8> {
@@ -233,8 +238,9 @@ fn from_list(bench: &Bench, server: &DrsServer, bulk: Option<usize>, tag: &str) 
 }
 
 /// Pushes `IDS` local objects to one object remote (registering them), then
-/// the same objects from another repo to another object remote.
-fn push_held(bench: &Bench, server: &DrsServer) {
+/// the same objects from another repo to another object remote; returns the
+/// second push's seconds.
+fn push_held(bench: &Bench, server: &DrsServer) -> f64 {
     let pid = std::process::id();
     let mut times = Vec::new();
     for (n, name) in ["first", "second"].iter().enumerate() {
@@ -293,6 +299,92 @@ fn push_held(bench: &Bench, server: &DrsServer) {
         "| second push vs first | {:.1}x faster |",
         times[0] / times[1]
     );
+    times[1]
+}
+
+fn legacy_object(i: usize) -> Vec<u8> {
+    format!("legacy bench object {i}, registered by md5 only\n").into_bytes()
+}
+
+/// `IDS` objects a commons holds under md5-only records at their own RGW
+/// locations (one PUT each: the ETag is the md5), pushed from a repo with
+/// Indexd: what is uploaded, what is registered, and the time against
+/// `held_by_sha256` (the same count held under sha256 records).
+fn push_md5_only(bench: &Bench, server: &DrsServer, held_by_sha256: f64) {
+    let pid = std::process::id();
+    let legacy = format!("bench-drs-legacy-{pid}");
+    let c = s3();
+    rt().block_on(async {
+        c.create_bucket(&legacy).await.unwrap();
+        for i in 0..IDS {
+            let key = format!("legacy/{i}.bam");
+            c.put(&legacy, &key, legacy_object(i).into()).await.unwrap();
+        }
+    });
+    for i in 0..IDS {
+        let bytes = legacy_object(i);
+        let mut hashes = std::collections::BTreeMap::new();
+        hashes.insert(
+            "md5".to_string(),
+            hex::encode(<md5::Md5 as md5::Digest>::digest(&bytes)),
+        );
+        server
+            .add_record(NewRecord {
+                form: "object".into(),
+                size: bytes.len() as u64,
+                hashes,
+                urls: vec![format!("s3://{legacy}/legacy/{i}.bam")],
+                file_name: Some(format!("{i}.bam")),
+                authz: vec!["/programs/p/projects/q".into()],
+                acl: Vec::new(),
+                did: None,
+            })
+            .unwrap();
+    }
+    let bucket = format!("bench-drs-md5-{pid}");
+    rt().block_on(c.create_bucket(&bucket)).unwrap();
+    let remote = format!("s3://{bucket}/lfs");
+    let repo = bench.repo("push-md5");
+    bench.drsctl(
+        &repo,
+        &["init", "--remote", &remote, "--indexd", server.base_url()],
+    );
+    bench.git(&repo, &["lfs", "track", "*.bam"]);
+    for i in 0..IDS {
+        std::fs::write(repo.join(format!("{i}.bam")), legacy_object(i)).unwrap();
+    }
+    bench.git(&repo, &["add", "."]);
+    bench.git(&repo, &["commit", "-qm", "objects"]);
+    for round in ["first", "second"] {
+        // Each round pushes every object anew (a fresh bare repo: all of
+        // them are in the pushed range), as a second clone's push would.
+        let bare = bench.dir.path().join(format!("md5-{round}.git"));
+        let bare = bare.to_str().unwrap();
+        bench.git(bench.dir.path(), &["init", "-q", "--bare", bare]);
+        server.reset_counts();
+        let start = Instant::now();
+        bench.git(&repo, &["push", "-q", bare, "main"]);
+        let secs = start.elapsed().as_secs_f64();
+        let counts = server.counts();
+        let uploaded = (0..IDS)
+            .filter(|&i| {
+                let oid: drsd::pool::Oid =
+                    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(legacy_object(i)))
+                        .parse()
+                        .unwrap();
+                let layout = drsd::remote::ObjectLayout::parse(&remote).unwrap();
+                rt().block_on(c.head(&bucket, &layout.key(&oid)))
+                    .unwrap()
+                    .is_some()
+            })
+            .count();
+        println!(
+            "| push of {IDS} objects held under md5-only records, {round} push | {secs:.2} s (`git push` in all, {:.2}x the push of objects held under sha256 records); {uploaded} objects uploaded, {} records added, {} versions added (sha256 published) |",
+            secs / held_by_sha256,
+            counts.index_post,
+            counts.index_version,
+        );
+    }
 }
 
 fn s3() -> drsd::remote::S3Client {
