@@ -11,6 +11,10 @@
 //! - `blob-s3`: metadata only, an `s3://` access URL;
 //! - `bundle-1`: a bundle of the two served blobs;
 //! - `dg.TEST/<RECORD_UUID>`: an Indexd record, served as a DRS object.
+//!
+//! Fence's routes (`/user/...`) and the upload bucket are served too, as in
+//! the tests (`drsd_e2e::drs_server`); `--api-key` and `--arborist` set up
+//! the credentials they want.
 
 use std::io::Write;
 use std::time::Duration;
@@ -40,6 +44,13 @@ struct Args {
     /// Require `Authorization: Bearer TOKEN` on the DRS endpoints.
     #[arg(long)]
     bearer: Option<String>,
+    /// Let Fence's token endpoint take this Gen3 API key, `KEY_ID:API_KEY`.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// A commons' Indexd: its writes take the tokens Fence issues (Arborist
+    /// configured).
+    #[arg(long)]
+    arborist: bool,
 }
 
 /// Deterministic bytes of a fixture, different per `seed`.
@@ -100,6 +111,13 @@ fn auth(args: &Args, server: &DrsServer) -> Result<Auth, String> {
             password: password.into(),
         });
     }
+    if let Some(key) = &args.api_key {
+        let (key_id, api_key) = key
+            .split_once(':')
+            .ok_or("--api-key takes KEY_ID:API_KEY")?;
+        server.set_api_key(key_id, api_key);
+    }
+    server.set_arborist(args.arborist);
     if let Some(token) = &args.bearer {
         server.add_token(token);
         return Ok(Auth::Bearer);

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::extract::State as Extract;
+use axum::extract::{Query, State as Extract};
 use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use axum::Json;
@@ -93,46 +93,103 @@ fn check_bearer(state: &State, headers: &HeaderMap) -> Result<(), Refusal> {
     }
 }
 
-/// Checks Indexd's write credentials: 403 without or with wrong ones, with
-/// Indexd's words (its own user table for Basic, else a bearer token it
-/// would check with Arborist, which this one has not).
+/// Checks Indexd's write credentials, with Indexd's words: HTTP Basic
+/// against its own user table (403 `username / password mismatch`), else a
+/// bearer token checked with Arborist. Without Arborist (the default) that
+/// is 403 `Arborist is not configured`; with it (a commons, see
+/// `DrsServer::set_arborist`) a token this server's Fence issued and that
+/// is still good passes, anything else is 401 `Permission denied.`. Arborist's
+/// policies are not modelled: a good token may write any record.
 pub(crate) fn check_indexd_write(state: &State, headers: &HeaderMap) -> Result<(), Refusal> {
     let (user, password) = &state.indexd_login;
     match presented(headers) {
         Presented::Basic(given) if given == format!("{user}:{password}") => Ok(()),
         Presented::Basic(_) => Err(Refusal::forbidden("username / password mismatch")),
-        _ => Err(Refusal::forbidden(
+        _ if !state.arborist => Err(Refusal::forbidden(
             "Arborist is not configured; cannot perform authorization check",
+        )),
+        Presented::Bearer(token) if good_token(state, token).is_some() => Ok(()),
+        _ => Err(Refusal::Indexd(
+            axum::http::StatusCode::UNAUTHORIZED,
+            "Permission denied.".into(),
         )),
     }
 }
 
-#[derive(Deserialize)]
+/// The subject of `token` when this server issued it (or a test added it)
+/// and it is neither revoked nor expired.
+fn good_token<'a>(state: &'a State, token: &str) -> Option<&'a str> {
+    let known = state.tokens.get(token)?;
+    let live = !known.revoked && known.expires.is_none_or(|at| at > SystemTime::now());
+    live.then_some(known.subject.as_str())
+}
+
+/// Fence's check of a caller (`require_auth_header`): the subject of a good
+/// bearer token, else 401 in Fence's body.
+pub(crate) fn fence_subject(state: &State, headers: &HeaderMap) -> Result<String, Refusal> {
+    let unauthorized = |msg: &str| Refusal::Fence(axum::http::StatusCode::UNAUTHORIZED, msg.into());
+    let Presented::Bearer(token) = presented(headers) else {
+        return Err(unauthorized("no authorization token provided"));
+    };
+    good_token(state, token)
+        .map(str::to_string)
+        .ok_or_else(|| unauthorized("Authentication Error: token is invalid, expired or revoked"))
+}
+
+#[derive(Deserialize, Default)]
 pub(crate) struct ApiKey {
-    api_key: String,
+    #[serde(default)]
+    api_key: Option<String>,
+    #[serde(default)]
     key_id: Option<String>,
 }
 
-/// `POST /user/credentials/api/access_token` `{api_key, key_id}` ->
-/// `{access_token}`, valid for the configured time.
+/// `?expires_in=` of the token endpoint.
+#[derive(Deserialize)]
+pub(crate) struct Lifetime {
+    expires_in: Option<String>,
+}
+
+/// `POST /user/credentials/api/access_token[?expires_in=S]` `{api_key,
+/// key_id}` -> `{access_token}`, valid for the configured time (or the
+/// shorter one asked), as Fence answers: 400 without an `api_key`, 401 for
+/// one it does not know.
 pub(crate) async fn access_token(
     Extract(shared): Extract<Arc<Shared>>,
+    Query(lifetime): Query<Lifetime>,
     body: Result<Json<ApiKey>, axum::extract::rejection::JsonRejection>,
 ) -> Reply {
     let mut state = shared.lock();
     state.counts.token += 1;
-    let Json(key) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
+    let key = body.map(|Json(k)| k).unwrap_or_default();
+    if key.api_key.is_none() {
+        return Err(Refusal::Fence(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Please provide an api_key in payload".into(),
+        ));
+    }
+    let ttl = match lifetime.expires_in {
+        None => state.token_ttl,
+        Some(asked) => match asked.parse::<u64>() {
+            Ok(secs) => state.token_ttl.min(Duration::from_secs(secs)),
+            Err(_) => {
+                let msg = format!("Invalid 'expires_in' value '{asked}'");
+                return Err(Refusal::Fence(axum::http::StatusCode::BAD_REQUEST, msg));
+            }
+        },
+    };
     let key_id = known_key(&state, &key)
         .ok_or_else(|| Refusal::Unauthorized {
             scheme: "Bearer",
             msg: "unknown or wrong API key".into(),
         })?
         .to_string();
-    let expires = SystemTime::now() + state.token_ttl;
+    let expires = SystemTime::now() + ttl;
     let token = jwt(&shared.secret, &shared.base_url, &key_id, expires);
     let record = Token {
         expires: Some(expires),
         revoked: false,
+        subject: key_id,
     };
     state.tokens.insert(token.clone(), record);
     Ok(Json(json!({ "access_token": token })).into_response())
@@ -145,7 +202,8 @@ fn known_key<'a>(state: &'a State, key: &ApiKey) -> Option<&'a str> {
         .api_keys
         .iter()
         .find(|(id, value)| {
-            **value == key.api_key && key.key_id.as_ref().is_none_or(|named| named == *id)
+            Some(*value) == key.api_key.as_ref()
+                && key.key_id.as_ref().is_none_or(|named| named == *id)
         })
         .map(|(id, _)| id.as_str())
 }

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use super::auth;
 use super::data::signed_url;
+use super::fence;
 use super::render::{self, Lookup};
 use super::reply::{Refusal, Reply};
 use super::spec::{AccessSpec, Auth, Endpoint};
@@ -118,15 +119,22 @@ fn object(shared: &Shared, id: &str, expand: bool, headers: &HeaderMap) -> Reply
     Ok(Json(object).into_response())
 }
 
-/// The `{url, headers}` an access id resolves to: a freshly signed URL for a
-/// signed method. Indexd records have no access ids here.
+/// The `{url, headers}` an access id resolves to: a freshly signed URL for
+/// a signed method of a test's object; for an Indexd record, Fence's
+/// answer (`fence::signed_download`, the access id as the protocol), as a
+/// commons mounts Fence's access route beside Indexd's DRS.
 fn access(shared: &Shared, id: &str, access_id: &str, headers: &HeaderMap) -> Reply {
     let mut state = shared.lock();
     state.counts.access += 1;
     admit(&mut state, headers, Endpoint::Access, id)?;
     let missing = || Refusal::not_found(format!("access id {access_id} of DRS object {id}"));
-    let Some(Entry::Blob(blob)) = state.objects.get(id) else {
-        return Err(missing());
+    let blob = match state.objects.get(id) {
+        Some(Entry::Blob(blob)) => blob,
+        Some(Entry::Bundle(_)) => return Err(missing()),
+        None => {
+            let url = fence::signed_download(shared, &state, headers, id, Some(access_id), None)?;
+            return Ok(Json(json!({ "url": url })).into_response());
+        }
     };
     let ttl = blob.access.iter().find_map(|a| match a {
         AccessSpec::Signed {

@@ -1,20 +1,24 @@
-//! The Gen3 Indexd subset drsd talks to: register a record (`POST /index/`,
-//! Indexd's Basic credentials), a blank one (`POST /index/blank/`, as Fence
-//! does when an upload begins: no size, hashes or URLs yet), read one (`GET
-//! /index/{did}`, the `/` inside a did unencoded), add a version of one
-//! (`POST /index/{did}`, a new did with the same `baseid`), find records by
-//! hash, size or URL (`GET /index?...`). Validation follows Indexd 6: known
-//! hash names with their hex patterns (a multipart `-N` ETag included), a
-//! caller's did ending in a UUID (with or without a prefix), else
-//! `dg.TEST/<uuid>`. The records are DRS objects too (see `render`).
+//! The Gen3 Indexd subset drsd talks to, as Indexd 6.3 answers: register a
+//! record (`POST /index/`), add a version of one (`POST /index/{did}`: a new
+//! did, the same `baseid`), read one (`GET /index/{did}`, the `/` inside a
+//! did unencoded), find records by hash, size or URL (`GET /index?...`).
+//! Updates and blank records (`PUT /index/{did}?rev=`, `/index/blank/`) are
+//! in `update`. Bodies are checked as Indexd's JSON schemas check them
+//! (`schema`): no field outside the schema, `urls` required, known hash
+//! names with their patterns (a multipart `-N` ETag included), a caller's
+//! did or baseid ending in a UUID; without a did the server makes
+//! `dg.TEST/<uuid>`, and a did that exists is 409 with Indexd's words.
+//! The records are DRS objects too (see `render`).
 //!
 //! Lookups are as Indexd 6.3 makes them ([`find`]): one record at a time
 //! (`GET /index/{did}`, DRS `GET /objects/{id}`) by its did or its `baseid`
 //! (the newest version), else with the server's prefix added or taken
-//! away; in bulk (DRS `POST /objects`) by the exact did only.
+//! away; in bulk (DRS `POST /objects`) and for writes by the exact did only.
 //!
 //! Errors have Indexd's body, `{"error": "..."}`; its DRS routes answer
-//! with DRS's (`reply.rs`).
+//! with DRS's (`reply.rs`). Writes want Indexd's own Basic login, or, once
+//! a test says Arborist is configured, a bearer token this server's Fence
+//! issued (`auth::check_indexd_write`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,12 +28,13 @@ use axum::extract::{Path, RawQuery, State as Extract};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
 
 use super::auth;
 use super::render::rfc3339;
 use super::reply::{Refusal, Reply};
+use super::schema;
 use super::state::{Shared, State};
 
 /// The prefix of the dids this Indexd makes (Indexd's `DEFAULT_PREFIX`
@@ -56,25 +61,52 @@ pub(crate) fn find<'a>(state: &'a State, id: &str) -> Option<&'a IndexRecord> {
     })
 }
 
-/// The body of `POST /index/`.
-#[derive(Debug, Clone, Deserialize)]
+/// What a test registers (the core of `POST /index/`'s body; the HTTP
+/// route takes Indexd's other fields too, see [`PostBody`]).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct NewRecord {
     /// `object`, `container` or `multipart`.
     pub form: String,
     pub size: u64,
     /// Indexd's hash names (`md5`, `sha256`, `etag`, ...) to lower-case hex.
     pub hashes: BTreeMap<String, String>,
-    #[serde(default)]
+    /// Required, as by Indexd (possibly empty).
     pub urls: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_name: Option<String>,
     #[serde(default)]
     pub authz: Vec<String>,
     #[serde(default)]
     pub acl: Vec<String>,
     /// Chosen by the caller (must end in a UUID), else made here.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub did: Option<String>,
+}
+
+/// The body of `POST /index/` and `POST /index/{did}` once it passed
+/// [`schema::check_post`]: the record and Indexd's optional fields.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PostBody {
+    #[serde(flatten)]
+    record: NewRecord,
+    #[serde(default)]
+    baseid: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    metadata: Map<String, Value>,
+    #[serde(default)]
+    uploader: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl PostBody {
+    /// `body` checked as Indexd's schema checks it, then read.
+    fn read(body: Value) -> Result<PostBody, Refusal> {
+        schema::check_post(&body).map_err(bad_request)?;
+        serde_json::from_value(body).map_err(|e| bad_request(e.to_string()))
+    }
 }
 
 /// A registered record.
@@ -91,7 +123,12 @@ pub(crate) struct IndexRecord {
     pub urls: Vec<String>,
     pub authz: Vec<String>,
     pub acl: Vec<String>,
+    pub version: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub uploader: Option<String>,
+    pub description: Option<String>,
     pub created: SystemTime,
+    pub updated: SystemTime,
     /// Order of creation, for versions made within one clock tick.
     pub serial: u64,
 }
@@ -106,8 +143,13 @@ impl IndexRecord {
         }
     }
 
-    fn json(&self) -> Value {
-        let created = rfc3339(self.created);
+    /// Whether Indexd takes it as blank (`PUT /index/blank/` may fill
+    /// it): no size (or 0) and no hashes.
+    pub(crate) fn is_blank(&self) -> bool {
+        self.size.unwrap_or(0) == 0 && self.hashes.is_empty()
+    }
+
+    pub(crate) fn json(&self) -> Value {
         let urls_metadata: serde_json::Map<String, Value> =
             self.urls.iter().map(|u| (u.clone(), json!({}))).collect();
         json!({
@@ -122,17 +164,18 @@ impl IndexRecord {
             "urls_metadata": urls_metadata,
             "authz": self.authz,
             "acl": self.acl,
-            "metadata": {},
-            "version": null,
-            "uploader": null,
-            "created_date": created,
-            "updated_date": created,
+            "metadata": self.metadata,
+            "version": self.version,
+            "uploader": self.uploader,
+            "description": self.description,
+            "created_date": rfc3339(self.created),
+            "updated_date": rfc3339(self.updated),
         })
     }
 }
 
 /// A random (version 4) UUID, hyphenated.
-fn uuid4() -> String {
+pub(crate) fn uuid4() -> String {
     let mut b: [u8; 16] = rand::random();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -147,82 +190,40 @@ fn uuid4() -> String {
     )
 }
 
-fn is_uuid(s: &str) -> bool {
-    let groups: Vec<&str> = s.split('-').collect();
-    let lengths = [8, 4, 4, 4, 12];
-    groups.len() == lengths.len()
-        && groups
-            .iter()
-            .zip(lengths)
-            .all(|(g, n)| g.len() == n && g.bytes().all(|c| c.is_ascii_hexdigit()))
-}
-
-fn is_lower_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-}
-
-/// Indexd's pattern for a hash of this name.
-fn valid_hash(kind: &str, value: &str) -> bool {
-    match kind {
-        "md5" => is_lower_hex(value, 32),
-        "sha1" => is_lower_hex(value, 40),
-        "sha256" => is_lower_hex(value, 64),
-        "sha512" => is_lower_hex(value, 128),
-        "crc" => is_lower_hex(value, 8),
-        "etag" => {
-            let (md5, parts) = value.split_once('-').unwrap_or((value, "1"));
-            is_lower_hex(md5, 32) && !parts.is_empty() && parts.bytes().all(|c| c.is_ascii_digit())
-        }
-        _ => false,
-    }
-}
-
 /// Indexd's error: `{"error": msg}` with `status`.
-fn error(status: StatusCode, msg: impl Into<String>) -> Refusal {
+pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Refusal {
     Refusal::Indexd(status, msg.into())
 }
 
 /// A refusal of the shared checks (auth, a bad body), in Indexd's body.
-fn as_indexd(refusal: Refusal) -> Refusal {
+pub(crate) fn as_indexd(refusal: Refusal) -> Refusal {
     match refusal {
         Refusal::Error(status, msg) => Refusal::Indexd(status, msg),
         other => other,
     }
 }
 
-fn validate(record: &NewRecord) -> Result<(), Refusal> {
-    if !["object", "container", "multipart"].contains(&record.form.as_str()) {
-        return Err(bad_request(format!("unknown form {:?}", record.form)));
-    }
-    if record.hashes.is_empty() {
-        return Err(bad_request("hashes is empty"));
-    }
-    if let Some((kind, value)) = record.hashes.iter().find(|(k, v)| !valid_hash(k, v)) {
-        return Err(bad_request(format!("hash {kind}: {value:?} is not valid")));
-    }
-    if let Some(did) = &record.did {
-        let tail = did.rsplit('/').next().unwrap_or(did);
-        if !is_uuid(tail) {
-            return Err(bad_request(format!("did {did:?} does not end in a UUID")));
-        }
-    }
-    Ok(())
-}
-
-fn bad_request(msg: impl Into<String>) -> Refusal {
+pub(crate) fn bad_request(msg: impl Into<String>) -> Refusal {
     error(StatusCode::BAD_REQUEST, msg)
 }
 
-/// Validates and stores `new`; the stored record.
+/// Checks `new` as `POST /index/` would and stores it; the stored record,
+/// or Indexd's refusal.
 pub(crate) fn register(state: &mut State, new: NewRecord) -> Result<IndexRecord, Refusal> {
-    validate(&new)?;
-    let did = new.did.unwrap_or_else(|| format!("{PREFIX}/{}", uuid4()));
-    let record = IndexRecord {
-        did,
-        baseid: uuid4(),
-        rev: uuid4()[..8].to_string(),
+    let body = serde_json::to_value(&new).map_err(|e| bad_request(e.to_string()))?;
+    let body = PostBody::read(body)?;
+    store(state, record_of(body, None))
+}
+
+/// A new record of `body`, with `baseid` (a version's) or the body's, or a
+/// fresh one.
+fn record_of(body: PostBody, baseid: Option<String>) -> IndexRecord {
+    let new = body.record;
+    let now = SystemTime::now();
+    IndexRecord {
+        did: new.did.unwrap_or_else(|| format!("{PREFIX}/{}", uuid4())),
+        baseid: baseid.or(body.baseid).unwrap_or_else(uuid4),
+        rev: new_rev(),
         form: Some(new.form),
         size: Some(new.size),
         file_name: new.file_name,
@@ -230,16 +231,25 @@ pub(crate) fn register(state: &mut State, new: NewRecord) -> Result<IndexRecord,
         urls: new.urls,
         authz: new.authz,
         acl: new.acl,
-        created: SystemTime::now(),
+        version: body.version,
+        metadata: body.metadata,
+        uploader: body.uploader,
+        description: body.description,
+        created: now,
+        updated: now,
         serial: 0,
-    };
-    store(state, record)
+    }
 }
 
-/// Stores `record` under a did not yet taken.
-fn store(state: &mut State, mut record: IndexRecord) -> Result<IndexRecord, Refusal> {
+/// Every write gives a record a new 8-hex `rev`.
+pub(crate) fn new_rev() -> String {
+    uuid4()[..8].to_string()
+}
+
+/// Stores `record` under a did not yet taken (409 with Indexd's words).
+pub(crate) fn store(state: &mut State, mut record: IndexRecord) -> Result<IndexRecord, Refusal> {
     if state.records.contains_key(&record.did) {
-        let msg = format!("did {} exists", record.did);
+        let msg = format!("did \"{}\" already exists", record.did);
         return Err(error(StatusCode::CONFLICT, msg));
     }
     record.serial = state.records.len() as u64;
@@ -247,80 +257,43 @@ fn store(state: &mut State, mut record: IndexRecord) -> Result<IndexRecord, Refu
     Ok(record)
 }
 
-/// A blank record, as `POST /index/blank/` makes one: a did of this
-/// Indexd's form, no size, hashes or URLs, and `form` null.
-pub(crate) fn register_blank(
-    state: &mut State,
-    file_name: Option<String>,
-    authz: Vec<String>,
-) -> Result<IndexRecord, Refusal> {
-    let record = IndexRecord {
-        did: format!("{PREFIX}/{}", uuid4()),
-        baseid: uuid4(),
-        rev: uuid4()[..8].to_string(),
-        form: None,
-        size: None,
-        file_name,
-        hashes: BTreeMap::new(),
-        urls: Vec::new(),
-        authz,
-        acl: Vec::new(),
-        created: SystemTime::now(),
-        serial: 0,
-    };
-    store(state, record)
-}
-
-/// The body of `POST /index/blank/`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct NewBlank {
-    #[serde(default)]
-    #[allow(dead_code)]
-    uploader: Option<String>,
-    #[serde(default)]
-    file_name: Option<String>,
-    #[serde(default)]
-    authz: Vec<String>,
-}
-
-/// `POST /index/blank/` -> `{did, rev, baseid}`: an upload begun.
-pub(crate) async fn create_blank(
-    Extract(shared): Extract<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Result<Json<NewBlank>, axum::extract::rejection::JsonRejection>,
-) -> Reply {
-    let mut state = shared.lock();
-    state.counts.index_post += 1;
-    up(&state)?;
-    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
-    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
-    let record = register_blank(&mut state, new.file_name, new.authz)?;
-    let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
-    Ok(Json(answer).into_response())
-}
-
 /// 503 while Indexd is set down.
-fn up(state: &State) -> Result<(), Refusal> {
+pub(crate) fn up(state: &State) -> Result<(), Refusal> {
     if state.indexd_down {
         return Err(error(StatusCode::SERVICE_UNAVAILABLE, "Indexd is down"));
     }
     Ok(())
 }
 
-/// `POST /index/` -> `{did, rev, baseid}`.
+/// A JSON body, or Indexd's 400.
+pub(crate) type Body = Result<Json<Value>, axum::extract::rejection::JsonRejection>;
+
+/// The JSON of `body`, or 400.
+pub(crate) fn json_body(body: Body) -> Result<Value, Refusal> {
+    body.map(|Json(v)| v)
+        .map_err(|e| bad_request(e.body_text()))
+}
+
+/// `{did, rev, baseid}`, what every write answers.
+pub(crate) fn ids(record: &IndexRecord) -> Value {
+    json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid })
+}
+
+/// `POST /index/` -> `{did, rev, baseid}`: the body checked as Indexd's
+/// schema checks it (400), then the caller (403), then the did (409 when
+/// taken).
 pub(crate) async fn create(
     Extract(shared): Extract<Arc<Shared>>,
     headers: HeaderMap,
-    body: Result<Json<NewRecord>, axum::extract::rejection::JsonRejection>,
+    body: Body,
 ) -> Reply {
     let mut state = shared.lock();
     state.counts.index_post += 1;
     up(&state)?;
+    let body = PostBody::read(json_body(body)?)?;
     auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
-    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
-    let record = register(&mut state, new)?;
-    let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
-    Ok(Json(answer).into_response())
+    let record = store(&mut state, record_of(body, None))?;
+    Ok(Json(ids(&record)).into_response())
 }
 
 /// `GET /index/{did}`: as Indexd's single lookup finds it ([`find`]).
@@ -395,29 +368,31 @@ pub(crate) async fn query(
 }
 
 /// `POST /index/{did}` -> `{did, rev, baseid}`: a new version of the record
-/// `did`, as Indexd 6 makes one: the body is a registration's (its
-/// `form`, `size`, `hashes`, `urls`, ...), the new record gets a did of its
-/// own (the caller's, if given) and the old one's `baseid`; no `rev` is
-/// asked; the old version stays, found by its own hashes.
+/// `did` (its exact did), as Indexd 6 makes one: the body is a
+/// registration's, the new record gets a did of its own (the caller's, if
+/// given: 409 when taken) and the old one's `baseid`; no `rev` is asked;
+/// the old version stays, found by its own hashes.
 pub(crate) async fn add_version(
     Extract(shared): Extract<Arc<Shared>>,
     Path(did): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<NewRecord>, axum::extract::rejection::JsonRejection>,
+    body: Body,
 ) -> Reply {
     let mut state = shared.lock();
     state.counts.index_version += 1;
     up(&state)?;
-    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
-    let Json(new) = body.map_err(|e| bad_request(e.body_text()))?;
+    let body = PostBody::read(json_body(body)?)?;
     let baseid = state
         .records
         .get(&did)
         .map(|r| r.baseid.clone())
         .ok_or_else(|| error(StatusCode::NOT_FOUND, "no record found"))?;
-    let mut record = register(&mut state, new)?;
-    record.baseid = baseid;
-    state.records.insert(record.did.clone(), record.clone());
-    let answer = json!({ "did": record.did, "rev": record.rev, "baseid": record.baseid });
-    Ok(Json(answer).into_response())
+    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
+    let mut record = record_of(body, Some(baseid));
+    if state.records.contains_key(&record.did) {
+        let msg = format!("{} already exists", record.did);
+        return Err(error(StatusCode::CONFLICT, msg));
+    }
+    record = store(&mut state, record)?;
+    Ok(Json(ids(&record)).into_response())
 }

@@ -1,10 +1,23 @@
 //! A GA4GH DRS server (1.2, with 1.3's `OPTIONS` and 1.4's bulk request)
-//! and a Gen3 Indexd subset with Gen3's token endpoint, run in the test
-//! process so a test states the objects, the credentials and the
-//! misbehaviour (202s, expiry, an Indexd that is down) it needs, and reads
-//! back what the client asked. Real Indexd is not installable from a
-//! package registry; this stand-in is held to the GA4GH compliance suite by
-//! `tests/ci/drs-compliance.sh` (through the `drs-test-server` binary).
+//! with a Gen3 commons behind it, Indexd and Fence as they answer (read
+//! from uc-cdis/indexd 6.3 and uc-cdis/fence, and tried against a real
+//! Indexd), run in the test process so a test states the objects, the
+//! credentials and the misbehaviour (202s, expiry, an Indexd that is down)
+//! it needs, and reads back what the client asked. Real Indexd and Fence
+//! are not installable from a package registry; this stand-in is held to
+//! the GA4GH compliance suite by `tests/ci/drs-compliance.sh` (through the
+//! `drs-test-server` binary) and to Indexd's and Fence's answers by
+//! `tests/e2e/gen3_server.rs`.
+//!
+//! The URLs Fence signs point at this server's own upload bucket
+//! (`/s3/commons-upload/...`, bytes in memory), not at the tests' Ceph
+//! RGW: the `drs-test-server` binary runs without RGW (the compliance run),
+//! the tests' crates have no S3 signer (only the daemon has one, and
+//! depending on its internals would tie the test server to code being
+//! restructured), and a bucket of its own lets a test set the URLs'
+//! lifetime to a second and see the expiry as S3 answers it (403
+//! `Request has expired`) without waiting on RGW's clock. What a client
+//! does with such a URL (PUT, parts, GET) is what it does with S3's.
 //!
 //! The server runs on a thread of its own with its own tokio runtime, so the
 //! sync tests (and their current-thread runtimes) never have to drive it.
@@ -14,29 +27,43 @@
 //!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
 //!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
 //! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
-//! - `/index/`, `/index/blank/` (POST), `/index/{did}` (GET; POST adds a
-//!   version), `/index?hash=`: `indexd`;
-//! - `/user/credentials/api/access_token`: `auth`.
+//! - `/index/` (POST), `/index/{did}` (GET; POST adds a version),
+//!   `/index?hash=`: `indexd`; `PUT /index/{did}?rev=`, `/index/blank/`
+//!   (POST) and `PUT /index/blank/{did}?rev=`: `update`; the bodies
+//!   checked as Indexd's JSON schemas: `schema`;
+//! - `/user/credentials/api/access_token`: `auth`;
+//! - `/user/data/upload` (POST), `/user/data/upload/{guid}` (GET),
+//!   `/user/data/multipart/{init,upload,complete}` (POST),
+//!   `/user/data/download/{guid}` (GET), and the DRS access route of an
+//!   Indexd record: `fence`;
+//! - `/s3/commons-upload/{key}` (GET, HEAD, PUT through signed URLs only):
+//!   `bucket`.
 
 mod auth;
+mod bucket;
 mod data;
 mod drs;
+mod fence;
 mod indexd;
 mod render;
 mod reply;
+mod schema;
 mod spec;
 mod state;
+mod update;
 
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use axum::routing::{get, post};
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, put};
 use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::sync::oneshot;
 
+pub use bucket::UPLOAD_BUCKET;
 pub use indexd::NewRecord;
 pub use spec::{AccessSpec, Auth, Content, Counts, Endpoint, ObjectSpec, Times};
 
@@ -131,6 +158,7 @@ impl DrsServer {
         let token_state = Token {
             expires: None,
             revoked: false,
+            subject: "test-user".into(),
         };
         self.shared.lock().tokens.insert(token.into(), token_state);
     }
@@ -189,9 +217,40 @@ impl DrsServer {
     /// or URLs.
     pub fn add_blank_record(&self, file_name: &str) -> String {
         let mut state = self.shared.lock();
-        indexd::register_blank(&mut state, Some(file_name.into()), Vec::new())
+        update::register_blank(&mut state, None, Some(file_name.into()), Vec::new())
             .expect("a fresh did")
             .did
+    }
+
+    /// A commons' Indexd: Arborist is configured, so Indexd's writes take a
+    /// bearer token this server's Fence issued (besides Indexd's Basic
+    /// login). Off by default: Indexd then answers a bearer token with
+    /// `Arborist is not configured`.
+    pub fn set_arborist(&self, on: bool) {
+        self.shared.lock().arborist = on;
+    }
+
+    /// Fence's `MAX_PRESIGNED_URL_TTL`: how long the URLs it signs from now
+    /// on last (default an hour; at least a second), and the most a
+    /// caller's `expires_in` gets.
+    pub fn set_signed_url_ttl(&self, ttl: Duration) {
+        self.shared.lock().signed_url_ttl = ttl;
+    }
+
+    /// Puts `bytes` at `key` in the upload bucket, as if uploaded; the
+    /// location an Indexd record names it by, `s3://commons-upload/KEY`.
+    pub fn put_in_bucket(&self, key: &str, bytes: Vec<u8>) -> String {
+        let mut state = self.shared.lock();
+        let stored = bucket::Stored::new(bytes);
+        state.bucket.objects.insert(key.to_string(), stored);
+        bucket::location(key)
+    }
+
+    /// The bytes at `key` in the upload bucket and their ETag (unquoted).
+    pub fn bucket_object(&self, key: &str) -> Option<(Vec<u8>, String)> {
+        let state = self.shared.lock();
+        let stored = state.bucket.objects.get(key)?;
+        Some((stored.bytes.to_vec(), stored.etag.clone()))
     }
 
     /// `maxBulkRequestLength` (default 100), declared in service-info but,
@@ -245,11 +304,32 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/data/{*id}", get(data::serve))
         .route("/index", get(indexd::query))
         .route("/index/", get(indexd::query).post(indexd::create))
-        .route("/index/blank/", post(indexd::create_blank))
-        .route("/index/{*did}", get(indexd::read).post(indexd::add_version))
+        .route("/index/blank/", post(update::create_blank))
+        .route("/index/blank/{*did}", put(update::complete_blank))
+        .route(
+            "/index/{*did}",
+            get(indexd::read)
+                .post(indexd::add_version)
+                .put(update::update),
+        )
         .route(
             "/user/credentials/api/access_token",
             post(auth::access_token),
+        )
+        .route("/user/data/upload", post(fence::upload))
+        .route("/user/data/upload/{*guid}", get(fence::upload_url))
+        .route("/user/data/multipart/init", post(fence::multipart_init))
+        .route("/user/data/multipart/upload", post(fence::multipart_part))
+        .route(
+            "/user/data/multipart/complete",
+            post(fence::multipart_complete),
+        )
+        .route("/user/data/download/{*guid}", get(fence::download))
+        .route(
+            "/s3/{*path}",
+            get(bucket::serve)
+                .put(bucket::serve)
+                .layer(DefaultBodyLimit::disable()),
         )
         .layer(axum::middleware::from_fn_with_state(shared.clone(), delay))
         .with_state(shared)

@@ -29,6 +29,11 @@ pub(crate) fn encode_id(id: &str) -> String {
     utf8_percent_encode(id, SEGMENT).to_string()
 }
 
+/// A key as a URL path: each `/`-separated segment encoded.
+pub(crate) fn encode_path(key: &str) -> String {
+    key.split('/').map(encode_id).collect::<Vec<_>>().join("/")
+}
+
 /// The unsigned URL of an object's bytes here.
 pub(crate) fn data_url(base_url: &str, id: &str) -> String {
     format!("{base_url}/data/{}", encode_id(id))
@@ -249,8 +254,10 @@ fn bundle_checksums(members: &[Vec<(String, String)>]) -> Vec<(String, String)> 
     out
 }
 
-/// An Indexd record as Indexd's own DRS endpoint renders it; a blank one
-/// with `"size": null`, `"form": null` and empty lists, as Indexd does.
+/// An Indexd record as Indexd's own DRS endpoint renders it: one access
+/// method per URL with the scheme as both `type` and `access_id` beside
+/// the raw `access_url` (Fence answers the access id); a blank one with
+/// `"size": null`, `"form": null` and empty lists, as Indexd does.
 pub(crate) fn record_json(record: &IndexRecord) -> Value {
     let checksums: Vec<Value> = record
         .hashes
@@ -262,7 +269,7 @@ pub(crate) fn record_json(record: &IndexRecord) -> Value {
         .iter()
         .map(|url| {
             let scheme = url.split_once("://").map_or("file", |(s, _)| s);
-            json!({ "type": scheme, "access_url": { "url": url } })
+            json!({ "type": scheme, "access_id": scheme, "access_url": { "url": url } })
         })
         .collect();
     let mut object = json!({

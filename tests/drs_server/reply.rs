@@ -1,7 +1,7 @@
 //! Every way a handler declines a request, as one type so handlers can use
-//! `?`: a DRS error body (`{msg, status_code}`, as Indexd's DRS routes and
-//! the token endpoint write it), Indexd's own (`{error}`), a 401 with its
-//! challenge, or a 202 with `Retry-After`.
+//! `?`: a DRS error body (`{msg, status_code}`, as Indexd's DRS routes
+//! write it), Indexd's own (`{error}`), Fence's (`{message}`), a 401 with
+//! its challenge, or a 202 with `Retry-After`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,6 +15,8 @@ pub(crate) enum Refusal {
     Error(StatusCode, String),
     /// Any error status with Indexd's error body, `{"error": msg}`.
     Indexd(StatusCode, String),
+    /// Any error status with Fence's error body, `{"message": msg}`.
+    Fence(StatusCode, String),
     /// 401, challenging with `scheme` (`Basic` or `Bearer`).
     Unauthorized { scheme: &'static str, msg: String },
     /// 202 Accepted: ask again after this many seconds.
@@ -41,7 +43,9 @@ impl Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Error(status, msg) | Refusal::Indexd(status, msg) => {
+            Refusal::Error(status, msg)
+            | Refusal::Indexd(status, msg)
+            | Refusal::Fence(status, msg) => {
                 write!(f, "{status}: {msg}")
             }
             Refusal::Unauthorized { msg, .. } => write!(f, "401 Unauthorized: {msg}"),
@@ -60,6 +64,9 @@ impl IntoResponse for Refusal {
         match self {
             Refusal::Error(status, msg) => (status, error_body(status, &msg)).into_response(),
             Refusal::Indexd(status, msg) => (status, Json(json!({ "error": msg }))).into_response(),
+            Refusal::Fence(status, msg) => {
+                (status, Json(json!({ "message": msg }))).into_response()
+            }
             Refusal::Unauthorized { scheme, msg } => {
                 let status = StatusCode::UNAUTHORIZED;
                 let challenge = format!("{scheme} realm=\"drs-test-server\"");

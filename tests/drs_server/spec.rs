@@ -186,6 +186,16 @@ pub struct Counts {
     pub index_post: u64,
     /// `POST /index/{did}`: new versions of a record.
     pub index_version: u64,
+    /// `PUT /index/{did}` and `PUT /index/blank/{did}`.
+    pub index_update: u64,
+    /// Requests to Fence's `/user/data/...` routes.
+    pub fence: u64,
+    /// PUTs to the upload bucket (whole objects and parts), and their bytes.
+    pub bucket_put: u64,
+    pub bucket_bytes_in: u64,
+    /// GETs and HEADs of the upload bucket (their body bytes count in
+    /// `data_bytes`).
+    pub bucket_get: u64,
     /// `POST /user/credentials/api/access_token`.
     pub token: u64,
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use md5::Md5;
 use sha2::Digest;
 
+use super::bucket::Bucket;
 use super::indexd::IndexRecord;
 use super::spec::{AccessSpec, Auth, Content, Counts, Endpoint, ObjectSpec, Times};
 
@@ -68,6 +69,9 @@ pub(crate) enum Entry {
 pub(crate) struct Token {
     pub expires: Option<SystemTime>,
     pub revoked: bool,
+    /// Who it was issued to (the API key's id): the uploader of the blank
+    /// records Fence makes for it.
+    pub subject: String,
 }
 
 struct Deferral {
@@ -87,6 +91,14 @@ pub(crate) struct State {
     /// The user and password Indexd's writes want.
     pub indexd_login: (String, String),
     pub indexd_down: bool,
+    /// Whether Indexd checks bearer tokens with Arborist (a commons), which
+    /// takes this server's Fence tokens; else it has no Arborist.
+    pub arborist: bool,
+    /// Fence's `MAX_PRESIGNED_URL_TTL`: the lifetime of the URLs it signs,
+    /// and the most a caller's `expires_in` may ask.
+    pub signed_url_ttl: Duration,
+    /// The commons' upload bucket (`bucket`).
+    pub bucket: Bucket,
     /// `maxBulkRequestLength`, or None when bulk requests are off.
     pub bulk_max: Option<usize>,
     /// Added to every answer: a server across a network, for benchmarks.
@@ -106,6 +118,9 @@ impl Default for State {
             token_ttl: Duration::from_secs(3600),
             indexd_login: ("indexd".into(), "indexd-password".into()),
             indexd_down: false,
+            arborist: false,
+            signed_url_ttl: Duration::from_secs(3600),
+            bucket: Bucket::default(),
             bulk_max: Some(100),
             latency: Duration::ZERO,
             deferrals: HashMap::new(),

@@ -317,7 +317,7 @@ fn an_indexd_record_is_a_drs_object_with_indexd_checksum_names_whether_its_did_i
         assert_eq!(types, ["etag", "md5", "sha256"]);
         assert_eq!(
             object["access_methods"],
-            json!([{"type": "s3", "access_url": {"url": "s3://bucket/reads.cram"}}])
+            json!([{"type": "s3", "access_id": "s3", "access_url": {"url": "s3://bucket/reads.cram"}}])
         );
     }
 }
@@ -423,7 +423,7 @@ fn a_blank_record_renders_with_null_size_and_form_and_empty_lists_in_either_look
         .json(&json!({"uploader": "someone", "file_name": "pending.bam"}))
         .send()
         .unwrap();
-    assert_eq!(made.status(), StatusCode::OK);
+    assert_eq!(made.status(), StatusCode::CREATED);
     let did = json_of(made)["did"].as_str().unwrap().to_string();
     assert!(did.starts_with("dg.TEST/"), "{did}");
     let object = json_of(drs_get(&server, &format!("objects/{did}")));
@@ -436,7 +436,7 @@ fn a_blank_record_renders_with_null_size_and_form_and_empty_lists_in_either_look
     ] {
         assert_eq!(object[key], value, "{key}: {object}");
     }
-    let body = json_of(bulk(&server, &[did.clone()]));
+    let body = json_of(bulk(&server, std::slice::from_ref(&did)));
     assert_eq!(
         body["resolved_drs_objects"][0]["size"],
         json!(null),
