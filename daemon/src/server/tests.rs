@@ -74,7 +74,7 @@ impl TestDaemon {
     }
 
     fn repo_state(&self, repo: &Path) -> Option<RepoReport> {
-        self.shared.repos.lock().repos.get(repo).cloned()
+        self.shared.registrar.report(repo)
     }
 }
 

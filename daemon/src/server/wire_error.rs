@@ -2,6 +2,8 @@
 //! [`ErrorCode`] a failure travels with, so a full disk reads `no_space`
 //! whichever operation ran into it.
 
+use crate::io_error::out_of_space;
+use crate::ops::gc::GcError;
 use drsd_proto::{ErrorCode, WireError};
 
 /// `error` as it travels: `code`, unless a full file system is behind it
@@ -16,29 +18,15 @@ pub(crate) fn wire_error(code: ErrorCode, error: &(dyn std::error::Error + 'stat
     WireError::new(code, error.to_string())
 }
 
-/// Whether `error` or one of its causes is a full file system: an I/O error
-/// `ENOSPC` / `EDQUOT` (`StorageFull`, `QuotaExceeded`), or SQLite's
-/// "database or disk is full".
-pub(crate) fn out_of_space(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            let full = matches!(
-                io.kind(),
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            ) || matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-            if full {
-                return true;
-            }
+impl From<GcError> for WireError {
+    fn from(e: GcError) -> WireError {
+        match &e {
+            GcError::NoRepos { .. } => WireError::new(ErrorCode::InvalidArgument, e.to_string()),
+            GcError::Unreadable { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
+            GcError::Pool(_) | GcError::Registry(_) => wire_error(ErrorCode::Internal, &e),
+            GcError::Partials(_) => WireError::new(ErrorCode::Internal, e.to_string()),
         }
-        if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>() {
-            if f.code == rusqlite::ErrorCode::DiskFull {
-                return true;
-            }
-        }
-        next = e.source();
     }
-    false
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::{fetch_error, RepoFacts, Transfers};
 use crate::blocking;
 use crate::lfs::hydrate::place_file;
 use crate::lfs::{Hydrated, Pointer};
-use crate::server::RepoLocks;
+use crate::ops::repos::RepoLocks;
 use drsd_proto::{ErrorCode, WireError};
 
 use super::hydrate::HydratedFrom;

@@ -7,8 +7,8 @@ use std::path::Path;
 use super::Transfers;
 use crate::blocking;
 use crate::lfs::checkout::{check_out, index_pointers};
+use crate::ops::repos::RepoLocks;
 use crate::server::wire_error::wire_error;
-use crate::server::RepoLocks;
 use drsd_proto::{CheckOutReport, ErrorCode, PathProblem, WireError};
 
 impl Transfers {

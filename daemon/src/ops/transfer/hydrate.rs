@@ -13,8 +13,8 @@ use super::{
 use crate::blocking;
 use crate::lfs::hydrate::place_bytes;
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
+use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool, PoolError, Tier};
-use crate::server::RepoLocks;
 use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
 
 /// Where a hydrated object came from.

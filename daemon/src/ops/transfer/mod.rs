@@ -73,6 +73,12 @@ impl Transfers {
         }
     }
 
+    /// The object remotes and DRS servers taken at their word
+    /// (`trust_claims`), for `status`.
+    pub fn trusted_sources(&self) -> Vec<String> {
+        self.remote.trusted_sources()
+    }
+
     /// The repo's facts, from git the first time and after `.gitattributes`
     /// changed.
     pub async fn facts(&self, repo: &Path) -> Result<RepoFacts, WireError> {

@@ -2,6 +2,17 @@
 //! foreign objects (what the repo's mirror lists) kept in step, so a repo
 //! registered by any path (`drsctl repos add`, `drsctl init`, a first
 //! add-url there, the daemon's start) gets back its registry entries.
+//!
+//! Owns the repo book (`book.rs`, saved by `state.rs`) and the per-repo
+//! write locks (`locks.rs`) every writer in a repo holds.
+
+mod book;
+mod locks;
+mod state;
+
+pub use book::RepoBook;
+pub use locks::{RepoGuard, RepoLocks};
+pub(crate) use state::state_file;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +20,6 @@ use std::sync::Arc;
 use super::foreign::ForeignObjects;
 use crate::lfs::setup::{self, SetupReport};
 use crate::remote::{ObjectRemote, Remote};
-use crate::server::RepoBook;
 use drsd_proto::{ErrorCode, RepoReport, WireError};
 
 /// The repo-registration service.
@@ -59,6 +69,11 @@ impl Registrar {
     /// Every registered repo's last report.
     pub fn list(&self) -> Vec<RepoReport> {
         self.book.reports()
+    }
+
+    /// The last report of the repo registered at `top`, if it is.
+    pub fn report(&self, top: &Path) -> Option<RepoReport> {
+        self.book.report(top)
     }
 
     /// `drsctl init`: sets the repo at `repo` up for drsd (the agent at

@@ -17,17 +17,18 @@ use crate::pool::Pool;
 use crate::watch::Watcher;
 use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
 
-use super::{state, DaemonError};
+use super::state;
+use crate::server::DaemonError;
 
-pub(crate) struct RepoBook {
+pub struct RepoBook {
     inner: Mutex<Inner>,
     scan_lock: tokio::sync::Mutex<BTreeMap<PathBuf, HeadPointers>>,
     state_file: PathBuf,
     pool: Arc<Pool>,
 }
 
-pub(super) struct Inner {
-    pub(super) repos: BTreeMap<PathBuf, RepoReport>,
+struct Inner {
+    repos: BTreeMap<PathBuf, RepoReport>,
     watcher: Watcher,
 }
 
@@ -50,7 +51,7 @@ impl RepoBook {
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         crate::lock::lock(&self.inner)
     }
 
@@ -120,7 +121,8 @@ impl RepoBook {
             .find(|p| inner.repos.contains_key(p))
     }
 
-    fn report(&self, path: &Path) -> Option<RepoReport> {
+    /// The last report of the repo registered at `path`, if it is.
+    pub fn report(&self, path: &Path) -> Option<RepoReport> {
         self.lock().repos.get(path).cloned()
     }
 

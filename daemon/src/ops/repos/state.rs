@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::DaemonError;
+use crate::server::DaemonError;
 
 const VERSION: u32 = 1;
 
