@@ -15,10 +15,10 @@ use crate::git::Repo;
 use crate::lfs::scan::{locate_registered, scan_in, HeadPointers, ScanError};
 use crate::pool::Pool;
 use crate::watch::Watcher;
-use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
+use drsd_proto::{RepoReport, RepoState, ScanReport};
 
-use super::state;
-use crate::server::DaemonError;
+use super::state::{self, StateError};
+use super::RepoError;
 
 pub struct RepoBook {
     inner: Mutex<Inner>,
@@ -38,7 +38,7 @@ impl RepoBook {
         state_file: PathBuf,
         pool: Arc<Pool>,
         watcher: Watcher,
-    ) -> Result<RepoBook, DaemonError> {
+    ) -> Result<RepoBook, StateError> {
         let repos = state::load(&state_file)?
             .into_iter()
             .map(|path| (path.clone(), fresh(path)))
@@ -67,10 +67,10 @@ impl RepoBook {
     }
 
     /// Registers the work tree containing `path`, watches and scans it.
-    pub async fn add(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn add(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         let top = blocking(move || Repo::locate(&path).map(|repo| repo.top))
             .await
-            .map_err(|e| invalid(&e))?;
+            .map_err(RepoError::NotInRepo)?;
         let added = {
             let mut inner = self.lock();
             let added = !inner.repos.contains_key(&top);
@@ -90,7 +90,7 @@ impl RepoBook {
     }
 
     /// Unregisters `path` (as given or as its work tree's top) and stops watching it.
-    pub async fn remove(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn remove(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         let key = self.find(&path).ok_or_else(|| not_registered(&path))?;
         let mut inner = self.lock();
         let report = inner
@@ -126,10 +126,9 @@ impl RepoBook {
         self.lock().repos.get(path).cloned()
     }
 
-    fn save(&self, inner: &Inner) -> Result<(), WireError> {
+    fn save(&self, inner: &Inner) -> Result<(), RepoError> {
         let paths: Vec<PathBuf> = inner.repos.keys().cloned().collect();
-        state::save(&self.state_file, &paths)
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::Internal, &e))
+        state::save(&self.state_file, &paths).map_err(RepoError::Save)
     }
 
     /// Scans `repo` again and updates its report and watch.
@@ -228,13 +227,8 @@ fn fresh(path: PathBuf) -> RepoReport {
     }
 }
 
-fn invalid(e: &(dyn std::error::Error + 'static)) -> WireError {
-    crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, e)
-}
-
-fn not_registered(path: &Path) -> WireError {
-    WireError::new(
-        ErrorCode::NotFound,
-        format!("{} is not a registered repo", path.display()),
-    )
+fn not_registered(path: &Path) -> RepoError {
+    RepoError::NotRegistered {
+        path: path.to_path_buf(),
+    }
 }

@@ -7,12 +7,15 @@
 //! write locks (`locks.rs`) every writer in a repo holds.
 
 mod book;
+mod error;
 mod locks;
 mod state;
 
 pub use book::RepoBook;
+pub use error::RepoError;
 pub use locks::{RepoGuard, RepoLocks};
 pub(crate) use state::state_file;
+pub use state::StateError;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use super::foreign::ForeignObjects;
 use crate::lfs::setup::{self, SetupReport};
 use crate::remote::{ObjectRemote, Remote};
-use drsd_proto::{ErrorCode, RepoReport, WireError};
+use drsd_proto::RepoReport;
 
 /// The repo-registration service.
 pub struct Registrar {
@@ -45,7 +48,7 @@ impl Registrar {
 
     /// Registers the work tree containing `path` (watched and scanned) and
     /// puts back its foreign-object entries from its mirror.
-    pub async fn register(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn register(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         let report = self.book.add(path).await?;
         self.foreign.restore(&report.path).await?;
         Ok(report)
@@ -53,7 +56,7 @@ impl Registrar {
 
     /// Registers the work tree at `top` unless it is already: a registered
     /// one got its entries back at registration or at the daemon's start.
-    pub async fn register_if_new(&self, top: &Path) -> Result<(), WireError> {
+    pub async fn register_if_new(&self, top: &Path) -> Result<(), RepoError> {
         if !self.book.paths().iter().any(|p| p == top) {
             self.register(top.to_path_buf()).await?;
         }
@@ -62,7 +65,7 @@ impl Registrar {
 
     /// Unregisters `path` (as given or as its work tree's top) and stops
     /// watching it.
-    pub async fn unregister(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn unregister(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         self.book.remove(path).await
     }
 
@@ -86,24 +89,22 @@ impl Registrar {
         repo: PathBuf,
         agent: PathBuf,
         settings: setup::RepoSettings,
-    ) -> Result<SetupReport, WireError> {
+    ) -> Result<SetupReport, RepoError> {
         if let Some(text) = &settings.remote {
             self.check_remote(text).await?;
         }
         let report = crate::blocking(move || setup::init(&repo, &agent, &settings))
             .await
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
+            .map_err(RepoError::Setup)?;
         self.register(report.repo.clone()).await?;
         Ok(report)
     }
 
     /// Whether the object remote `text` can be used, else why not.
-    async fn check_remote(&self, text: &str) -> Result<(), WireError> {
-        let bad = |why: String| {
-            WireError::new(
-                ErrorCode::InvalidArgument,
-                format!("object remote {text}: {why}; nothing was changed"),
-            )
+    async fn check_remote(&self, text: &str) -> Result<(), RepoError> {
+        let bad = |why: String| RepoError::Unusable {
+            remote: text.to_string(),
+            why,
         };
         let remote = ObjectRemote::parse(text).map_err(|e| bad(e.to_string()))?;
         self.remote.check_reachable(&remote).await.map_err(bad)
@@ -111,10 +112,10 @@ impl Registrar {
 
     /// `drsctl init --undo`: takes what `init` set up out of the repo and
     /// unregisters it.
-    pub async fn take_down(&self, repo: PathBuf) -> Result<SetupReport, WireError> {
+    pub async fn take_down(&self, repo: PathBuf) -> Result<SetupReport, RepoError> {
         let report = crate::blocking(move || setup::undo(&repo))
             .await
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
+            .map_err(RepoError::Setup)?;
         // Not registered is fine: undo is for any repo init touched.
         let _ = self.book.remove(report.repo.clone()).await;
         Ok(report)

@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
+use super::TransferError;
 use super::Transfers;
 use crate::blocking;
 use crate::lfs::checkout::{check_out, index_pointers};
 use crate::ops::repos::RepoLocks;
-use crate::server::wire_error::wire_error;
-use drsd_proto::{CheckOutReport, ErrorCode, PathProblem, WireError};
+use drsd_proto::{CheckOutReport, PathProblem};
 
 impl Transfers {
     /// Replaces the pointer files of `repo`'s index with their objects from
@@ -18,7 +18,7 @@ impl Transfers {
         &self,
         locks: &RepoLocks,
         repo: &Path,
-    ) -> Result<CheckOutReport, WireError> {
+    ) -> Result<CheckOutReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
         let _writing = locks.lock(&facts.top).await;
@@ -29,7 +29,7 @@ impl Transfers {
             check_out(&repo, &pool, &entries)
         })
         .await
-        .map_err(|e| wire_error(ErrorCode::InvalidArgument, &e))?;
+        .map_err(TransferError::Pointers)?;
         log::info!(
             "check-out {}: {} files ({} bytes) from the pool, {} left to git-lfs, {} left as they were, in {:.2} s",
             repo.display(),

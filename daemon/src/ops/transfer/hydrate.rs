@@ -7,15 +7,13 @@ use std::path::Path;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::{
-    and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL, SMALL_BATCH,
-};
+use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::place_bytes;
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
 use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool, PoolError, Tier};
-use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
+use drsd_proto::{HydrateReport, ObjectProblem};
 
 /// Where a hydrated object came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,14 +41,14 @@ impl Transfers {
         locks: &RepoLocks,
         repo: &Path,
         progress: &(dyn Fn(u64, u64) + Sync),
-    ) -> Result<HydrateReport, WireError> {
+    ) -> Result<HydrateReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
         let pointers = {
             let repo = repo.to_path_buf();
-            blocking(move || head_pointers(&repo)).await.map_err(|e| {
-                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-            })?
+            blocking(move || head_pointers(&repo))
+                .await
+                .map_err(TransferError::Pointers)?
         };
         let total = pointers.len() as u64;
         let report = HydrateReport {
@@ -88,7 +86,7 @@ impl Transfers {
                 // A corrupt entry (moved aside) or none: the full path.
                 Ok(Hydrated::NotInPool) => rest.push((pointer, None)),
                 Err(e @ PoolError::Corrupt { .. }) => rest.push((pointer, Some(e))),
-                Err(e) => tally.add(pointer.oid, Err(internal(e))),
+                Err(e) => tally.add(pointer.oid, Err(TransferError::Pool(e))),
             }
         }
         // The small ones in batches beside the rest (a large object's
@@ -121,7 +119,9 @@ impl Transfers {
                 for (oid, outcome) in outcomes {
                     tally.add(
                         oid,
-                        outcome.map(|()| HydratedFrom::Remote).map_err(internal),
+                        outcome
+                            .map(|()| HydratedFrom::Remote)
+                            .map_err(TransferError::Pool),
                     );
                 }
             }
@@ -183,7 +183,7 @@ impl Transfers {
         facts: &RepoFacts,
         pointer: Pointer,
         corrupt: Option<PoolError>,
-    ) -> Result<HydratedFrom, WireError> {
+    ) -> Result<HydratedFrom, TransferError> {
         let place = || async {
             // A write in the repo's `.git`: one writer at a time.
             let _writing = locks.lock(&facts.top).await;
@@ -197,26 +197,29 @@ impl Transfers {
                 Ok(Hydrated::Placed) => return Ok(HydratedFrom::Pool),
                 Ok(Hydrated::NotInPool) => None,
                 Err(e @ PoolError::Corrupt { .. }) => Some(e),
-                Err(e) => return Err(internal(e)),
+                Err(e) => return Err(TransferError::Pool(e)),
             },
         };
         let fetched = self
             .fetch(repo, facts, pointer.oid, pointer.size, &|_| {})
             .await;
-        if let (Err(e), Some(corrupt)) = (&fetched, &corrupt) {
-            return Err(and_from_remote(corrupt, e));
-        }
-        match fetched {
+        match (fetched, corrupt) {
+            (Err(then), Some(corrupt)) => {
+                return Err(TransferError::Refetch {
+                    corrupt,
+                    then: Box::new(then),
+                })
+            }
             // The pool is a cache: the repo gets the bytes around it.
-            Err(full) if full.code == ErrorCode::NoSpace => {
+            (Err(full), None) if full.is_out_of_space() => {
                 return self
-                    .hydrate_around_pool(locks, repo, facts, pointer, &full)
+                    .hydrate_around_pool(locks, repo, facts, pointer, full)
                     .await;
             }
-            fetched => fetched?,
+            (fetched, _) => fetched?,
         };
-        match place().await.map_err(internal)? {
-            Hydrated::NotInPool => Err(left_the_pool(pointer.oid)),
+        match place().await.map_err(TransferError::Pool)? {
+            Hydrated::NotInPool => Err(TransferError::LeftThePool { oid: pointer.oid }),
             _ => Ok(HydratedFrom::Remote),
         }
     }
@@ -230,7 +233,7 @@ struct Tally<'a> {
 }
 
 impl Tally<'_> {
-    fn add(&self, oid: Oid, outcome: Result<HydratedFrom, WireError>) {
+    fn add(&self, oid: Oid, outcome: Result<HydratedFrom, TransferError>) {
         let mut state = crate::lock::lock(&self.state);
         let (report, done) = &mut *state;
         match outcome {
@@ -239,7 +242,7 @@ impl Tally<'_> {
             Ok(HydratedFrom::Remote) => report.downloaded += 1,
             Err(e) => report.failed.push(ObjectProblem {
                 oid,
-                why: e.message,
+                why: e.to_string(),
             }),
         }
         *done += 1;
