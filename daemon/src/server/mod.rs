@@ -40,37 +40,31 @@ use crate::watch::Watcher;
 
 pub use error::DaemonError;
 
-/// What every connection and request shares.
+/// What every connection and request shares: the settings, the services
+/// (`ops`), and the handles that stop and drain the daemon. The pool, the
+/// registry and the object stores are reached through the services only.
+/// The fields are the server's own (its handlers read them).
 pub(crate) struct Shared {
-    pub config: Config,
-    pub pool: Arc<Pool>,
-    pub repos: Arc<RepoBook>,
-    /// Foreign objects and the repos using them (`registry.sqlite` in the state folder).
-    pub registry: Arc<Registry>,
-    /// The pool's figures and its verification.
-    pub care: Arc<PoolCare>,
-    pub started: Instant,
+    config: Config,
+    started: Instant,
     /// Cancelled when the daemon starts stopping.
-    pub stop: CancellationToken,
+    stop: CancellationToken,
     /// Connections and the requests they run.
-    pub tasks: TaskTracker,
-    /// The prefetch workers, and the queue as status shows it.
-    pub workers: Arc<Workers>,
-    /// The pool's garbage collection.
-    pub gc: Gc,
+    tasks: TaskTracker,
     /// For the idle timer: when a client last came or work last ran.
-    pub activity: idle::Activity,
-    /// One writer at a time per repo (`.gitattributes`, pointers, index,
-    /// mirror): see `repo_locks`.
-    pub repo_locks: Arc<RepoLocks>,
-    /// This daemon's clients of the object stores.
-    pub remote: Arc<Remote>,
+    activity: idle::Activity,
+    /// The pool's figures and its verification.
+    care: Arc<PoolCare>,
+    /// The prefetch workers, and the queue as status shows it.
+    workers: Arc<Workers>,
+    /// The pool's garbage collection.
+    gc: Gc,
     /// Objects between repos, the pool and object remotes.
-    pub transfers: Transfers,
+    transfers: Transfers,
     /// Foreign objects: add-url, restore, promotion, the prefetch queue.
-    pub foreign: Arc<ForeignObjects>,
+    foreign: Arc<ForeignObjects>,
     /// Registering repos: the book and their foreign objects in step.
-    pub registrar: Registrar,
+    registrar: Registrar,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -100,13 +94,14 @@ impl Daemon {
         let journal: Arc<dyn crate::remote::UploadJournal> = registry.clone();
         let remote = Arc::new(Remote::new(Some(journal), config.settings.clone()));
         tokio::spawn(uploads::abort(remote.clone(), registry.clone(), left));
+        let (jobs_wake, repo_locks): (_, Arc<RepoLocks>) = (Arc::default(), Arc::default());
         let transfers = Transfers::new(
             pool.clone(),
             remote.clone(),
             registry.clone(),
+            repo_locks.clone(),
             config.upload,
         );
-        let (jobs_wake, repo_locks) = (Arc::default(), Arc::default());
         let foreign = Arc::new(ForeignObjects::new(
             registry.clone(),
             remote.clone(),
@@ -138,9 +133,6 @@ impl Daemon {
         );
         let shared = Arc::new(Shared {
             config,
-            pool,
-            repos,
-            registry,
             care,
             started: Instant::now(),
             stop,
@@ -148,8 +140,6 @@ impl Daemon {
             workers,
             gc,
             activity: Default::default(),
-            repo_locks,
-            remote,
             transfers,
             foreign,
             registrar,
@@ -279,19 +269,19 @@ async fn measure_pool(shared: Arc<Shared>) {
 /// Rescans repos on watch events and on the poll timer; scans the saved
 /// repos once at start.
 async fn watch_loop(shared: Arc<Shared>, mut changes: UnboundedReceiver<Vec<PathBuf>>) {
-    for repo in shared.repos.paths() {
-        shared.repos.rescan(&repo).await;
+    for repo in shared.registrar.paths() {
+        shared.registrar.rescan(&repo).await;
     }
     let mut tick = tokio::time::interval(shared.config.poll_interval);
     tick.tick().await; // the first tick is immediate
     loop {
         let due = tokio::select! {
             Some(repos) = changes.recv() => repos,
-            _ = tick.tick() => shared.repos.due_for_poll(),
+            _ = tick.tick() => shared.registrar.due_for_poll(),
             else => return,
         };
         for repo in due {
-            shared.repos.rescan(&repo).await;
+            shared.registrar.rescan(&repo).await;
         }
     }
 }

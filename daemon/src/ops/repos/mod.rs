@@ -21,9 +21,52 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::foreign::ForeignObjects;
-use crate::lfs::setup::{self, SetupReport};
+use crate::lfs::setup::{self, parse_authz, parse_indexd, RepoSettings, SetupReport};
 use crate::remote::{ObjectRemote, Remote};
 use drsd_proto::RepoReport;
+
+/// What `drsctl init` asked for, as the client sent it.
+pub struct SetupAsk {
+    pub remote: Option<String>,
+    pub indexd: Option<String>,
+    pub authz: Option<String>,
+    /// `--no-remote`: take the recorded object remote out.
+    pub forget_remote: bool,
+}
+
+/// What `drsctl init` asked for, checked: an object remote of a known kind
+/// and well formed, an Indexd base URL, resource paths.
+pub struct SetupPlan {
+    remote: Option<ObjectRemote>,
+    indexd: Option<url::Url>,
+    authz: Vec<String>,
+    forget_remote: bool,
+}
+
+impl SetupAsk {
+    /// Checks every setting, so one that is wrong is refused before
+    /// anything changes (and before `--undo` too).
+    pub fn check(self) -> Result<SetupPlan, RepoError> {
+        let remote = match self.remote {
+            Some(text) => Some(ObjectRemote::parse(&text).map_err(RepoError::RemoteText)?),
+            None => None,
+        };
+        let indexd = match self.indexd {
+            Some(text) => Some(parse_indexd(&text).ok_or(RepoError::IndexdText(text))?),
+            None => None,
+        };
+        let authz = match self.authz {
+            Some(text) => parse_authz(&text).ok_or(RepoError::AuthzText(text))?,
+            None => Vec::new(),
+        };
+        Ok(SetupPlan {
+            remote,
+            indexd,
+            authz,
+            forget_remote: self.forget_remote,
+        })
+    }
+}
 
 /// The repo-registration service.
 pub struct Registrar {
@@ -69,6 +112,21 @@ impl Registrar {
         self.book.remove(path).await
     }
 
+    /// The registered repos' top folders.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.book.paths()
+    }
+
+    /// Scans `repo` again (a watch event, the poll timer).
+    pub async fn rescan(&self, repo: &Path) {
+        self.book.rescan(repo).await
+    }
+
+    /// The repos the poll timer rescans: see [`RepoBook::due_for_poll`].
+    pub fn due_for_poll(&self) -> Vec<PathBuf> {
+        self.book.due_for_poll()
+    }
+
     /// Every registered repo's last report.
     pub fn list(&self) -> Vec<RepoReport> {
         self.book.reports()
@@ -88,11 +146,18 @@ impl Registrar {
         &self,
         repo: PathBuf,
         agent: PathBuf,
-        settings: setup::RepoSettings,
+        plan: SetupPlan,
     ) -> Result<SetupReport, RepoError> {
-        if let Some(text) = &settings.remote {
-            self.check_remote(text).await?;
+        if let Some(remote) = &plan.remote {
+            self.check_remote(remote).await?;
         }
+        // A folder remote is recorded as its `file://` URL.
+        let settings = RepoSettings {
+            remote: plan.remote.map(|r| r.url()),
+            indexd: plan.indexd,
+            authz: plan.authz,
+            forget_remote: plan.forget_remote,
+        };
         let report = crate::blocking(move || setup::init(&repo, &agent, &settings))
             .await
             .map_err(RepoError::Setup)?;
@@ -100,14 +165,13 @@ impl Registrar {
         Ok(report)
     }
 
-    /// Whether the object remote `text` can be used, else why not.
-    async fn check_remote(&self, text: &str) -> Result<(), RepoError> {
-        let bad = |why: String| RepoError::Unusable {
-            remote: text.to_string(),
-            why,
-        };
-        let remote = ObjectRemote::parse(text).map_err(|e| bad(e.to_string()))?;
-        self.remote.check_reachable(&remote).await.map_err(bad)
+    /// Whether the object remote `remote` can be used, else why not.
+    async fn check_remote(&self, remote: &ObjectRemote) -> Result<(), RepoError> {
+        let checked = self.remote.check_reachable(remote).await;
+        checked.map_err(|why| RepoError::Unusable {
+            remote: remote.url(),
+            why: why.to_string(),
+        })
     }
 
     /// `drsctl init --undo`: takes what `init` set up out of the repo and

@@ -10,7 +10,6 @@ use super::{RepoFacts, TransferError, Transfers};
 use crate::blocking;
 use crate::lfs::hydrate::place_file;
 use crate::lfs::{Hydrated, Pointer};
-use crate::ops::repos::RepoLocks;
 
 use super::hydrate::HydratedFrom;
 
@@ -51,7 +50,6 @@ impl Transfers {
     /// repo's `.git/lfs/objects`, where git-lfs checks it out from.
     pub(super) async fn hydrate_around_pool(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
@@ -61,7 +59,7 @@ impl Transfers {
             .fetch_around_pool(repo, facts, pointer, full, &|_| {})
             .await?;
         // A write in the repo's `.git`: one writer at a time.
-        let _writing = locks.lock(&facts.top).await;
+        let _writing = self.locks.lock(&facts.top).await;
         let lfs = facts.lfs.clone();
         let placed = blocking(move || place_file(&lfs, &pointer.oid, pointer.size, file)).await;
         match placed {

@@ -8,20 +8,15 @@ use super::TransferError;
 use super::Transfers;
 use crate::blocking;
 use crate::lfs::checkout::{check_out, index_pointers};
-use crate::ops::repos::RepoLocks;
 use drsd_proto::{CheckOutReport, PathProblem};
 
 impl Transfers {
     /// Replaces the pointer files of `repo`'s index with their objects from
     /// the pool; those it cannot fill are removed for git-lfs to check out.
-    pub(crate) async fn check_out(
-        &self,
-        locks: &RepoLocks,
-        repo: &Path,
-    ) -> Result<CheckOutReport, TransferError> {
+    pub(crate) async fn check_out(&self, repo: &Path) -> Result<CheckOutReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
-        let _writing = locks.lock(&facts.top).await;
+        let _writing = self.locks.lock(&facts.top).await;
         let (pool, top) = (self.pool.clone(), facts.top.clone());
         let done = blocking(move || {
             let repo = crate::git::Repo::locate(&top)?;

@@ -11,7 +11,6 @@ use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::place_bytes;
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
-use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool, PoolError, Tier};
 use drsd_proto::{HydrateReport, ObjectProblem};
 
@@ -26,7 +25,7 @@ pub enum HydratedFrom {
 
 impl Transfers {
     /// Hydrates every object of HEAD's pointers; `progress(done, total)`
-    /// as they land. Writes in the repo's `.git` take its lock in `locks`.
+    /// as they land. Writes in the repo's `.git` take its write lock.
     ///
     /// First one pass over the pool (what the repo or the pool has). Then
     /// the small objects neither has are read into memory from the object
@@ -38,7 +37,6 @@ impl Transfers {
     /// time.
     pub(crate) async fn hydrate_repo(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<HydrateReport, TransferError> {
@@ -62,7 +60,7 @@ impl Transfers {
         };
         // What the repo or the pool has, in one pass under the lock.
         let placed = {
-            let _writing = locks.lock(&facts.top).await;
+            let _writing = self.locks.lock(&facts.top).await;
             let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
             blocking(move || {
                 pointers
@@ -112,7 +110,7 @@ impl Transfers {
                         None => missed.push((pointer, None)),
                     }
                 }
-                let _writing = locks.lock(&facts.top).await;
+                let _writing = self.locks.lock(&facts.top).await;
                 let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
                 let outcomes = blocking(move || place_batch(&pool, &lfs, got)).await;
                 drop(_writing);
@@ -129,10 +127,10 @@ impl Transfers {
         };
         let (missed, ()) = tokio::join!(
             batched,
-            self.hydrate_each(locks, repo, &facts, std::mem::take(&mut rest), &tally)
+            self.hydrate_each(repo, &facts, std::mem::take(&mut rest), &tally)
         );
         // What the object remote did not give whole: the full path says why.
-        self.hydrate_each(locks, repo, &facts, missed, &tally).await;
+        self.hydrate_each(repo, &facts, missed, &tally).await;
         let (report, _) = tally.state.into_inner().unwrap_or_else(|e| e.into_inner());
         log::info!(
             "hydrate {}: {} objects, {} present, {} from the pool, {} downloaded, {} failed, in {:.2} s",
@@ -151,7 +149,6 @@ impl Transfers {
     /// corrupt pool entry found for it, if one was), `PARALLEL` at a time.
     async fn hydrate_each(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointers: Vec<(Pointer, Option<PoolError>)>,
@@ -160,9 +157,7 @@ impl Transfers {
         let mut results = stream::iter(pointers)
             .map(|(pointer, corrupt)| async move {
                 let oid = pointer.oid;
-                let outcome = self
-                    .hydrate_object(locks, repo, facts, pointer, corrupt)
-                    .await;
+                let outcome = self.hydrate_object(repo, facts, pointer, corrupt).await;
                 (oid, outcome)
             })
             .buffer_unordered(PARALLEL);
@@ -178,7 +173,6 @@ impl Transfers {
     /// says both.
     pub(crate) async fn hydrate_object(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
@@ -186,7 +180,7 @@ impl Transfers {
     ) -> Result<HydratedFrom, TransferError> {
         let place = || async {
             // A write in the repo's `.git`: one writer at a time.
-            let _writing = locks.lock(&facts.top).await;
+            let _writing = self.locks.lock(&facts.top).await;
             let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
             blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size)).await
         };
@@ -212,9 +206,7 @@ impl Transfers {
             }
             // The pool is a cache: the repo gets the bytes around it.
             (Err(full), None) if full.is_out_of_space() => {
-                return self
-                    .hydrate_around_pool(locks, repo, facts, pointer, full)
-                    .await;
+                return self.hydrate_around_pool(repo, facts, pointer, full).await;
             }
             (fetched, _) => fetched?,
         };

@@ -10,6 +10,11 @@
 //! `hydrate.rs`, the check-out from the pool in `checkout.rs`. Its
 //! failures are [`TransferError`]s (`error.rs`).
 
+// A `TransferError` carries its cause whole (a pool, store or Indexd error,
+// some large) so the server can read the cause chain for a full disk; a
+// failure is the rare path, and a transfer's time is I/O, not moves.
+#![allow(clippy::result_large_err)]
+
 mod around;
 mod checkout;
 mod confirmed;
@@ -27,6 +32,7 @@ use std::sync::Arc;
 
 use crate::blocking;
 use crate::lfs::hydrate::export_to_temp;
+use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::Registry;
 use crate::remote::{Remote, UploadOptions};
@@ -48,6 +54,8 @@ pub struct Transfers {
     remote: Arc<Remote>,
     /// Foreign objects (added by URL), which a push copies server-side.
     registry: Arc<Registry>,
+    /// Held while writing in a repo's `.git` (hydration, check-out).
+    locks: Arc<RepoLocks>,
     upload: UploadOptions,
     facts: facts::FactsCache,
     confirmed: confirmed::Confirmed,
@@ -62,12 +70,14 @@ impl Transfers {
         pool: Arc<Pool>,
         remote: Arc<Remote>,
         registry: Arc<Registry>,
+        locks: Arc<RepoLocks>,
         upload: UploadOptions,
     ) -> Transfers {
         Transfers {
             pool,
             remote,
             registry,
+            locks,
             upload,
             facts: Default::default(),
             confirmed: Default::default(),

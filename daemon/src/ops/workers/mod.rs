@@ -125,6 +125,12 @@ impl Workers {
         }
     }
 
+    /// The registry, for the in-process tests.
+    #[cfg(test)]
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Whether a prefetch runs or one is due within `limit`, for the idle
     /// timer. When the queue cannot be read, it says busy: better up than
     /// gone.
