@@ -3,6 +3,7 @@
 //! Io(#[from] IoError)`) instead of each declaring its own
 //! `Io { op, path, source }` variant, so every I/O failure reads the same:
 //! `create temp file in /x/y: Permission denied (os error 13)`.
+//! [`out_of_space`] tells a full disk anywhere in an error's causes.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,31 @@ impl IoError {
     pub fn kind(&self) -> std::io::ErrorKind {
         self.source.kind()
     }
+}
+
+/// Whether `error` or one of its causes is a full file system: an I/O error
+/// `ENOSPC` / `EDQUOT` (`StorageFull`, `QuotaExceeded`), or SQLite's
+/// "database or disk is full".
+pub fn out_of_space(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            let full = matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) || matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+            if full {
+                return true;
+            }
+        }
+        if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>() {
+            if f.code == rusqlite::ErrorCode::DiskFull {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
 }
 
 #[cfg(test)]

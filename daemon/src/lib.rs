@@ -11,14 +11,14 @@
 //!   client, all that `drsctl` and the hooks use; the daemon converts its
 //!   types to the wire's at its edges.
 //! - [`server`]: the daemon itself (socket, connections, thin request
-//!   handlers, workers); [`run`] is its entry point.
-//! - [`ops`]: the service layer: transfers, foreign objects, repo
-//!   registration; what handlers and workers call.
+//!   handlers, the one mapping of errors to the wire); [`run`] is its entry
+//!   point.
+//! - [`ops`]: the service layer below the handlers: transfers, foreign
+//!   objects, the repo book and registration, gc, the prefetch workers.
 //! - [`watch`]: notify-based watching of registered repos.
 //! - [`git`]: running git, and finding a repo's work tree and git folders.
 //! - [`lfs`]: the LFS pointer format, scanning repos for pointers, hydration
 //!   and promotion.
-//! - [`prefetch`]: what a background worker does: prefetch and hash.
 //! - [`registry`]: foreign objects (added by URL) and the repos using them.
 //! - [`private`]: files and folders only their owner may read.
 //! - [`settings`]: every setting (flags, environment, the settings file)
@@ -37,7 +37,6 @@ pub(crate) mod lock;
 pub mod logging;
 pub mod ops;
 pub mod pool;
-pub mod prefetch;
 pub mod private;
 pub mod registry;
 pub mod remote;

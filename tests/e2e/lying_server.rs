@@ -1,14 +1,14 @@
 //! Servers that ignore what a request asks, or lie about the object: the
 //! prefetch checks every answer against its request and keeps nothing of
 //! a download that does not fit. The lying server (`tests/liar.rs`) runs in
-//! this process; the prefetch is the daemon's own (`drsd::prefetch`),
+//! this process; the prefetch is the daemon's own (`drsd::ops::workers::prefetch`),
 //! into a pool of the test's own, and the daemon runs for add-url.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use drsd::ops::workers::prefetch::{prefetch, Hashed, PrefetchError};
 use drsd::pool::{Oid, Pool};
-use drsd::prefetch::{prefetch, Hashed, PrefetchError};
 use drsd::registry::ForeignObject;
 use drsd::remote::{FetchOptions, Remote};
 use drsd_e2e::liar::{Liar, Lies};

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use drsd::ops::workers::prefetch::prefetch;
 use drsd::pool::{Oid, Pool};
-use drsd::prefetch::prefetch;
 use drsd::registry::ForeignObject;
 use drsd::remote::{FetchOptions, Remote};
 use drsd_e2e::liar::Liar;

@@ -3,8 +3,23 @@
 //! service is a struct the daemon's shared state owns, holding what it
 //! needs (no statics); a handler validates a request, calls one operation
 //! and maps its result to a reply, and the workers call the same
-//! operations. Operations never call a handler.
+//! operations. Operations never call a handler, and nothing here knows the
+//! server above it: each service fails with its own error, which the
+//! server alone turns into a wire error.
+//!
+//! - [`repos`]: the repo book (registered repos, their scans, kept across
+//!   restarts), the per-repo write locks, and registration.
+//! - [`transfer`]: objects between repos, the pool and object remotes.
+//! - [`foreign`]: objects added by URL, their promotion and prefetch queue.
+//! - [`workers`]: the background prefetch workers.
+//! - [`gc`]: the pool's garbage collection and the partial downloads' caps.
+//! - [`pool`]: the pool's figures and its verification.
+//! - [`uploads`]: multipart uploads a killed daemon left behind.
 
 pub mod foreign;
+pub mod gc;
+pub mod pool;
 pub mod repos;
 pub mod transfer;
+pub mod uploads;
+pub mod workers;

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::ops::repos::StateError;
 use crate::pool::PoolError;
 use crate::watch::WatchError;
 use crate::IoError;
@@ -26,8 +27,9 @@ pub enum DaemonError {
         #[source]
         source: Box<PoolError>,
     },
-    #[error("the state file {path} {why}; fix or remove it (it lists the registered repos)")]
-    State { path: PathBuf, why: String },
+    /// The repo book's file (`repos.json`) cannot be read.
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error(transparent)]
     Watch(#[from] WatchError),
     #[error("opening the registry of foreign objects: {0}")]

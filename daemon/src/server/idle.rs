@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use crate::lock::lock;
-use crate::registry::now;
 
 /// When the daemon last had something to do.
 pub(crate) struct Activity(Mutex<Instant>);
@@ -49,23 +48,6 @@ pub(crate) async fn idle(shared: Arc<Shared>) {
 }
 
 /// A connection is open, a prefetch runs, or one is due within `limit`.
-/// When the queue cannot be read, the daemon stays: better up than gone.
 async fn busy(shared: &Shared, limit: Duration) -> bool {
-    if !shared.tasks.is_empty() {
-        return true;
-    }
-    let registry = shared.registry.clone();
-    let queue = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::registry::RegistryError>((
-            registry.job_counts()?.running,
-            registry.next_due()?,
-        ))
-    })
-    .await;
-    match queue {
-        Ok(Ok((running, next))) => {
-            running > 0 || next.is_some_and(|at| at <= now() + limit.as_secs_f64().ceil() as u64)
-        }
-        _ => true,
-    }
+    !shared.tasks.is_empty() || shared.workers.busy_within(limit).await
 }

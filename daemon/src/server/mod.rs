@@ -10,14 +10,7 @@ mod error;
 mod handlers;
 mod idle;
 mod listen;
-mod partials;
-mod pool_stats;
-mod repo_book;
-mod repo_locks;
-mod state;
-mod uploads;
 pub(crate) mod wire_error;
-mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -34,47 +27,44 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::ops::foreign::ForeignObjects;
-use crate::ops::repos::Registrar;
+use crate::ops::gc::Gc;
+use crate::ops::pool::PoolCare;
+use crate::ops::repos::{state_file, Registrar, RepoBook, RepoLocks};
 use crate::ops::transfer::Transfers;
+use crate::ops::uploads;
+use crate::ops::workers::Workers;
 use crate::pool::Pool;
 use crate::registry::Registry;
 use crate::remote::Remote;
 use crate::watch::Watcher;
 
 pub use error::DaemonError;
-pub(crate) use repo_book::RepoBook;
-pub(crate) use repo_locks::RepoLocks;
 
-/// What every connection and request shares.
+/// What every connection and request shares: the settings, the services
+/// (`ops`), and the handles that stop and drain the daemon. The pool, the
+/// registry and the object stores are reached through the services only.
+/// The fields are the server's own (its handlers read them).
 pub(crate) struct Shared {
-    pub config: Config,
-    pub pool: Arc<Pool>,
-    pub repos: Arc<RepoBook>,
-    /// Foreign objects and the repos using them (`registry.sqlite` in the state folder).
-    pub registry: Arc<Registry>,
-    pub pool_stats: pool_stats::PoolStatsCache,
-    pub started: Instant,
+    config: Config,
+    started: Instant,
     /// Cancelled when the daemon starts stopping.
-    pub stop: CancellationToken,
+    stop: CancellationToken,
     /// Connections and the requests they run.
-    pub tasks: TaskTracker,
-    /// Wakes the prefetch workers when jobs were queued.
-    pub jobs_wake: Arc<tokio::sync::Notify>,
-    /// Prefetches in progress, for status.
-    pub running: workers::Running,
+    tasks: TaskTracker,
     /// For the idle timer: when a client last came or work last ran.
-    pub activity: idle::Activity,
-    /// One writer at a time per repo (`.gitattributes`, pointers, index,
-    /// mirror): see `repo_locks`.
-    pub repo_locks: Arc<RepoLocks>,
-    /// This daemon's clients of the object stores.
-    pub remote: Arc<Remote>,
+    activity: idle::Activity,
+    /// The pool's figures and its verification.
+    care: Arc<PoolCare>,
+    /// The prefetch workers, and the queue as status shows it.
+    workers: Arc<Workers>,
+    /// The pool's garbage collection.
+    gc: Gc,
     /// Objects between repos, the pool and object remotes.
-    pub transfers: Transfers,
+    transfers: Transfers,
     /// Foreign objects: add-url, restore, promotion, the prefetch queue.
-    pub foreign: Arc<ForeignObjects>,
+    foreign: Arc<ForeignObjects>,
     /// Registering repos: the book and their foreign objects in step.
-    pub registrar: Registrar,
+    registrar: Registrar,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -96,7 +86,7 @@ impl Daemon {
         let pool = open_pool(&config).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         let watcher = Watcher::start(config.debounce, tx)?;
-        let repos = RepoBook::load(state::state_file(&config.state_dir), pool.clone(), watcher)?;
+        let repos = RepoBook::load(state_file(&config.state_dir), pool.clone(), watcher)?;
         let repos = Arc::new(repos);
         let registry = open_registry(&config).await?;
         let left = uploads::left_over(&registry).await;
@@ -104,13 +94,14 @@ impl Daemon {
         let journal: Arc<dyn crate::remote::UploadJournal> = registry.clone();
         let remote = Arc::new(Remote::new(Some(journal), config.settings.clone()));
         tokio::spawn(uploads::abort(remote.clone(), registry.clone(), left));
+        let (jobs_wake, repo_locks): (_, Arc<RepoLocks>) = (Arc::default(), Arc::default());
         let transfers = Transfers::new(
             pool.clone(),
             remote.clone(),
             registry.clone(),
+            repo_locks.clone(),
             config.upload,
         );
-        let (jobs_wake, repo_locks) = (Arc::default(), Arc::default());
         let foreign = Arc::new(ForeignObjects::new(
             registry.clone(),
             remote.clone(),
@@ -121,20 +112,34 @@ impl Daemon {
             config.prefetch.retry,
         ));
         let registrar = Registrar::new(repos.clone(), foreign.clone(), remote.clone());
+        let care = Arc::new(PoolCare::new(pool.clone()));
+        let stop = CancellationToken::new();
+        let workers = Arc::new(Workers::new(
+            registry.clone(),
+            pool.clone(),
+            remote.clone(),
+            foreign.clone(),
+            config.prefetch.clone(),
+            jobs_wake,
+            stop.clone(),
+        ));
+        let gc = Gc::new(
+            pool.clone(),
+            registry.clone(),
+            repos.clone(),
+            care.clone(),
+            &config.pool_dir,
+            &config.state_dir,
+        );
         let shared = Arc::new(Shared {
             config,
-            pool,
-            repos,
-            registry,
-            pool_stats: Default::default(),
+            care,
             started: Instant::now(),
-            stop: CancellationToken::new(),
+            stop,
             tasks: TaskTracker::new(),
-            jobs_wake,
-            running: Default::default(),
+            workers,
+            gc,
             activity: Default::default(),
-            repo_locks,
-            remote,
             transfers,
             foreign,
             registrar,
@@ -166,7 +171,7 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
-        let prefetching = tokio::spawn(workers::run(shared.clone()));
+        let prefetching = tokio::spawn(crate::ops::workers::run(shared.workers.clone()));
         let restoring = shared.clone();
         tokio::spawn(async move { restoring.registrar.restore_saved().await });
         let idle = idle::idle(shared.clone());
@@ -190,9 +195,7 @@ impl Daemon {
 
 async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
     let (dir, threshold) = (config.pool_dir.clone(), config.threshold);
-    let opened = tokio::task::spawn_blocking(move || Pool::open(&dir, threshold))
-        .await
-        .expect("opening the pool panicked");
+    let opened = crate::blocking(move || Pool::open(&dir, threshold)).await;
     opened.map(Arc::new).map_err(|source| DaemonError::Pool {
         path: config.pool_dir.clone(),
         source: Box::new(source),
@@ -201,9 +204,7 @@ async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
 
 async fn open_registry(config: &Config) -> Result<Arc<Registry>, DaemonError> {
     let path = config.state_dir.join("registry.sqlite");
-    let opened = tokio::task::spawn_blocking(move || Registry::open(&path))
-        .await
-        .expect("opening the registry panicked");
+    let opened = crate::blocking(move || Registry::open(&path)).await;
     opened
         .map(Arc::new)
         .map_err(|e| DaemonError::Registry(Box::new(e)))
@@ -258,29 +259,29 @@ async fn drain(shared: &Shared) {
 
 /// Keeps the pool figures of `status` fresh.
 async fn measure_pool(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(pool_stats::REFRESH);
+    let mut tick = tokio::time::interval(crate::ops::pool::REFRESH);
     loop {
         tick.tick().await;
-        shared.pool_stats.refresh(&shared.pool).await;
+        shared.care.refresh().await;
     }
 }
 
 /// Rescans repos on watch events and on the poll timer; scans the saved
 /// repos once at start.
 async fn watch_loop(shared: Arc<Shared>, mut changes: UnboundedReceiver<Vec<PathBuf>>) {
-    for repo in shared.repos.paths() {
-        shared.repos.rescan(&repo).await;
+    for repo in shared.registrar.paths() {
+        shared.registrar.rescan(&repo).await;
     }
     let mut tick = tokio::time::interval(shared.config.poll_interval);
     tick.tick().await; // the first tick is immediate
     loop {
         let due = tokio::select! {
             Some(repos) = changes.recv() => repos,
-            _ = tick.tick() => shared.repos.due_for_poll(),
+            _ = tick.tick() => shared.registrar.due_for_poll(),
             else => return,
         };
         for repo in due {
-            shared.repos.rescan(&repo).await;
+            shared.registrar.rescan(&repo).await;
         }
     }
 }

@@ -74,7 +74,7 @@ impl TestDaemon {
     }
 
     fn repo_state(&self, repo: &Path) -> Option<RepoReport> {
-        self.shared.repos.lock().repos.get(repo).cloned()
+        self.shared.registrar.report(repo)
     }
 }
 
@@ -510,7 +510,7 @@ async fn a_commit_with_a_new_lfs_pointer_is_picked_up_by_the_watcher() {
     // An object in the pool but gone from .git/lfs/objects counts as in the
     // pool; the removal alone (a change in lfs/objects) triggers the rescan.
     let oid = crate::pool::Oid::of(b"reads two");
-    daemon.shared.pool.put(&oid, b"reads two").unwrap();
+    daemon.shared.care.pool().put(&oid, b"reads two").unwrap();
     let hex = oid.to_hex();
     std::fs::remove_file(
         repo.join(".git/lfs/objects")
@@ -666,7 +666,7 @@ fn removed(report: &GcReport) -> Vec<String> {
 /// Puts `bytes` in the pool; returns its oid.
 fn pooled(daemon: &TestDaemon, bytes: &[u8]) -> crate::pool::Oid {
     let oid = crate::pool::Oid::of(bytes);
-    daemon.shared.pool.put(&oid, bytes).unwrap();
+    daemon.shared.care.pool().put(&oid, bytes).unwrap();
     oid
 }
 
@@ -700,7 +700,12 @@ fn foreign(
         oid: provisional,
         object,
     };
-    daemon.shared.registry.record(repo, &[entry]).unwrap();
+    daemon
+        .shared
+        .workers
+        .registry()
+        .record(repo, &[entry])
+        .unwrap();
     provisional
 }
 
@@ -750,14 +755,14 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
     assert_eq!(removed(&dry), vec![orphan.to_hex()], "{dry:?}");
     assert_eq!((dry.repos, dry.bytes), (2, 16));
     assert!(
-        daemon.shared.pool.has(&orphan).unwrap(),
+        daemon.shared.care.pool().has(&orphan).unwrap(),
         "a dry run removes nothing"
     );
     let done = gc(&daemon, false).await.unwrap();
     assert_eq!(removed(&done), removed(&dry));
-    assert!(!daemon.shared.pool.has(&orphan).unwrap());
+    assert!(!daemon.shared.care.pool().has(&orphan).unwrap());
     for oid in kept_a.iter().chain([&only_b]) {
-        assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
+        assert!(daemon.shared.care.pool().has(oid).unwrap(), "{oid} kept");
     }
 
     // Unregistered, b no longer holds its objects in the pool.
@@ -784,7 +789,7 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
         e.message
     );
     for oid in &kept_a {
-        assert!(daemon.shared.pool.has(oid).unwrap(), "{oid} kept");
+        assert!(daemon.shared.care.pool().has(oid).unwrap(), "{oid} kept");
     }
 }
 
@@ -801,10 +806,10 @@ async fn gc_with_no_registered_repo_refuses_unless_forced() {
         assert!(e.message.contains("repos.json"), "{}", e.message);
         assert!(e.message.contains("--force"), "{}", e.message);
     }
-    assert!(daemon.shared.pool.has(&orphan).unwrap());
+    assert!(daemon.shared.care.pool().has(&orphan).unwrap());
     let forced = gc_with(&daemon, false, true, 0).await.unwrap();
     assert_eq!(removed(&forced), vec![orphan.to_hex()]);
-    assert!(!daemon.shared.pool.has(&orphan).unwrap());
+    assert!(!daemon.shared.care.pool().has(&orphan).unwrap());
 }
 
 /// Moves every gc sighting `secs` into the past, as if that time had gone by.
@@ -840,7 +845,7 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
     assert_eq!(dry.waiting, 2, "{dry:?}");
     let done = gc_with(&daemon, false, false, hour).await.unwrap();
     assert!(done.removed.is_empty(), "{done:?}");
-    assert!(daemon.shared.pool.has(&in_b).unwrap());
+    assert!(daemon.shared.care.pool().has(&in_b).unwrap());
 
     // Two hours on, both are past the grace: the dry run and the gc say so.
     age_sightings(&daemon, 2 * hour as i64);
@@ -850,7 +855,7 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
     assert_eq!(removed(&dry), both, "{dry:?}");
     assert_eq!(dry.waiting, 0);
     assert!(
-        daemon.shared.pool.has(&orphan).unwrap(),
+        daemon.shared.care.pool().has(&orphan).unwrap(),
         "a dry run removes nothing"
     );
     // A longer grace still keeps them.
@@ -858,8 +863,8 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
     assert!(longer.removed.is_empty(), "{longer:?}");
     let done = gc_with(&daemon, false, false, hour).await.unwrap();
     assert_eq!(removed(&done), both);
-    assert!(!daemon.shared.pool.has(&in_b).unwrap());
-    assert!(!daemon.shared.pool.has(&orphan).unwrap());
+    assert!(!daemon.shared.care.pool().has(&in_b).unwrap());
+    assert!(!daemon.shared.care.pool().has(&orphan).unwrap());
 }
 
 // ---- corrupt pool entries --------------------------------------------------
@@ -868,7 +873,7 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
 /// length, as a write through a repo's hard link would (its modification
 /// time moves on, as a write's would a moment after the put).
 fn corrupt_large(daemon: &TestDaemon, oid: &crate::pool::Oid) {
-    let blob = daemon.shared.pool.get(oid).unwrap().unwrap();
+    let blob = daemon.shared.care.pool().get(oid).unwrap().unwrap();
     let path = blob.path().expect("a large entry").to_path_buf();
     let len = blob.len() as usize;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -905,7 +910,7 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
         !placed.exists(),
         "the corrupt file was linked into the repo"
     );
-    assert!(!daemon.shared.pool.has(&oid).unwrap(), "moved aside");
+    assert!(!daemon.shared.care.pool().has(&oid).unwrap(), "moved aside");
     let quarantine = daemon.dir.path().join("pool/large/quarantine");
     assert_eq!(std::fs::read_dir(&quarantine).unwrap().count(), 1);
 
@@ -928,7 +933,7 @@ async fn a_corrupt_pool_file_is_never_linked_into_a_repo_and_the_error_names_it(
         .unwrap()
         .count();
     assert_eq!(handed, 0, "nothing left in .git/lfs/tmp");
-    assert!(!daemon.shared.pool.has(&oid).unwrap());
+    assert!(!daemon.shared.care.pool().has(&oid).unwrap());
     daemon.stop().await;
 }
 
@@ -1042,7 +1047,7 @@ async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transacti
     let parent = tempfile::tempdir().unwrap();
     let store = parent.path().join("objects");
     let (repo, oids) = small_objects_repo(parent.path(), &store, 40);
-    let before = daemon.shared.pool.kv_write_transactions();
+    let before = daemon.shared.care.pool().kv_write_transactions();
     let request = PrePushRequest {
         repo: repo.clone(),
         remote: "origin".into(),
@@ -1060,7 +1065,7 @@ async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transacti
         report.failed.is_empty() && report.refused.is_empty(),
         "{report:?}"
     );
-    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    let transactions = daemon.shared.care.pool().kv_write_transactions() - before;
     assert_eq!(
         transactions, 1,
         "41 objects took {transactions} pool transactions"
@@ -1069,7 +1074,7 @@ async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transacti
         crate::remote::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
     for oid in &oids {
         assert!(
-            daemon.shared.pool.has(oid).unwrap(),
+            daemon.shared.care.pool().has(oid).unwrap(),
             "{oid} not in the pool"
         );
         let sent = std::fs::read(remote.path_of(oid)).unwrap();
@@ -1093,19 +1098,19 @@ async fn hydrating_forty_small_objects_from_the_object_remote_writes_the_pool_in
     }
     // A fresh clone's state: neither the repo nor the pool has them.
     std::fs::remove_dir_all(&objects).unwrap();
-    let before = daemon.shared.pool.kv_write_transactions();
+    let before = daemon.shared.care.pool().kv_write_transactions();
     let mut client = daemon.client().await;
     let report = client.hydrate(repo.clone(), |_| {}).await.unwrap();
     assert_eq!(report.downloaded, 41, "{report:?}");
     assert!(report.failed.is_empty(), "{report:?}");
-    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    let transactions = daemon.shared.care.pool().kv_write_transactions() - before;
     assert_eq!(
         transactions, 1,
         "41 objects took {transactions} pool transactions"
     );
     for oid in &oids {
         assert!(
-            daemon.shared.pool.has(oid).unwrap(),
+            daemon.shared.care.pool().has(oid).unwrap(),
             "{oid} not in the pool"
         );
         let placed = std::fs::read(crate::lfs::hydrate::object_path(&objects, oid)).unwrap();
@@ -1218,14 +1223,14 @@ async fn an_add_url_of_three_hundred_small_objects_puts_them_into_the_pool_in_tw
         force: false,
         no_fetch: false,
     };
-    let before = daemon.shared.pool.kv_write_transactions();
+    let before = daemon.shared.care.pool().kv_write_transactions();
     let report = daemon
         .client()
         .await
         .add_url(request, |_| {})
         .await
         .unwrap();
-    let transactions = daemon.shared.pool.kv_write_transactions() - before;
+    let transactions = daemon.shared.care.pool().kv_write_transactions() - before;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     assert_eq!(report.added.len(), 300);
     for added in &report.added {
@@ -1234,7 +1239,8 @@ async fn an_add_url_of_three_hundred_small_objects_puts_them_into_the_pool_in_tw
         assert_eq!(added.oid, Oid::of(body), "{added:?}");
         let pooled = daemon
             .shared
-            .pool
+            .care
+            .pool()
             .get(&added.oid)
             .unwrap()
             .expect("in the pool");

@@ -1,7 +1,15 @@
 //! Errors as they leave the daemon: the one place that says which
 //! [`ErrorCode`] a failure travels with, so a full disk reads `no_space`
-//! whichever operation ran into it.
+//! whichever operation ran into it. Each service fails with its own error
+//! (`TransferError`, `RepoError`, `GcError`, `ForeignError`); they become
+//! `WireError`s here and nowhere else.
 
+use crate::io_error::out_of_space;
+use crate::ops::foreign::ForeignError;
+use crate::ops::gc::GcError;
+use crate::ops::repos::RepoError;
+use crate::ops::transfer::TransferError;
+use crate::remote::{PointerFetchError, UploadError};
 use drsd_proto::{ErrorCode, WireError};
 
 /// `error` as it travels: `code`, unless a full file system is behind it
@@ -16,29 +24,98 @@ pub(crate) fn wire_error(code: ErrorCode, error: &(dyn std::error::Error + 'stat
     WireError::new(code, error.to_string())
 }
 
-/// Whether `error` or one of its causes is a full file system: an I/O error
-/// `ENOSPC` / `EDQUOT` (`StorageFull`, `QuotaExceeded`), or SQLite's
-/// "database or disk is full".
-pub(crate) fn out_of_space(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            let full = matches!(
-                io.kind(),
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            ) || matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-            if full {
-                return true;
-            }
-        }
-        if let Some(rusqlite::Error::SqliteFailure(f, _)) = e.downcast_ref::<rusqlite::Error>() {
-            if f.code == rusqlite::ErrorCode::DiskFull {
-                return true;
-            }
-        }
-        next = e.source();
+impl From<TransferError> for WireError {
+    fn from(e: TransferError) -> WireError {
+        WireError::new(transfer_code(&e), e.to_string())
     }
-    false
+}
+
+/// A transfer's failure as the agent and the hooks hear it: the request's
+/// or the repo's fault is `invalid_argument`, an object nowhere to be had
+/// `not_found`, the rest `internal`; a full disk behind it `no_space`. A
+/// failure on top of another travels with the code of the last one.
+fn transfer_code(e: &TransferError) -> ErrorCode {
+    use TransferError as E;
+    if e.is_out_of_space() {
+        return ErrorCode::NoSpace;
+    }
+    match e {
+        E::Elsewhere { missing, .. } => transfer_code(missing),
+        E::Refetch { then, .. } | E::AroundPool { then, .. } => transfer_code(then),
+        E::Fetch(f) => match f {
+            PointerFetchError::Setup(_) | PointerFetchError::WrongSize { .. } => {
+                ErrorCode::InvalidArgument
+            }
+            PointerFetchError::Missing { .. } => ErrorCode::NotFound,
+            PointerFetchError::Head(_)
+            | PointerFetchError::Fetch(_)
+            | PointerFetchError::Dir(_) => ErrorCode::Internal,
+        },
+        E::UploadFile(UploadError::NotTheObject { .. }) => ErrorCode::InvalidArgument,
+        E::NoObjectRemote { .. }
+        | E::BadObjectRemote(_)
+        | E::NotInRepo(_)
+        | E::Settings(_)
+        | E::Pointers(_)
+        | E::NotTheObject { .. }
+        | E::WrongSize { .. }
+        | E::S3Setup(_)
+        | E::IndexdNeedsS3 { .. }
+        | E::Drs(_)
+        | E::UntrustedIndexd { .. } => ErrorCode::InvalidArgument,
+        E::NotHere { .. } => ErrorCode::NotFound,
+        E::LfsTmp(_)
+        | E::HandOut(_)
+        | E::Pool(_)
+        | E::Export(_)
+        | E::LeftThePool { .. }
+        | E::UploadFile(_)
+        | E::UploadPooled(_)
+        | E::Registry(_) => ErrorCode::Internal,
+    }
+}
+
+impl From<RepoError> for WireError {
+    fn from(e: RepoError) -> WireError {
+        match e {
+            RepoError::Foreign(e) => e.into(),
+            RepoError::NotInRepo(_) | RepoError::Setup(_) => {
+                wire_error(ErrorCode::InvalidArgument, &e)
+            }
+            RepoError::NotRegistered { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
+            RepoError::Save(_) => wire_error(ErrorCode::Internal, &e),
+            RepoError::RemoteText(_)
+            | RepoError::IndexdText(_)
+            | RepoError::AuthzText(_)
+            | RepoError::Unusable { .. } => {
+                WireError::new(ErrorCode::InvalidArgument, e.to_string())
+            }
+        }
+    }
+}
+
+/// The foreign-object service's failures: the request's fault
+/// (`invalid_argument`), or the daemon's (`internal`, `no_space` when a
+/// full disk is behind it).
+impl From<ForeignError> for WireError {
+    fn from(e: ForeignError) -> WireError {
+        match e {
+            ForeignError::Refused(why) => WireError::new(ErrorCode::InvalidArgument, why),
+            ForeignError::NotInRepo(e) => wire_error(ErrorCode::InvalidArgument, &e),
+            other => wire_error(ErrorCode::Internal, &other),
+        }
+    }
+}
+
+impl From<GcError> for WireError {
+    fn from(e: GcError) -> WireError {
+        match &e {
+            GcError::NoRepos { .. } => WireError::new(ErrorCode::InvalidArgument, e.to_string()),
+            GcError::Unreadable { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
+            GcError::Pool(_) | GcError::Registry(_) => wire_error(ErrorCode::Internal, &e),
+            GcError::Partials(_) => WireError::new(ErrorCode::Internal, e.to_string()),
+        }
+    }
 }
 
 #[cfg(test)]

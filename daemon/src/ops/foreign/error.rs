@@ -1,12 +1,11 @@
-//! What can go wrong in the foreign-object service, and the one place its
-//! failures get their wire code: the request's fault (`invalid_argument`),
-//! or the daemon's (`internal`, `no_space` when a full disk is behind it).
+//! What can go wrong in the foreign-object service: the request's fault
+//! (`Refused`, `NotInRepo`) or the daemon's (the rest). The server's
+//! `wire_error` gives each its wire code.
 
 use crate::git::GitError;
 use crate::lfs::track::TrackError;
 use crate::pool::PoolError;
 use crate::registry::RegistryError;
-use drsd_proto::{ErrorCode, WireError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ForeignError {
@@ -25,16 +24,4 @@ pub enum ForeignError {
     Track(#[from] TrackError),
     #[error(transparent)]
     Pool(#[from] PoolError),
-}
-
-impl From<ForeignError> for WireError {
-    fn from(e: ForeignError) -> WireError {
-        match e {
-            ForeignError::Refused(why) => WireError::new(ErrorCode::InvalidArgument, why),
-            ForeignError::NotInRepo(e) => {
-                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-            }
-            other => crate::server::wire_error::wire_error(ErrorCode::Internal, &other),
-        }
-    }
 }

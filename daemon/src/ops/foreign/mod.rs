@@ -36,10 +36,10 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool};
 use crate::registry::Registry;
 use crate::remote::Remote;
-use crate::server::RepoLocks;
 
 pub use error::ForeignError;
 pub use plan::UrlLine;

@@ -20,8 +20,8 @@ use futures_util::stream::{self, StreamExt};
 
 use super::resolve::{OidFrom, Resolved};
 use super::ForeignObjects;
+use crate::ops::workers::prefetch::{failure_reason, next_try, read_small, Hashed, PrefetchError};
 use crate::pool::{Oid, Tier};
-use crate::prefetch::{failure_reason, next_try, read_small, Hashed, PrefetchError};
 use crate::remote::RemoteError;
 
 /// GETs in flight at once, as for the HEADs: small objects are round

@@ -6,12 +6,10 @@
 
 use std::path::Path;
 
-use super::{fetch_error, RepoFacts, Transfers};
+use super::{RepoFacts, TransferError, Transfers};
 use crate::blocking;
 use crate::lfs::hydrate::place_file;
 use crate::lfs::{Hydrated, Pointer};
-use crate::server::RepoLocks;
-use drsd_proto::{ErrorCode, WireError};
 
 use super::hydrate::HydratedFrom;
 
@@ -25,57 +23,49 @@ impl Transfers {
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
-        full: &WireError,
+        full: TransferError,
         report: &(dyn Fn(u64) + Sync),
-    ) -> Result<tempfile::TempPath, WireError> {
+    ) -> Result<tempfile::TempPath, TransferError> {
         log::warn!(
-            "object {}: the pool cannot take it ({}); fetching it straight into {}",
+            "object {}: the pool cannot take it ({full}); fetching it straight into {}",
             pointer.oid,
-            full.message,
             facts.tmp.display()
         );
-        let both = |e: WireError| {
-            WireError::new(
-                e.code,
-                format!(
-                    "{}; and fetched straight into {}: {}",
-                    full.message,
-                    facts.tmp.display(),
-                    e.message
-                ),
-            )
+        let fetched = match facts.object_remote(repo) {
+            Ok(objects) => self
+                .remote
+                .fetch_pointed_into(&objects, pointer.oid, pointer.size, &facts.tmp, report)
+                .await
+                .map_err(TransferError::Fetch),
+            Err(e) => Err(e),
         };
-        let objects = facts.object_remote(repo).map_err(both)?;
-        self.remote
-            .fetch_pointed_into(&objects, pointer.oid, pointer.size, &facts.tmp, report)
-            .await
-            .map_err(|e| both(fetch_error(e)))
+        fetched.map_err(|then| TransferError::AroundPool {
+            full: Box::new(full),
+            tmp: facts.tmp.clone(),
+            then: Box::new(then),
+        })
     }
 
     /// [`Transfers::fetch_around_pool`], then the file renamed into the
     /// repo's `.git/lfs/objects`, where git-lfs checks it out from.
     pub(super) async fn hydrate_around_pool(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
-        full: &WireError,
-    ) -> Result<HydratedFrom, WireError> {
+        full: TransferError,
+    ) -> Result<HydratedFrom, TransferError> {
         let file = self
             .fetch_around_pool(repo, facts, pointer, full, &|_| {})
             .await?;
         // A write in the repo's `.git`: one writer at a time.
-        let _writing = locks.lock(&facts.top).await;
+        let _writing = self.locks.lock(&facts.top).await;
         let lfs = facts.lfs.clone();
         let placed = blocking(move || place_file(&lfs, &pointer.oid, pointer.size, file)).await;
         match placed {
             Ok(Hydrated::Present) => Ok(HydratedFrom::Present),
             Ok(_) => Ok(HydratedFrom::Remote),
-            Err(e) => Err(crate::server::wire_error::wire_error(
-                ErrorCode::Internal,
-                &e,
-            )),
+            Err(e) => Err(TransferError::Pool(e)),
         }
     }
 }

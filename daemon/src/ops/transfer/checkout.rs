@@ -4,24 +4,19 @@
 
 use std::path::Path;
 
+use super::TransferError;
 use super::Transfers;
 use crate::blocking;
 use crate::lfs::checkout::{check_out, index_pointers};
-use crate::server::wire_error::wire_error;
-use crate::server::RepoLocks;
-use drsd_proto::{CheckOutReport, ErrorCode, PathProblem, WireError};
+use drsd_proto::{CheckOutReport, PathProblem};
 
 impl Transfers {
     /// Replaces the pointer files of `repo`'s index with their objects from
     /// the pool; those it cannot fill are removed for git-lfs to check out.
-    pub(crate) async fn check_out(
-        &self,
-        locks: &RepoLocks,
-        repo: &Path,
-    ) -> Result<CheckOutReport, WireError> {
+    pub(crate) async fn check_out(&self, repo: &Path) -> Result<CheckOutReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
-        let _writing = locks.lock(&facts.top).await;
+        let _writing = self.locks.lock(&facts.top).await;
         let (pool, top) = (self.pool.clone(), facts.top.clone());
         let done = blocking(move || {
             let repo = crate::git::Repo::locate(&top)?;
@@ -29,7 +24,7 @@ impl Transfers {
             check_out(&repo, &pool, &entries)
         })
         .await
-        .map_err(|e| wire_error(ErrorCode::InvalidArgument, &e))?;
+        .map_err(TransferError::Pointers)?;
         log::info!(
             "check-out {}: {} files ({} bytes) from the pool, {} left to git-lfs, {} left as they were, in {:.2} s",
             repo.display(),

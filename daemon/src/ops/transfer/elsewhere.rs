@@ -84,7 +84,7 @@ impl Transfers {
             return places;
         };
         if let Err(untrusted) = self.trusted_indexd(base) {
-            tried.push(untrusted.message);
+            tried.push(untrusted.to_string());
             return places;
         }
         let records = match self.remote.indexd(base) {

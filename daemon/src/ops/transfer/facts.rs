@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::TransferError;
 use crate::blocking;
 use crate::git::Repo;
 use crate::lfs::setup::recorded;
 use crate::remote::ObjectRemote;
-use drsd_proto::{ErrorCode, WireError};
 
 #[derive(Clone)]
 pub struct RepoFacts {
@@ -36,36 +36,30 @@ pub struct RepoFacts {
 impl RepoFacts {
     /// The repo's object remote (`repo` as the request named it, for the
     /// advice when there is none).
-    pub fn object_remote(&self, repo: &Path) -> Result<ObjectRemote, WireError> {
-        let url = self.remote.as_deref().ok_or_else(|| {
-            WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{} has no object remote: record one with drsctl init --remote s3://bucket/prefix (or a folder: --remote /shared/objects; it goes in .gitattributes)",
-                    repo.display()
-                ),
-            )
-        })?;
-        ObjectRemote::parse(url)
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))
+    pub fn object_remote(&self, repo: &Path) -> Result<ObjectRemote, TransferError> {
+        let url = self
+            .remote
+            .as_deref()
+            .ok_or_else(|| TransferError::NoObjectRemote {
+                repo: repo.to_path_buf(),
+            })?;
+        ObjectRemote::parse(url).map_err(TransferError::BadObjectRemote)
     }
 
     /// Found with git: the top, the common git dir, the recorded remote.
-    fn find(repo: &Path) -> Result<RepoFacts, WireError> {
-        let bad =
-            |e: &dyn std::fmt::Display| WireError::new(ErrorCode::InvalidArgument, e.to_string());
+    fn find(repo: &Path) -> Result<RepoFacts, TransferError> {
         let Repo {
             top,
             common_dir: common,
             ..
-        } = Repo::locate(repo).map_err(|e| bad(&e))?;
+        } = Repo::locate(repo).map_err(TransferError::NotInRepo)?;
         let lfs = common.join("lfs");
         // Not through a link planted in `.git`: objects are handed out here.
         let tmp = crate::safe_write::create_dirs(&common, Path::new("lfs/tmp"))
-            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+            .map_err(TransferError::LfsTmp)?;
         let attributes = top.join(".gitattributes");
         let stamp = stamp(&attributes);
-        let settings = recorded(&top).map_err(|e| bad(&e))?;
+        let settings = recorded(&top).map_err(TransferError::Settings)?;
         Ok(RepoFacts {
             top,
             lfs,
@@ -88,7 +82,7 @@ impl RepoFacts {
 pub(super) struct FactsCache(Mutex<BTreeMap<PathBuf, RepoFacts>>);
 
 impl FactsCache {
-    pub(super) async fn get(&self, repo: &Path) -> Result<RepoFacts, WireError> {
+    pub(super) async fn get(&self, repo: &Path) -> Result<RepoFacts, TransferError> {
         let cached = self.lock().get(repo).cloned();
         if let Some(facts) = cached.filter(RepoFacts::still_current) {
             return Ok(facts);

@@ -7,15 +7,12 @@ use std::path::Path;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::{
-    and_from_remote, internal, left_the_pool, RepoFacts, Transfers, PARALLEL, SMALL_BATCH,
-};
+use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::place_bytes;
 use crate::lfs::{head_pointers, hydrate, Hydrated, Pointer};
 use crate::pool::{Oid, Pool, PoolError, Tier};
-use crate::server::RepoLocks;
-use drsd_proto::{ErrorCode, HydrateReport, ObjectProblem, WireError};
+use drsd_proto::{HydrateReport, ObjectProblem};
 
 /// Where a hydrated object came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +25,7 @@ pub enum HydratedFrom {
 
 impl Transfers {
     /// Hydrates every object of HEAD's pointers; `progress(done, total)`
-    /// as they land. Writes in the repo's `.git` take its lock in `locks`.
+    /// as they land. Writes in the repo's `.git` take its write lock.
     ///
     /// First one pass over the pool (what the repo or the pool has). Then
     /// the small objects neither has are read into memory from the object
@@ -40,17 +37,16 @@ impl Transfers {
     /// time.
     pub(crate) async fn hydrate_repo(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         progress: &(dyn Fn(u64, u64) + Sync),
-    ) -> Result<HydrateReport, WireError> {
+    ) -> Result<HydrateReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
         let pointers = {
             let repo = repo.to_path_buf();
-            blocking(move || head_pointers(&repo)).await.map_err(|e| {
-                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-            })?
+            blocking(move || head_pointers(&repo))
+                .await
+                .map_err(TransferError::Pointers)?
         };
         let total = pointers.len() as u64;
         let report = HydrateReport {
@@ -64,7 +60,7 @@ impl Transfers {
         };
         // What the repo or the pool has, in one pass under the lock.
         let placed = {
-            let _writing = locks.lock(&facts.top).await;
+            let _writing = self.locks.lock(&facts.top).await;
             let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
             blocking(move || {
                 pointers
@@ -88,7 +84,7 @@ impl Transfers {
                 // A corrupt entry (moved aside) or none: the full path.
                 Ok(Hydrated::NotInPool) => rest.push((pointer, None)),
                 Err(e @ PoolError::Corrupt { .. }) => rest.push((pointer, Some(e))),
-                Err(e) => tally.add(pointer.oid, Err(internal(e))),
+                Err(e) => tally.add(pointer.oid, Err(TransferError::Pool(e))),
             }
         }
         // The small ones in batches beside the rest (a large object's
@@ -114,14 +110,16 @@ impl Transfers {
                         None => missed.push((pointer, None)),
                     }
                 }
-                let _writing = locks.lock(&facts.top).await;
+                let _writing = self.locks.lock(&facts.top).await;
                 let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
                 let outcomes = blocking(move || place_batch(&pool, &lfs, got)).await;
                 drop(_writing);
                 for (oid, outcome) in outcomes {
                     tally.add(
                         oid,
-                        outcome.map(|()| HydratedFrom::Remote).map_err(internal),
+                        outcome
+                            .map(|()| HydratedFrom::Remote)
+                            .map_err(TransferError::Pool),
                     );
                 }
             }
@@ -129,10 +127,10 @@ impl Transfers {
         };
         let (missed, ()) = tokio::join!(
             batched,
-            self.hydrate_each(locks, repo, &facts, std::mem::take(&mut rest), &tally)
+            self.hydrate_each(repo, &facts, std::mem::take(&mut rest), &tally)
         );
         // What the object remote did not give whole: the full path says why.
-        self.hydrate_each(locks, repo, &facts, missed, &tally).await;
+        self.hydrate_each(repo, &facts, missed, &tally).await;
         let (report, _) = tally.state.into_inner().unwrap_or_else(|e| e.into_inner());
         log::info!(
             "hydrate {}: {} objects, {} present, {} from the pool, {} downloaded, {} failed, in {:.2} s",
@@ -151,7 +149,6 @@ impl Transfers {
     /// corrupt pool entry found for it, if one was), `PARALLEL` at a time.
     async fn hydrate_each(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointers: Vec<(Pointer, Option<PoolError>)>,
@@ -160,9 +157,7 @@ impl Transfers {
         let mut results = stream::iter(pointers)
             .map(|(pointer, corrupt)| async move {
                 let oid = pointer.oid;
-                let outcome = self
-                    .hydrate_object(locks, repo, facts, pointer, corrupt)
-                    .await;
+                let outcome = self.hydrate_object(repo, facts, pointer, corrupt).await;
                 (oid, outcome)
             })
             .buffer_unordered(PARALLEL);
@@ -178,15 +173,14 @@ impl Transfers {
     /// says both.
     pub(crate) async fn hydrate_object(
         &self,
-        locks: &RepoLocks,
         repo: &Path,
         facts: &RepoFacts,
         pointer: Pointer,
         corrupt: Option<PoolError>,
-    ) -> Result<HydratedFrom, WireError> {
+    ) -> Result<HydratedFrom, TransferError> {
         let place = || async {
             // A write in the repo's `.git`: one writer at a time.
-            let _writing = locks.lock(&facts.top).await;
+            let _writing = self.locks.lock(&facts.top).await;
             let (pool, lfs) = (self.pool.clone(), facts.lfs.clone());
             blocking(move || hydrate(&pool, &lfs, &pointer.oid, pointer.size)).await
         };
@@ -197,26 +191,27 @@ impl Transfers {
                 Ok(Hydrated::Placed) => return Ok(HydratedFrom::Pool),
                 Ok(Hydrated::NotInPool) => None,
                 Err(e @ PoolError::Corrupt { .. }) => Some(e),
-                Err(e) => return Err(internal(e)),
+                Err(e) => return Err(TransferError::Pool(e)),
             },
         };
         let fetched = self
             .fetch(repo, facts, pointer.oid, pointer.size, &|_| {})
             .await;
-        if let (Err(e), Some(corrupt)) = (&fetched, &corrupt) {
-            return Err(and_from_remote(corrupt, e));
-        }
-        match fetched {
-            // The pool is a cache: the repo gets the bytes around it.
-            Err(full) if full.code == ErrorCode::NoSpace => {
-                return self
-                    .hydrate_around_pool(locks, repo, facts, pointer, &full)
-                    .await;
+        match (fetched, corrupt) {
+            (Err(then), Some(corrupt)) => {
+                return Err(TransferError::Refetch {
+                    corrupt,
+                    then: Box::new(then),
+                })
             }
-            fetched => fetched?,
+            // The pool is a cache: the repo gets the bytes around it.
+            (Err(full), None) if full.is_out_of_space() => {
+                return self.hydrate_around_pool(repo, facts, pointer, full).await;
+            }
+            (fetched, _) => fetched?,
         };
-        match place().await.map_err(internal)? {
-            Hydrated::NotInPool => Err(left_the_pool(pointer.oid)),
+        match place().await.map_err(TransferError::Pool)? {
+            Hydrated::NotInPool => Err(TransferError::LeftThePool { oid: pointer.oid }),
             _ => Ok(HydratedFrom::Remote),
         }
     }
@@ -230,7 +225,7 @@ struct Tally<'a> {
 }
 
 impl Tally<'_> {
-    fn add(&self, oid: Oid, outcome: Result<HydratedFrom, WireError>) {
+    fn add(&self, oid: Oid, outcome: Result<HydratedFrom, TransferError>) {
         let mut state = crate::lock::lock(&self.state);
         let (report, done) = &mut *state;
         match outcome {
@@ -239,7 +234,7 @@ impl Tally<'_> {
             Ok(HydratedFrom::Remote) => report.downloaded += 1,
             Err(e) => report.failed.push(ObjectProblem {
                 oid,
-                why: e.message,
+                why: e.to_string(),
             }),
         }
         *done += 1;

@@ -23,14 +23,13 @@
 use md5::{Digest, Md5};
 
 use super::push::{PushOutcome, PushTarget};
-use super::Transfers;
+use super::{TransferError, Transfers};
 use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::{is_content_etag, Entry};
 use crate::remote::drs::{IndexdClient, NewRecord};
 use crate::remote::{Held, ObjectUrl};
-use drsd_proto::{ErrorCode, WireError};
 
 /// The repo's Indexd, for one push.
 pub struct IndexdTarget<'a> {
@@ -93,20 +92,12 @@ impl Transfers {
     /// `DRSD_DRS_SERVERS`: `.gitattributes` comes with a clone, and a
     /// hostile repo must not choose where this user's pushes register
     /// objects (with their netrc login) or where downloads are looked up.
-    pub(super) fn trusted_indexd(&self, base: &url::Url) -> Result<(), WireError> {
-        let drs = self
-            .remote
-            .drs()
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
+    pub(super) fn trusted_indexd(&self, base: &url::Url) -> Result<(), TransferError> {
+        let drs = self.remote.drs().map_err(TransferError::Drs)?;
         if drs.servers().names(base) {
             return Ok(());
         }
-        Err(WireError::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "the repo records Indexd {base}, which is not a server you named in DRSD_DRS_SERVERS: a repo you cloned must not choose where your objects are registered or looked up. If you trust it, add NAME={base} to DRSD_DRS_SERVERS in the daemon's environment"
-            ),
-        ))
+        Err(TransferError::UntrustedIndexd { base: base.clone() })
     }
 
     /// Pushes one object to a repo with an Indexd; see the module's notes.

@@ -7,12 +7,19 @@
 //! (`facts.rs`), the objects lately confirmed in an object remote
 //! (`confirmed.rs`), and one download per object at a time (`gates.rs`).
 //! Sending is in `send.rs`, the pre-push work in `push.rs`, hydration in
-//! `hydrate.rs`, the check-out from the pool in `checkout.rs`.
+//! `hydrate.rs`, the check-out from the pool in `checkout.rs`. Its
+//! failures are [`TransferError`]s (`error.rs`).
+
+// A `TransferError` carries its cause whole (a pool, store or Indexd error,
+// some large) so the server can read the cause chain for a full disk; a
+// failure is the rare path, and a transfer's time is I/O, not moves.
+#![allow(clippy::result_large_err)]
 
 mod around;
 mod checkout;
 mod confirmed;
 mod elsewhere;
+mod error;
 mod facts;
 mod gates;
 mod hydrate;
@@ -25,11 +32,12 @@ use std::sync::Arc;
 
 use crate::blocking;
 use crate::lfs::hydrate::export_to_temp;
+use crate::ops::repos::RepoLocks;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::Registry;
-use crate::remote::{PointerFetchError, Remote, UploadOptions};
-use drsd_proto::{ErrorCode, WireError};
+use crate::remote::{Remote, UploadOptions};
 
+pub use error::TransferError;
 pub use facts::RepoFacts;
 
 /// Objects in flight at once in a batch (pre-push, hydrate): RGW's
@@ -46,6 +54,8 @@ pub struct Transfers {
     remote: Arc<Remote>,
     /// Foreign objects (added by URL), which a push copies server-side.
     registry: Arc<Registry>,
+    /// Held while writing in a repo's `.git` (hydration, check-out).
+    locks: Arc<RepoLocks>,
     upload: UploadOptions,
     facts: facts::FactsCache,
     confirmed: confirmed::Confirmed,
@@ -60,12 +70,14 @@ impl Transfers {
         pool: Arc<Pool>,
         remote: Arc<Remote>,
         registry: Arc<Registry>,
+        locks: Arc<RepoLocks>,
         upload: UploadOptions,
     ) -> Transfers {
         Transfers {
             pool,
             remote,
             registry,
+            locks,
             upload,
             facts: Default::default(),
             confirmed: Default::default(),
@@ -73,9 +85,15 @@ impl Transfers {
         }
     }
 
+    /// The object remotes and DRS servers taken at their word
+    /// (`trust_claims`), for `status`.
+    pub fn trusted_sources(&self) -> Vec<String> {
+        self.remote.trusted_sources()
+    }
+
     /// The repo's facts, from git the first time and after `.gitattributes`
     /// changed.
-    pub async fn facts(&self, repo: &Path) -> Result<RepoFacts, WireError> {
+    pub async fn facts(&self, repo: &Path) -> Result<RepoFacts, TransferError> {
         self.facts.get(repo).await
     }
 
@@ -92,32 +110,37 @@ impl Transfers {
         oid: Oid,
         size: u64,
         report: &(dyn Fn(u64) + Sync),
-    ) -> Result<(PathBuf, ObjectSource), WireError> {
+    ) -> Result<(PathBuf, ObjectSource), TransferError> {
         let facts = self.facts(repo).await?;
         let mut from = match self.fetch(repo, &facts, oid, size, report).await {
             // The pool is a cache: git gets the bytes around it.
-            Err(full) if full.code == ErrorCode::NoSpace => {
+            Err(full) if full.is_out_of_space() => {
                 let pointer = crate::lfs::Pointer { oid, size };
                 let file = self
-                    .fetch_around_pool(repo, &facts, pointer, &full, report)
+                    .fetch_around_pool(repo, &facts, pointer, full, report)
                     .await?;
-                let path = file
-                    .keep()
-                    .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+                let path = file.keep().map_err(TransferError::HandOut)?;
                 return Ok((path, ObjectSource::Remote));
             }
             fetched => fetched?,
         };
         let mut exported = self.export(oid, &facts.tmp).await?;
-        if let Err(corrupt @ PoolError::Corrupt { .. }) = &exported {
-            from = self
-                .fetch(repo, &facts, oid, size, report)
-                .await
-                .map_err(|e| and_from_remote(corrupt, &e))?;
+        if let Err(PoolError::Corrupt { .. }) = &exported {
+            let refetched = self.fetch(repo, &facts, oid, size, report).await;
+            from = match (refetched, exported) {
+                (Ok(from), _) => from,
+                (Err(then), Err(corrupt)) => {
+                    return Err(TransferError::Refetch {
+                        corrupt,
+                        then: Box::new(then),
+                    })
+                }
+                (Err(then), Ok(_)) => return Err(then),
+            };
             exported = self.export(oid, &facts.tmp).await?;
         }
-        let exported = exported.map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
-        let path = exported.ok_or_else(|| left_the_pool(oid))?;
+        let exported = exported.map_err(TransferError::Export)?;
+        let path = exported.ok_or(TransferError::LeftThePool { oid })?;
         Ok((path, from))
     }
 
@@ -132,10 +155,12 @@ impl Transfers {
         oid: Oid,
         size: u64,
         report: &(dyn Fn(u64) + Sync),
-    ) -> Result<ObjectSource, WireError> {
+    ) -> Result<ObjectSource, TransferError> {
         let _turn = self.gates.turn(oid).await;
         let pool = self.pool.clone();
-        let held = blocking(move || pool.size(&oid)).await.map_err(internal)?;
+        let held = blocking(move || pool.size(&oid))
+            .await
+            .map_err(TransferError::Pool)?;
         if held == Some(size) {
             return Ok(ObjectSource::Pool);
         }
@@ -146,8 +171,8 @@ impl Transfers {
                 .await
             {
                 Ok(()) => return Ok(ObjectSource::Remote),
-                Err(e) if elsewhere::is_missing(&e) => fetch_error(e),
-                Err(e) => return Err(fetch_error(e)),
+                Err(e) if elsewhere::is_missing(&e) => TransferError::Fetch(e),
+                Err(e) => return Err(TransferError::Fetch(e)),
             },
             // No object remote: only elsewhere can have it.
             Err(none) => none,
@@ -155,10 +180,10 @@ impl Transfers {
         match self.fetch_elsewhere(facts, oid, size, report).await {
             Ok(()) => Ok(ObjectSource::Remote),
             Err(None) => Err(missing),
-            Err(Some(tried)) => Err(WireError::new(
-                missing.code,
-                format!("{}; and elsewhere: {tried}", missing.message),
-            )),
+            Err(Some(tried)) => Err(TransferError::Elsewhere {
+                missing: Box::new(missing),
+                tried,
+            }),
         }
     }
 
@@ -169,52 +194,16 @@ impl Transfers {
         &self,
         oid: Oid,
         tmp: &Path,
-    ) -> Result<Result<Option<PathBuf>, PoolError>, WireError> {
+    ) -> Result<Result<Option<PathBuf>, PoolError>, TransferError> {
         let (pool, tmp) = (self.pool.clone(), tmp.to_path_buf());
         blocking(move || match export_to_temp(&pool, &oid, &tmp) {
             Ok(Some(path)) => path
                 .keep()
                 .map(|p| Ok(Some(p)))
-                .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string())),
+                .map_err(TransferError::HandOut),
             Ok(None) => Ok(Ok(None)),
             Err(e) => Ok(Err(e)),
         })
         .await
     }
-}
-
-/// A fetch's failure as the agent hears it: a missing object is
-/// `not_found`, a bad setup or a size other than the pointer's
-/// `invalid_argument`, the rest `internal`.
-fn fetch_error(e: PointerFetchError) -> WireError {
-    let code = match &e {
-        PointerFetchError::Setup(_) | PointerFetchError::WrongSize { .. } => {
-            ErrorCode::InvalidArgument
-        }
-        PointerFetchError::Missing { .. } => ErrorCode::NotFound,
-        PointerFetchError::Head(_) => return WireError::new(ErrorCode::Internal, e.to_string()),
-        PointerFetchError::Fetch(_) | PointerFetchError::Dir(_) => ErrorCode::Internal,
-    };
-    crate::server::wire_error::wire_error(code, &e)
-}
-
-/// A corrupt pool entry, and then the failure to fetch the object again.
-fn and_from_remote(corrupt: &PoolError, e: &WireError) -> WireError {
-    WireError::new(
-        e.code,
-        format!("{corrupt}; and from the object remote: {}", e.message),
-    )
-}
-
-fn left_the_pool(oid: Oid) -> WireError {
-    WireError::new(
-        ErrorCode::Internal,
-        format!("object {oid} left the pool right after its download"),
-    )
-}
-
-/// An error on the daemon's side: `internal`, or `no_space` when a full file
-/// system is behind it.
-fn internal<E: std::error::Error + 'static>(e: E) -> WireError {
-    crate::server::wire_error::wire_error(ErrorCode::Internal, &e)
 }

@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 
 use super::indexd::{IndexdTarget, Registered};
-use super::{internal, RepoFacts, Transfers, PARALLEL, SMALL_BATCH};
+use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
 use crate::remote::{CopyOutcome, CopySource, Held, ObjectRemote, ObjectUrl};
-use drsd_proto::{ErrorCode, PushReport, RefusedPath, WireError};
+use drsd_proto::{PushReport, RefusedPath};
 
 /// What became of one pushed object. Only the first four let the push go
 /// on: an object not shown to be in the object remote must not be
@@ -55,16 +55,14 @@ impl Transfers {
         remote: &str,
         updates: String,
         progress: &(dyn Fn(u64, u64) + Sync),
-    ) -> Result<PushReport, WireError> {
+    ) -> Result<PushReport, TransferError> {
         let started = std::time::Instant::now();
         let facts = self.facts(repo).await?;
         let objects = {
             let (repo, remote) = (repo.to_path_buf(), remote.to_string());
             blocking(move || pushed_pointers(&repo, &remote, &updates))
                 .await
-                .map_err(|e| {
-                    crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-                })?
+                .map_err(TransferError::Pointers)?
         };
         let foreign = self.foreign_objects(repo).await?;
         let superseded = superseded(&foreign, &objects);
@@ -194,21 +192,18 @@ impl Transfers {
         &self,
         facts: &'f RepoFacts,
         objects: &ObjectRemote,
-    ) -> Result<Option<IndexdTarget<'f>>, WireError> {
+    ) -> Result<Option<IndexdTarget<'f>>, TransferError> {
         let Some(base) = &facts.indexd else {
             return Ok(None);
         };
         if objects.s3().is_none() {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!("{}: an Indexd record needs an s3:// object remote (others cannot read the folder {objects}): record one with drsctl init --remote s3://bucket/prefix, or remove drs-indexd from .gitattributes; nothing was pushed", facts.top.display()),
-            ));
+            return Err(TransferError::IndexdNeedsS3 {
+                top: facts.top.clone(),
+                objects: objects.to_string(),
+            });
         }
         self.trusted_indexd(base)?;
-        let client = self
-            .remote
-            .indexd(base)
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e))?;
+        let client = self.remote.indexd(base).map_err(TransferError::Drs)?;
         Ok(Some(IndexdTarget {
             client,
             base: base.as_str().trim_end_matches('/').to_string(),
@@ -234,11 +229,11 @@ impl Transfers {
     }
 
     /// The repo's foreign objects (added by URL), by oid.
-    async fn foreign_objects(&self, repo: &Path) -> Result<BTreeMap<Oid, Entry>, WireError> {
+    async fn foreign_objects(&self, repo: &Path) -> Result<BTreeMap<Oid, Entry>, TransferError> {
         let (registry, repo) = (self.registry.clone(), repo.to_path_buf());
         Ok(blocking(move || registry.for_repo(&repo))
             .await
-            .map_err(internal)?
+            .map_err(TransferError::Registry)?
             .into_iter()
             .map(|e| (e.oid, e))
             .collect())
@@ -481,15 +476,13 @@ impl Transfers {
         {
             Ok(true) => Some(PushOutcome::Present),
             Ok(false) => Some(PushOutcome::Uploaded),
-            Err(e) if e.code == ErrorCode::NotFound => None,
-            Err(e) if e.code == ErrorCode::InvalidArgument => Some(PushOutcome::Refused(format!(
-                "{}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it",
-                e.message,
+            Err(TransferError::NotHere { .. }) => None,
+            Err(e) if e.refuses_the_object() => Some(PushOutcome::Refused(format!(
+                "{e}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it",
                 remote = target.remote
             ))),
             Err(e) => Some(PushOutcome::Failed(format!(
-                "could not be sent to the object remote: {}",
-                e.message
+                "could not be sent to the object remote: {e}"
             ))),
         }
     }

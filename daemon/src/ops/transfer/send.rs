@@ -4,11 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{internal, Transfers};
+use super::{TransferError, Transfers};
 use crate::blocking;
 use crate::pool::{Oid, PoolError};
-use crate::remote::{ObjectRemote, UploadError, Uploaded};
-use drsd_proto::{ErrorCode, WireError};
+use crate::remote::{ObjectRemote, Uploaded};
 
 impl Transfers {
     /// The agent's upload: object `oid` of `size` bytes, whose repo copy is
@@ -19,7 +18,7 @@ impl Transfers {
         oid: Oid,
         size: u64,
         path: PathBuf,
-    ) -> Result<bool, WireError> {
+    ) -> Result<bool, TransferError> {
         let layout = self.facts(repo).await?.object_remote(repo)?;
         self.send_local(&layout, oid, size, path).await
     }
@@ -35,15 +34,12 @@ impl Transfers {
         oid: Oid,
         size: u64,
         path: PathBuf,
-    ) -> Result<bool, WireError> {
+    ) -> Result<bool, TransferError> {
         match self.take_in(oid, size, Some(path.clone())).await {
             Ok(()) => self.send_from_pool(layout, oid).await,
-            Err(e)
-                if matches!(e.code, ErrorCode::Internal | ErrorCode::NoSpace) && path.is_file() =>
-            {
+            Err(e @ TransferError::Pool(_)) if path.is_file() => {
                 log::warn!(
-                    "object {oid}: the pool could not take it ({}); uploading it from {}",
-                    e.message,
+                    "object {oid}: the pool could not take it ({e}); uploading it from {}",
                     path.display()
                 );
                 self.send_file(layout, oid, &path).await
@@ -59,19 +55,13 @@ impl Transfers {
         layout: &ObjectRemote,
         oid: Oid,
         path: &Path,
-    ) -> Result<bool, WireError> {
+    ) -> Result<bool, TransferError> {
         self.s3_ready(layout)?;
         let uploaded = self
             .remote
             .upload_file(path, layout, oid, self.upload)
             .await
-            .map_err(|e| {
-                let code = match e {
-                    UploadError::NotTheObject { .. } => ErrorCode::InvalidArgument,
-                    _ => ErrorCode::Internal,
-                };
-                crate::server::wire_error::wire_error(code, &e)
-            })?;
+            .map_err(TransferError::UploadFile)?;
         self.confirmed.record(layout, oid);
         Ok(matches!(uploaded, Uploaded::Skipped(_)))
     }
@@ -81,7 +71,12 @@ impl Transfers {
     /// own copy is verified already and is not read again. `not_found` when
     /// neither has it, `invalid_argument` when the repo's copy is not the
     /// object, `internal` or `no_space` when the pool failed to take it.
-    async fn take_in(&self, oid: Oid, size: u64, path: Option<PathBuf>) -> Result<(), WireError> {
+    async fn take_in(
+        &self,
+        oid: Oid,
+        size: u64,
+        path: Option<PathBuf>,
+    ) -> Result<(), TransferError> {
         let pool = self.pool.clone();
         let from = path.as_ref().map(|p| p.display().to_string());
         let len = blocking(move || match (pool.size(&oid)?, path) {
@@ -93,22 +88,16 @@ impl Transfers {
         })
         .await
         .map_err(|e| match e {
-            PoolError::HashMismatch { .. } => WireError::new(
-                ErrorCode::InvalidArgument,
-                format!("{}: {e}", from.unwrap_or_default()),
-            ),
-            _ => internal(e),
+            PoolError::HashMismatch { .. } => TransferError::NotTheObject {
+                from: from.unwrap_or_default(),
+                source: e,
+            },
+            _ => TransferError::Pool(e),
         })?;
         match len {
             Some(len) if len == size => Ok(()),
-            Some(len) => Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!("object {oid} has {len} bytes, the pointer says {size}"),
-            )),
-            None => Err(WireError::new(
-                ErrorCode::NotFound,
-                format!("object {oid} is neither in the pool nor in the repo"),
-            )),
+            Some(len) => Err(TransferError::WrongSize { oid, len, size }),
+            None => Err(TransferError::NotHere { oid }),
         }
     }
 
@@ -116,7 +105,7 @@ impl Transfers {
     /// was (or this daemon sent or saw it there in the last few minutes: the
     /// pre-push hook's batch is not checked again when git-lfs asks per
     /// object).
-    async fn send_from_pool(&self, layout: &ObjectRemote, oid: Oid) -> Result<bool, WireError> {
+    async fn send_from_pool(&self, layout: &ObjectRemote, oid: Oid) -> Result<bool, TransferError> {
         if self.confirmed.holds(layout, oid) {
             return Ok(true);
         }
@@ -125,18 +114,16 @@ impl Transfers {
             .remote
             .upload_pooled(self.pool.clone(), layout, oid, self.upload)
             .await
-            .map_err(internal)?;
+            .map_err(TransferError::UploadPooled)?;
         self.confirmed.record(layout, oid);
         Ok(matches!(uploaded, Uploaded::Skipped(_)))
     }
 
     /// For an S3 remote, that the S3 client can be made: a setup that
     /// cannot make one is the caller's to fix (`invalid_argument`).
-    fn s3_ready(&self, remote: &ObjectRemote) -> Result<(), WireError> {
+    fn s3_ready(&self, remote: &ObjectRemote) -> Result<(), TransferError> {
         if remote.s3().is_some() {
-            self.remote.s3().map_err(|e| {
-                crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, &e)
-            })?;
+            self.remote.s3().map_err(TransferError::S3Setup)?;
         }
         Ok(())
     }

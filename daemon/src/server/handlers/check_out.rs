@@ -11,9 +11,6 @@ pub(super) async fn handle(
     request: CheckOutRequest,
 ) -> Result<Reply, WireError> {
     let CheckOutRequest { repo } = request;
-    let report = shared
-        .transfers
-        .check_out(&shared.repo_locks, &repo)
-        .await?;
+    let report = shared.transfers.check_out(&repo).await?;
     Ok(Reply::CheckedOut(report))
 }

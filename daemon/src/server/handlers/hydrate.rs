@@ -21,9 +21,6 @@ pub(super) async fn handle(
             message: None,
         })
     };
-    let hydrated = shared
-        .transfers
-        .hydrate_repo(&shared.repo_locks, &repo, &report)
-        .await?;
+    let hydrated = shared.transfers.hydrate_repo(&repo, &report).await?;
     Ok(Reply::Hydrated(hydrated))
 }

@@ -66,7 +66,7 @@ pub(crate) async fn handle(
             grace_secs,
         }) => {
             let grace = grace_secs.unwrap_or(drsd_proto::GC_GRACE_SECS);
-            let sweep = gc::Sweep {
+            let sweep = crate::ops::gc::Sweep {
                 dry_run,
                 force,
                 grace,

@@ -4,7 +4,7 @@
 //! repos and a large pool.
 
 use super::Shared;
-use drsd_proto::{QueueReport, Reply, StatusReport};
+use drsd_proto::{Reply, StatusReport};
 
 /// Daemon, pool per tier (last background measurement), repos, queue.
 pub(crate) async fn handle(shared: &Shared) -> Reply {
@@ -15,35 +15,9 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         idle_timeout_secs: shared.config.idle_timeout.map(|t| t.as_secs()),
         socket: shared.config.socket.clone(),
         pool_dir: shared.config.pool_dir.clone(),
-        pool: shared.pool_stats.get(&shared.pool).await,
-        repos: shared.repos.reports(),
-        queue: queue(shared).await,
-        trusted_at_their_word: shared.remote.trusted_sources(),
+        pool: shared.care.figures().await,
+        repos: shared.registrar.list(),
+        queue: shared.workers.queue().await,
+        trusted_at_their_word: shared.transfers.trusted_sources(),
     })
-}
-
-async fn queue(shared: &Shared) -> QueueReport {
-    let registry = shared.registry.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        Ok::<_, crate::registry::RegistryError>((registry.job_counts()?, registry.open_jobs(100)?))
-    })
-    .await;
-    let (counts, open) = match read {
-        Ok(Ok(both)) => both,
-        Ok(Err(e)) => {
-            log::warn!("reading the job queue: {e}");
-            Default::default()
-        }
-        Err(_) => Default::default(),
-    };
-    QueueReport {
-        queued: counts.queued,
-        running: counts.running,
-        retrying: counts.retrying,
-        failed: counts.failed,
-        held: counts.held,
-        done: counts.done,
-        active: shared.running.report(),
-        open: open.into_iter().map(Into::into).collect(),
-    }
 }

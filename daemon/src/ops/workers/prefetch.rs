@@ -67,7 +67,7 @@ impl PrefetchError {
         // once with a `no_space` reason ([`failure_reason`]) that a waiter
         // sees, and is queued again at the next start, or by `drsctl
         // fetch` / `promote --retry`, once the user made room.
-        if crate::server::wire_error::out_of_space(self) {
+        if crate::io_error::out_of_space(self) {
             return Some(1);
         }
         let remote = |e: &RemoteError| (e.permanence() == Permanence::Permanent).then_some(1);
@@ -355,7 +355,7 @@ pub const NO_SPACE_REASON: &str = "no_space";
 /// to do.
 pub fn failure_reason(error: &PrefetchError, pool_dir: Option<&std::path::Path>) -> String {
     let why = crate::remote::redact_text(&error.to_string());
-    if !crate::server::wire_error::out_of_space(error) {
+    if !crate::io_error::out_of_space(error) {
         return why;
     }
     let folder = pool_dir.map_or("the pool's folder".to_string(), |d| {

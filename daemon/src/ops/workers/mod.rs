@@ -5,28 +5,36 @@
 //! unless no retry can mend them (`PrefetchError::max_tries`): those jobs
 //! are `failed` for good until the user asks again (`drsctl promote
 //! --retry`). A job interrupted by a stop or a kill is queued again at the
-//! next start and its download resumes.
+//! next start and its download resumes. What one worker does with a job
+//! is `prefetch.rs`'s.
+
+pub mod prefetch;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::Shared;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use self::prefetch::{failure_reason, next_try, prefetch, Hashed, NO_SPACE_REASON};
+use super::foreign::ForeignObjects;
 use crate::blocking;
-use crate::prefetch::{failure_reason, next_try, prefetch, Hashed, NO_SPACE_REASON};
+use crate::config::PrefetchConfig;
+use crate::pool::Pool;
 use crate::registry::{now, Job, Registry};
-use crate::remote::FetchOptions;
-use drsd_proto::JobProgress;
+use crate::remote::{FetchOptions, Remote};
+use drsd_proto::{JobProgress, QueueReport};
 
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
 
 /// Downloads in progress, by URL (redacted): for `drsctl status`.
 #[derive(Default)]
-pub(crate) struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
+struct Running(Mutex<BTreeMap<String, (u64, u64, Instant)>>);
 
 impl Running {
-    pub fn report(&self) -> Vec<JobProgress> {
+    fn report(&self) -> Vec<JobProgress> {
         let map = crate::lock::lock(&self.0);
         map.iter()
             .map(|(url, (done, total, since))| JobProgress {
@@ -51,9 +59,103 @@ impl Running {
     }
 }
 
+/// The prefetch workers and what they share: the queue, the pool, the
+/// object stores, the downloads in progress.
+pub struct Workers {
+    registry: Arc<Registry>,
+    pool: Arc<Pool>,
+    remote: Arc<Remote>,
+    /// Hydrates and promotes a hashed object in the repos using it.
+    foreign: Arc<ForeignObjects>,
+    cfg: PrefetchConfig,
+    /// Notified when jobs were queued.
+    wake: Arc<Notify>,
+    running: Running,
+    /// Cancelled when the daemon stops.
+    stop: CancellationToken,
+}
+
+impl Workers {
+    pub(crate) fn new(
+        registry: Arc<Registry>,
+        pool: Arc<Pool>,
+        remote: Arc<Remote>,
+        foreign: Arc<ForeignObjects>,
+        cfg: PrefetchConfig,
+        wake: Arc<Notify>,
+        stop: CancellationToken,
+    ) -> Workers {
+        Workers {
+            registry,
+            pool,
+            remote,
+            foreign,
+            cfg,
+            wake,
+            running: Running::default(),
+            stop,
+        }
+    }
+
+    /// The job queue for `status`: counts per state, the open jobs (at most
+    /// 100) and the downloads in progress. A queue that cannot be read
+    /// shows empty: the rest of the status still helps.
+    pub async fn queue(&self) -> QueueReport {
+        let registry = self.registry.clone();
+        let read = blocking(move || {
+            Ok::<_, crate::registry::RegistryError>((
+                registry.job_counts()?,
+                registry.open_jobs(100)?,
+            ))
+        })
+        .await;
+        let (counts, open) = read.unwrap_or_else(|e| {
+            log::warn!("reading the job queue: {e}");
+            Default::default()
+        });
+        QueueReport {
+            queued: counts.queued,
+            running: counts.running,
+            retrying: counts.retrying,
+            failed: counts.failed,
+            held: counts.held,
+            done: counts.done,
+            active: self.running.report(),
+            open: open.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The registry, for the in-process tests.
+    #[cfg(test)]
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Whether a prefetch runs or one is due within `limit`, for the idle
+    /// timer. When the queue cannot be read, it says busy: better up than
+    /// gone.
+    pub async fn busy_within(&self, limit: Duration) -> bool {
+        let registry = self.registry.clone();
+        let queue = blocking(move || {
+            Ok::<_, crate::registry::RegistryError>((
+                registry.job_counts()?.running,
+                registry.next_due()?,
+            ))
+        })
+        .await;
+        match queue {
+            Ok((running, next)) => {
+                running > 0
+                    || next.is_some_and(|at| at <= now() + limit.as_secs_f64().ceil() as u64)
+            }
+            Err(_) => true,
+        }
+    }
+}
+
 /// Runs the configured number of workers until the daemon stops.
-pub(crate) async fn run(shared: Arc<Shared>) {
-    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.max_size);
+pub async fn run(shared: Arc<Workers>) {
+    let (registry, max) = (shared.registry.clone(), shared.cfg.max_size);
     let requeued = move || {
         registry.release_held(max)?;
         // Those a full pool ended: room may have been made since.
@@ -72,7 +174,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         Err(e) => log::warn!("requeueing interrupted jobs: {e}"),
     }
     shared.foreign.queue_unhashed().await;
-    let cfg = &shared.config.prefetch;
+    let cfg = &shared.cfg;
     let small = shared.pool.threshold().saturating_sub(1);
     let lanes =
         std::iter::repeat_n(u64::MAX, cfg.jobs).chain(std::iter::repeat_n(small, cfg.small_jobs));
@@ -84,7 +186,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 /// workers take any (a large object is worth a bandwidth-friendly few
 /// streams), the small-object lane's many take those that go to the pool's
 /// kv tier, in one GET each, whose time is round trips, not bandwidth.
-async fn worker(shared: Arc<Shared>, max_size: u64) {
+async fn worker(shared: Arc<Workers>, max_size: u64) {
     loop {
         let registry = shared.registry.clone();
         match blocking(move || registry.claim_up_to(now(), max_size)).await {
@@ -92,7 +194,7 @@ async fn worker(shared: Arc<Shared>, max_size: u64) {
             Ok(None) => {
                 let wait = idle_wait(&shared.registry).await;
                 tokio::select! {
-                    _ = shared.jobs_wake.notified() => {}
+                    _ = shared.wake.notified() => {}
                     _ = tokio::time::sleep(wait) => {}
                     _ = shared.stop.cancelled() => return,
                 }
@@ -120,8 +222,8 @@ async fn idle_wait(registry: &Arc<Registry>) -> Duration {
 }
 
 /// Fetches and hashes the job's object, then records how it went.
-async fn work(shared: &Arc<Shared>, job: Job) {
-    let cfg = &shared.config.prefetch;
+async fn work(shared: &Workers, job: Job) {
+    let cfg = &shared.cfg;
     let shown = job.object.url.to_string();
     let opts = FetchOptions {
         bandwidth: cfg.bandwidth.map(|b| (b / cfg.jobs as u64).max(1)),
@@ -157,14 +259,17 @@ async fn work(shared: &Arc<Shared>, job: Job) {
             if let Err(e) = failed {
                 log::warn!("recording the failure of {shown}: {e}");
             }
-            super::partials::cap_failed(shared).await;
+            if let Some(dir) = shared.pool.partial_dir() {
+                let (registry, max) = (shared.registry.clone(), cfg.partial_max);
+                super::gc::partials::cap_failed(registry, dir.to_path_buf(), max).await;
+            }
         }
     }
 }
 
 /// The job's object is hashed: its content oid recorded, then promoted in
 /// every repo that refers to it.
-async fn finish(shared: &Shared, job: Job, hashed: Hashed, shown: &str) {
+async fn finish(shared: &Workers, job: Job, hashed: Hashed, shown: &str) {
     let Hashed {
         oid,
         md5,

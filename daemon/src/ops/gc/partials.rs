@@ -3,39 +3,39 @@
 //! are capped; a gc removes those no job that can still run owns.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 
-use super::Shared;
+use super::error::PartialsSweepError;
 use crate::pool::Pool;
 use crate::registry::{JobState, Registry};
 use crate::remote::partials;
 use drsd_proto::PartialsRemoved;
 
 /// The partial file names of the jobs in any of `states`.
-fn owned_by(registry: &Registry, states: &[JobState]) -> Result<HashSet<String>, String> {
-    let objects = registry.job_objects(states).map_err(|e| e.to_string())?;
+fn owned_by(
+    registry: &Registry,
+    states: &[JobState],
+) -> Result<HashSet<String>, PartialsSweepError> {
+    let objects = registry.job_objects(states)?;
     Ok(objects.iter().filter_map(partials::name_of).collect())
 }
 
-/// After a prefetch failed: the partials of failed jobs hold at most the
-/// configured bytes (`DRSD_PARTIAL_MAX`), the oldest going first.
-pub(super) async fn cap_failed(shared: &Shared) {
-    let Some(dir) = shared.pool.partial_dir().map(|d| d.to_path_buf()) else {
-        return;
-    };
-    let (registry, max) = (shared.registry.clone(), shared.config.prefetch.partial_max);
-    let capped = tokio::task::spawn_blocking(move || {
+/// After a prefetch failed: the partials of failed jobs in `dir` (the
+/// pool's partial folder) hold at most `max` bytes (`DRSD_PARTIAL_MAX`),
+/// the oldest going first.
+pub(crate) async fn cap_failed(registry: std::sync::Arc<Registry>, dir: PathBuf, max: u64) {
+    let capped = crate::blocking(move || {
         let failed = owned_by(&registry, &[JobState::Failed])?;
-        partials::cap(&dir, &failed, max).map_err(|e| e.to_string())
+        partials::cap(&dir, &failed, max).map_err(PartialsSweepError::from)
     })
     .await;
     match capped {
-        Ok(Ok(r)) if r.files > 0 => log::info!(
+        Ok(r) if r.files > 0 => log::info!(
             "removed {} partial download(s) of failed jobs ({} bytes): over the {max}-byte cap",
             r.files,
             r.bytes
         ),
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => log::warn!("capping partial downloads: {e}"),
+        Ok(_) => {}
         Err(e) => log::warn!("capping partial downloads: {e}"),
     }
 }
@@ -46,7 +46,7 @@ pub(super) fn sweep(
     pool: &Pool,
     registry: &Registry,
     dry_run: bool,
-) -> Result<PartialsRemoved, String> {
+) -> Result<PartialsRemoved, PartialsSweepError> {
     let Some(dir) = pool.partial_dir() else {
         return Ok(PartialsRemoved::default());
     };
@@ -58,8 +58,7 @@ pub(super) fn sweep(
     let removed = match dry_run {
         true => partials::count_unowned(dir, &owned, now),
         false => partials::remove_unowned(dir, &owned, now),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     Ok(PartialsRemoved {
         files: removed.files,
         bytes: removed.bytes,

@@ -15,10 +15,10 @@ use tokio::sync::OwnedMutexGuard;
 type Gate = tokio::sync::Mutex<()>;
 
 #[derive(Default)]
-pub(crate) struct RepoLocks(Mutex<HashMap<PathBuf, Weak<Gate>>>);
+pub struct RepoLocks(Mutex<HashMap<PathBuf, Weak<Gate>>>);
 
 /// Held while writing in one repo; dropping it lets the next writer in.
-pub(crate) type RepoGuard = OwnedMutexGuard<()>;
+pub type RepoGuard = OwnedMutexGuard<()>;
 
 impl RepoLocks {
     /// Waits for the repo at `top` (its canonical top folder) to be free.

@@ -12,7 +12,7 @@ use crate::pool::{Pool, PoolStats};
 use drsd_proto::{PoolStatsReport, TierLine};
 
 /// How often the background task measures the pool.
-pub(crate) const REFRESH: Duration = Duration::from_secs(10);
+pub const REFRESH: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 pub(crate) struct PoolStatsCache {
@@ -35,10 +35,8 @@ impl PoolStatsCache {
     /// Measures the pool (off the async threads) and keeps the figures.
     pub async fn refresh(&self, pool: &Arc<Pool>) -> PoolStatsReport {
         let measuring = pool.clone();
-        let stats = tokio::task::spawn_blocking(move || measuring.stats()).await;
-        let report = match stats {
-            Ok(Ok(stats)) => PoolStatsReport::from(stats),
-            Ok(Err(e)) => return unreadable(pool, &e),
+        let report = match crate::blocking(move || measuring.stats()).await {
+            Ok(stats) => PoolStatsReport::from(stats),
             Err(e) => return unreadable(pool, &e),
         };
         *lock(&self.last) = Some((Instant::now(), report.clone()));

@@ -1,14 +1,24 @@
 //! The registered repos, kept across restarts in a small JSON file under
 //! the state folder, replaced atomically (write a temp file, fsync, rename).
+//! A file that cannot be read stops the daemon's start ([`StateError`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::DaemonError;
+use crate::IoError;
 
 const VERSION: u32 = 1;
+
+/// Why the repo book's file could not be read or written, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("the state file {} {why}; fix or remove it (it lists the registered repos)", path.display())]
+    Bad { path: PathBuf, why: String },
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct StateFile {
@@ -21,15 +31,15 @@ pub(crate) fn state_file(state_dir: &Path) -> PathBuf {
 }
 
 /// The repos saved at `path`; none when the file does not exist yet.
-pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, DaemonError> {
-    let bad = |why: String| DaemonError::State {
+pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, StateError> {
+    let bad = |why: String| StateError::Bad {
         path: path.to_path_buf(),
         why,
     };
     let text = match std::fs::read(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(DaemonError::io("read", path, e)),
+        Err(e) => return Err(IoError::new("read", path, e).into()),
     };
     let state: StateFile =
         serde_json::from_slice(&text).map_err(|e| bad(format!("is not valid: {e}")))?;
@@ -42,21 +52,21 @@ pub(crate) fn load(path: &Path) -> Result<Vec<PathBuf>, DaemonError> {
     Ok(state.repos)
 }
 
-pub(crate) fn save(path: &Path, repos: &[PathBuf]) -> Result<(), DaemonError> {
+pub(crate) fn save(path: &Path, repos: &[PathBuf]) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    crate::private::dir(dir).map_err(|e| DaemonError::io("create state folder", dir, e))?;
+    crate::private::dir(dir).map_err(IoError::at("create state folder", dir))?;
     let state = StateFile {
         version: VERSION,
         repos: repos.to_vec(),
     };
     let text = serde_json::to_vec_pretty(&state).expect("paths serialize");
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| DaemonError::io("create temp file in", dir, e))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(IoError::at("create temp file in", dir))?;
     tmp.write_all(&text)
         .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| DaemonError::io("write", tmp.path(), e))?;
+        .map_err(IoError::at("write", tmp.path()))?;
     tmp.persist(path)
-        .map_err(|e| DaemonError::io("replace", path, e.error))?;
+        .map_err(|e| IoError::new("replace", path, e.error))?;
     Ok(())
 }
 

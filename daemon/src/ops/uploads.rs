@@ -10,7 +10,7 @@ use crate::remote::{abort_left_over, MultipartUpload, Remote};
 /// The uploads an earlier daemon recorded in `registry` and never ended.
 /// Called before any request is served (and before this daemon's remote
 /// records in the registry), so none of this daemon's own is among them.
-pub(super) async fn left_over(registry: &Arc<Registry>) -> Vec<MultipartUpload> {
+pub async fn left_over(registry: &Arc<Registry>) -> Vec<MultipartUpload> {
     let listing = registry.clone();
     match crate::blocking(move || listing.open_uploads()).await {
         Ok(left) => left,
@@ -22,11 +22,7 @@ pub(super) async fn left_over(registry: &Arc<Registry>) -> Vec<MultipartUpload> 
 }
 
 /// Aborts the uploads `left` by an earlier daemon.
-pub(super) async fn abort(
-    remote: Arc<Remote>,
-    registry: Arc<Registry>,
-    left: Vec<MultipartUpload>,
-) {
+pub async fn abort(remote: Arc<Remote>, registry: Arc<Registry>, left: Vec<MultipartUpload>) {
     if left.is_empty() {
         return;
     }

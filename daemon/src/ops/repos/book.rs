@@ -15,19 +15,20 @@ use crate::git::Repo;
 use crate::lfs::scan::{locate_registered, scan_in, HeadPointers, ScanError};
 use crate::pool::Pool;
 use crate::watch::Watcher;
-use drsd_proto::{ErrorCode, RepoReport, RepoState, ScanReport, WireError};
+use drsd_proto::{RepoReport, RepoState, ScanReport};
 
-use super::{state, DaemonError};
+use super::state::{self, StateError};
+use super::RepoError;
 
-pub(crate) struct RepoBook {
+pub struct RepoBook {
     inner: Mutex<Inner>,
     scan_lock: tokio::sync::Mutex<BTreeMap<PathBuf, HeadPointers>>,
     state_file: PathBuf,
     pool: Arc<Pool>,
 }
 
-pub(super) struct Inner {
-    pub(super) repos: BTreeMap<PathBuf, RepoReport>,
+struct Inner {
+    repos: BTreeMap<PathBuf, RepoReport>,
     watcher: Watcher,
 }
 
@@ -37,7 +38,7 @@ impl RepoBook {
         state_file: PathBuf,
         pool: Arc<Pool>,
         watcher: Watcher,
-    ) -> Result<RepoBook, DaemonError> {
+    ) -> Result<RepoBook, StateError> {
         let repos = state::load(&state_file)?
             .into_iter()
             .map(|path| (path.clone(), fresh(path)))
@@ -50,7 +51,7 @@ impl RepoBook {
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         crate::lock::lock(&self.inner)
     }
 
@@ -66,10 +67,10 @@ impl RepoBook {
     }
 
     /// Registers the work tree containing `path`, watches and scans it.
-    pub async fn add(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn add(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         let top = blocking(move || Repo::locate(&path).map(|repo| repo.top))
             .await
-            .map_err(|e| invalid(&e))?;
+            .map_err(RepoError::NotInRepo)?;
         let added = {
             let mut inner = self.lock();
             let added = !inner.repos.contains_key(&top);
@@ -89,7 +90,7 @@ impl RepoBook {
     }
 
     /// Unregisters `path` (as given or as its work tree's top) and stops watching it.
-    pub async fn remove(&self, path: PathBuf) -> Result<RepoReport, WireError> {
+    pub async fn remove(&self, path: PathBuf) -> Result<RepoReport, RepoError> {
         let key = self.find(&path).ok_or_else(|| not_registered(&path))?;
         let mut inner = self.lock();
         let report = inner
@@ -120,14 +121,14 @@ impl RepoBook {
             .find(|p| inner.repos.contains_key(p))
     }
 
-    fn report(&self, path: &Path) -> Option<RepoReport> {
+    /// The last report of the repo registered at `path`, if it is.
+    pub fn report(&self, path: &Path) -> Option<RepoReport> {
         self.lock().repos.get(path).cloned()
     }
 
-    fn save(&self, inner: &Inner) -> Result<(), WireError> {
+    fn save(&self, inner: &Inner) -> Result<(), RepoError> {
         let paths: Vec<PathBuf> = inner.repos.keys().cloned().collect();
-        state::save(&self.state_file, &paths)
-            .map_err(|e| crate::server::wire_error::wire_error(ErrorCode::Internal, &e))
+        state::save(&self.state_file, &paths).map_err(RepoError::Save)
     }
 
     /// Scans `repo` again and updates its report and watch.
@@ -226,13 +227,8 @@ fn fresh(path: PathBuf) -> RepoReport {
     }
 }
 
-fn invalid(e: &(dyn std::error::Error + 'static)) -> WireError {
-    crate::server::wire_error::wire_error(ErrorCode::InvalidArgument, e)
-}
-
-fn not_registered(path: &Path) -> WireError {
-    WireError::new(
-        ErrorCode::NotFound,
-        format!("{} is not a registered repo", path.display()),
-    )
+fn not_registered(path: &Path) -> RepoError {
+    RepoError::NotRegistered {
+        path: path.to_path_buf(),
+    }
 }
