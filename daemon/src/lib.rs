@@ -44,6 +44,7 @@ pub mod remote;
 pub mod safe_write;
 pub mod server;
 pub mod settings;
+pub mod stores;
 pub mod trusted_file;
 pub mod watch;
 

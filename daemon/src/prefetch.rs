@@ -23,9 +23,9 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, parts, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
-    RemoteError, ResolveError,
+    fetch_into_pool, parts, Fetch, FetchError, FetchOptions, Origin, Remote, ResolveError,
 };
+use crate::stores::{ObjectUrl, Permanence, RemoteError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrefetchError {
@@ -354,7 +354,7 @@ pub const NO_SPACE_REASON: &str = "no_space";
 /// it): a full pool disk says so first, naming the pool's folder and what
 /// to do.
 pub fn failure_reason(error: &PrefetchError, pool_dir: Option<&std::path::Path>) -> String {
-    let why = crate::remote::redact_text(&error.to_string());
+    let why = crate::stores::redact_text(&error.to_string());
     if !crate::server::wire_error::out_of_space(error) {
         return why;
     }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::pool::Oid;
-use crate::remote::SecretUrl;
+use crate::stores::SecretUrl;
 use crate::IoError;
 
 pub use indexd::IndexdRegistration;
@@ -117,7 +117,7 @@ pub fn provisional_oid(url: &str, etag: &str) -> Oid {
     if is_content_etag(etag) {
         return Oid::from_digest(Sha256::digest(etag.as_bytes()).into());
     }
-    let plain = crate::remote::without_query(url);
+    let plain = crate::stores::without_query(url);
     Oid::from_digest(Sha256::digest(format!("{plain}\n{etag}").as_bytes()).into())
 }
 

@@ -7,12 +7,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::dir::{DirError, DirPut, DirRemote};
 use super::{
-    upload_from_file, upload_from_pool, FetchError, ObjectLayout, ObjectMeta, PointerFetchError,
-    Presence, Remote, RemoteError, UploadError, UploadOptions, Uploaded,
+    upload_from_file, upload_from_pool, FetchError, PointerFetchError, Presence, Remote,
+    UploadError, UploadOptions, Uploaded,
 };
 use crate::pool::{Oid, Pool};
+use crate::stores::dir::{DirError, DirPut, DirRemote};
+use crate::stores::{ObjectLayout, ObjectMeta, RemoteError};
 
 /// Where a repo's objects go.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,9 +17,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::ObjectUrl;
 use crate::pool::Oid;
 use crate::registry::ForeignObject;
+use crate::stores::ObjectUrl;
 
 /// The most bytes the partial files of failed prefetch jobs may hold in
 /// all (`1G`, `500M`...).

@@ -28,8 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use md5::{Digest, Md5};
 
-use super::{parts, ObjectLayout, ObjectMeta, S3Client, SentObject, UploadError};
+use super::{parts, UploadError};
 use crate::pool::{Blob, Oid};
+use crate::stores::{ObjectLayout, ObjectMeta, S3Client, SentObject};
 
 /// The environment variable of the `trust_claims` setting.
 pub const TRUST_CLAIMS_ENV: &str = "DRSD_TRUST_CLAIMS";

@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use super::drs::{DrsError, DrsObject, DrsUri};
-use super::Permanence;
-use super::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, ObjectUrl, Remote, RemoteError,
-};
+use super::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Remote};
 use crate::pool::{Oid, Pool};
+use crate::stores::drs::{DrsError, DrsObject, DrsUri};
+use crate::stores::Permanence;
+use crate::stores::{ObjectUrl, RemoteError};
 
 /// Why an object could not be read from where its URL says.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +72,7 @@ impl Remote {
         let drs = self.drs()?;
         let ways = drs.access_ways(uri, &object)?;
         if ways.is_empty() {
-            return Err(super::drs::no_access(uri, &object).into());
+            return Err(crate::stores::drs::no_access(uri, &object).into());
         }
         let mut tries = Vec::new();
         let mut transient = false;

@@ -3,9 +3,9 @@
 //! what values it takes and what its default is. One table, so the file's
 //! keys, the environment and `drsctl config` cannot drift apart.
 
-use crate::remote::drs::{GEN3_CREDENTIALS_ENV, SERVERS_ENV, TOKEN_FILE_ENV};
 use crate::remote::partials::PARTIAL_MAX_ENV;
-use crate::remote::CA_FILE_ENV;
+use crate::stores::drs::{GEN3_CREDENTIALS_ENV, SERVERS_ENV, TOKEN_FILE_ENV};
+use crate::stores::CA_FILE_ENV;
 
 /// A setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -51,7 +51,7 @@ pub enum Kind {
     Path,
     /// An http(s) URL.
     Url,
-    /// `NAME=URL[,NAME=URL...]` (see `remote::drs::servers`).
+    /// `NAME=URL[,NAME=URL...]` (see `stores::drs::servers`).
     DrsServers,
     Text,
 }
@@ -281,7 +281,7 @@ pub static SPECS: &[Spec] = &[
         top(
             Key::MetadataTimeout,
             "metadata_timeout",
-            &[crate::remote::METADATA_TIMEOUT_ENV],
+            &[crate::stores::METADATA_TIMEOUT_ENV],
             Kind::Secs,
         ),
         "30",

@@ -323,7 +323,7 @@ fn parse_text(spec: &Spec, text: &str) -> Result<Value, String> {
             Value::Text(text.to_string())
         }
         Kind::DrsServers => {
-            crate::remote::drs::DrsServers::parse(text)
+            crate::stores::drs::DrsServers::parse(text)
                 .map_err(|e| format!("entry {:?}: {}; {}", e.entry, e.why, want()))?;
             Value::Text(text.to_string())
         }

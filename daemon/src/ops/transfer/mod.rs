@@ -16,7 +16,7 @@ mod elsewhere;
 mod facts;
 mod gates;
 mod hydrate;
-mod indexd;
+mod indexd_push;
 mod push;
 mod send;
 

@@ -15,8 +15,8 @@ use std::fmt;
 use percent_encoding::utf8_percent_encode;
 
 use super::uri::{BadDrsUri, DrsUri, Form, NOT_UNRESERVED};
-use crate::remote::redacted;
 use crate::settings::{Key, Settings};
+use crate::stores::redacted;
 
 /// The environment variable holding the map.
 pub const SERVERS_ENV: &str = "DRSD_DRS_SERVERS";

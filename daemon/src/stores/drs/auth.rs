@@ -251,10 +251,10 @@ impl DrsAuth {
         let (client, request) = req.build_split();
         let request = request.map_err(|e| DrsError::Transport {
             asked: "a request to authorize".into(),
-            server: crate::remote::shown_url(host),
+            server: crate::stores::shown_url(host),
             why: format!("it could not be built: {}", super::call::chain(&e)),
             attempts: 0,
-            permanence: crate::remote::Permanence::Permanent,
+            permanence: crate::stores::Permanence::Permanent,
         })?;
         let credential = self.credential(&client, host).await?;
         let req = credential.apply(RequestBuilder::from_parts(client, request));

@@ -21,7 +21,7 @@ use super::call::{self, Api, Ask, Caller, Pending};
 use super::model::{quoted, AccessMethod, AccessUrl, AccessUrlJson, DrsObject, Read, BLANK};
 use super::servers::{below, API_PATH};
 use super::{DrsError, DrsServers, DrsUri};
-use crate::remote::{shown_url, HttpConfig, SecretUrl};
+use crate::stores::{shown_url, HttpConfig, SecretUrl};
 
 /// Headers an access URL may not set: drsd's requests decide these.
 const RESERVED_HEADERS: [&str; 8] = [

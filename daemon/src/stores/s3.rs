@@ -176,7 +176,7 @@ impl S3Client {
     }
 
     /// Where uploads and sent objects are recorded, when anywhere.
-    pub(super) fn journal(&self) -> Option<&dyn UploadJournal> {
+    pub(crate) fn journal(&self) -> Option<&dyn UploadJournal> {
         self.journal.as_deref()
     }
 
@@ -626,7 +626,7 @@ mod endpoint_tests {
     #[tokio::test]
     async fn a_name_that_does_not_resolve_names_its_host_and_how_to_set_the_endpoint() {
         let e = unresolvable().await;
-        let error = crate::remote::transport::transport("HEAD", "s3://b/k", 1, &e).to_string();
+        let error = crate::stores::transport::transport("HEAD", "s3://b/k", 1, &e).to_string();
         assert!(
             error.contains("looking up the host no-such-bucket.drsd-test.invalid"),
             "{error}"

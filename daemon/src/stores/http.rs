@@ -373,7 +373,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::remote::Permanence;
+    use crate::stores::Permanence;
 
     #[test]
     fn shown_urls_lose_their_query_and_user() {

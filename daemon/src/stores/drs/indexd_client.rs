@@ -22,7 +22,7 @@ use super::netrc::NetrcFile;
 use super::servers::below;
 use super::DrsError;
 use crate::pool::Oid;
-use crate::remote::{shown_url, HttpConfig};
+use crate::stores::{shown_url, HttpConfig};
 
 /// An Indexd record (the fields drsd reads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

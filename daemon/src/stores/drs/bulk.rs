@@ -37,7 +37,7 @@ use super::client::{blank, check_object};
 use super::model::{id_of, nullable, quoted, DrsObject, Read};
 use super::servers::below;
 use super::{DrsClient, DrsError, DrsUri};
-use crate::remote::shown_url;
+use crate::stores::shown_url;
 
 /// The batch size tried on a server whose service-info does not say.
 pub(super) const GUESSED_BATCH: usize = 100;

@@ -28,8 +28,9 @@ use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::{is_content_etag, Entry};
-use crate::remote::drs::{IndexdClient, NewRecord};
-use crate::remote::{Held, ObjectUrl};
+use crate::remote::Held;
+use crate::stores::drs::{IndexdClient, NewRecord};
+use crate::stores::ObjectUrl;
 use drsd_proto::{ErrorCode, WireError};
 
 /// The repo's Indexd, for one push.
@@ -247,7 +248,7 @@ impl Transfers {
                     indexd.base,
                     pointer.oid,
                     record.did,
-                    crate::remote::redacted(url)
+                    crate::stores::redacted(url)
                 );
                 return Ok(Some(did));
             }
@@ -380,7 +381,7 @@ impl Transfers {
     /// The object remote's ETag of `key`, without quotes.
     async fn remote_etag(
         &self,
-        layout: &crate::remote::ObjectLayout,
+        layout: &crate::stores::ObjectLayout,
         key: &str,
     ) -> Result<Option<String>, String> {
         let client = self.remote.s3().map_err(|e| e.to_string())?;

@@ -23,8 +23,8 @@ use tokio::sync::Mutex;
 use super::auth::{Credential, CredentialKind};
 use super::call::{self, Ask};
 use super::DrsError;
-use crate::remote::transport::{send_retrying, Sent};
-use crate::remote::{shown_url, Permanence, Retry};
+use crate::stores::transport::{send_retrying, Sent};
+use crate::stores::{shown_url, Permanence, Retry};
 
 /// Where a commons exchanges API keys for access tokens.
 const EXCHANGE_PATH: &str = "/user/credentials/api/access_token";
