@@ -436,7 +436,7 @@ fn a_blank_record_renders_with_null_size_and_form_and_empty_lists_in_either_look
     ] {
         assert_eq!(object[key], value, "{key}: {object}");
     }
-    let body = json_of(bulk(&server, &[did.clone()]));
+    let body = json_of(bulk(&server, std::slice::from_ref(&did)));
     assert_eq!(
         body["resolved_drs_objects"][0]["size"],
         json!(null),

@@ -19,8 +19,9 @@ use crate::stores::{ObjectUrl, RemoteError};
 /// Why an object could not be read from where its URL says.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
+    /// Boxed: the DRS error is the largest, and every `Result` carries it.
     #[error(transparent)]
-    Drs(#[from] DrsError),
+    Drs(Box<DrsError>),
     #[error(transparent)]
     Remote(#[from] RemoteError),
     #[error(transparent)]
@@ -51,6 +52,12 @@ pub struct Access {
     pub url: ObjectUrl,
     /// Headers the server asks this read to send (`access_url.headers`).
     pub headers: Vec<(String, String)>,
+}
+
+impl From<DrsError> for ResolveError {
+    fn from(e: DrsError) -> ResolveError {
+        ResolveError::Drs(Box::new(e))
+    }
 }
 
 impl Remote {
