@@ -247,7 +247,7 @@ async fn confirm(
 async fn checks(origin: &Origin<'_>, object: &ForeignObject, configured: Option<u64>) -> Checks {
     let etag = object.etag.as_str();
     let drs_md5 = object.md5.is_some();
-    if !crate::registry::is_content_etag(etag) {
+    if !crate::stores::is_content_etag(etag) {
         return Checks {
             md5: drs_md5,
             ..Checks::default()
@@ -308,7 +308,7 @@ async fn stated_part_size(origin: &Origin<'_>, count: u64) -> Option<u64> {
 /// change that matters.
 fn pinned_last_modified<'a>(object: &'a ForeignObject, checks: &Checks) -> Option<&'a str> {
     let etag = object.etag.as_str();
-    let checked = crate::registry::is_content_etag(etag)
+    let checked = crate::stores::is_content_etag(etag)
         && (!etag.contains('-') || !checks.part_sizes.is_empty());
     (!checked)
         .then_some(object.last_modified.as_deref())

@@ -105,9 +105,6 @@ impl Clients {
     }
 }
 
-/// The variable of the `drs_wait_secs` setting (default 60).
-pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,7 +94,7 @@ fn holds_the_source(
     let same_md5 = match (src.etag, there.etag.as_deref()) {
         (Some(a), Some(b)) => {
             let a = a.trim_matches('"');
-            crate::registry::is_content_etag(a) && !a.contains('-') && a.eq_ignore_ascii_case(b)
+            crate::stores::is_content_etag(a) && !a.contains('-') && a.eq_ignore_ascii_case(b)
         }
         _ => false,
     };

@@ -34,7 +34,6 @@ mod proof;
 mod resolved;
 mod upload;
 
-pub use clients::DRS_WAIT_ENV;
 pub use copy::CopyOutcome;
 pub use download::{
     fetch_into_file, fetch_into_pool, read_small, Fetch, FetchError, FetchOptions, Fetched, Origin,
@@ -42,6 +41,6 @@ pub use download::{
 };
 pub use facade::{Located, PointerFetchError, Remote};
 pub use object_remote::{Held, ObjectRemote, StoreError};
-pub use proof::{presence, trusted, Local, Presence, Proof, TRUST_CLAIMS_ENV};
+pub use proof::{presence, trusted, Local, Presence, Proof};
 pub use resolved::{Access, ResolveError};
 pub use upload::{upload_from_file, upload_from_pool, UploadError, UploadOptions, Uploaded};

@@ -32,9 +32,6 @@ use super::{parts, UploadError};
 use crate::pool::{Blob, Oid};
 use crate::stores::{ObjectLayout, ObjectMeta, S3Client, SentObject};
 
-/// The environment variable of the `trust_claims` setting.
-pub const TRUST_CLAIMS_ENV: &str = "DRSD_TRUST_CLAIMS";
-
 /// Whether `source` (an object remote as recorded, `s3://bucket/prefix`,
 /// or an Indexd's base URL) is one the user trusts at its word in the
 /// `trust_claims` setting (a comma-separated list; none by default): its
@@ -183,7 +180,7 @@ fn store_digest_matches(
     local: &Local,
     part_size: u64,
 ) -> std::io::Result<Result<Proof, String>> {
-    if !crate::registry::is_content_etag(etag) {
+    if !crate::stores::is_content_etag(etag) {
         return Ok(Err(format!(
             "its ETag {etag} is not an MD5 of its bytes, so cannot show what they are"
         )));

@@ -15,6 +15,7 @@
 //! The socket is not a setting here: clients must find it before they can
 //! ask the daemon anything, so it stays `--socket` / `DRSD_SOCKET`.
 
+pub mod env;
 mod file;
 mod keys;
 #[cfg(test)]

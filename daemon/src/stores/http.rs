@@ -36,15 +36,8 @@ use super::transport::{
     Retry, Sent,
 };
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError};
+use crate::settings::env::CA_FILE_ENV;
 use crate::settings::{Key, Settings, SettingsError};
-
-/// The environment variable naming a PEM file of extra trusted roots
-/// (the `ca_file` setting).
-pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";
-
-/// The environment variable of the `metadata_timeout` setting: seconds a
-/// metadata request (DRS, Indexd, a HEAD) has for its whole answer.
-pub const METADATA_TIMEOUT_ENV: &str = "DRSD_METADATA_TIMEOUT";
 
 /// The `metadata_timeout` default: far above what a healthy server needs
 /// for a JSON answer or a HEAD, short enough that a stalled one is named
@@ -373,6 +366,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::settings::env::METADATA_TIMEOUT_ENV;
     use crate::stores::Permanence;
 
     #[test]

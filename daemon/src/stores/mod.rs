@@ -36,8 +36,10 @@ mod url_props;
 pub use checksum::content_sha256;
 pub use credentials::{CredentialSource, S3Credentials};
 pub use error::{Permanence, RemoteError};
-pub use http::{shown as shown_url, HttpClient, HttpConfig, CA_FILE_ENV, METADATA_TIMEOUT_ENV};
+pub use http::{shown as shown_url, HttpClient, HttpConfig};
 pub use journal::{abort_left_over, LeftOver, MultipartUpload, SentObject, UploadJournal};
-pub use s3::{CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META};
+pub use s3::{
+    is_content_etag, CopySource, ObjectMeta, PutOutcome, S3Client, S3Config, SHA256_META,
+};
 pub use transport::Retry;
 pub use url::{redact_text, redacted, without_query, ObjectLayout, ObjectUrl, SecretUrl, REDACTED};

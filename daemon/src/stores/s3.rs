@@ -122,6 +122,16 @@ pub struct ObjectMeta {
 /// The metadata header our uploads carry: the content oid.
 pub const SHA256_META: &str = "x-amz-meta-sha256";
 
+/// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
+pub fn is_content_etag(etag: &str) -> bool {
+    let (md5, parts) = match etag.split_once('-') {
+        Some((md5, n)) => (md5, Some(n)),
+        None => (etag, None),
+    };
+    let hex32 = md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit());
+    hex32 && parts.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// What a conditional PUT did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutOutcome {

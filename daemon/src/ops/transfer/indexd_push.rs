@@ -27,9 +27,10 @@ use super::Transfers;
 use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::Oid;
-use crate::registry::{is_content_etag, Entry};
+use crate::registry::Entry;
 use crate::remote::Held;
 use crate::stores::drs::{IndexdClient, NewRecord};
+use crate::stores::is_content_etag;
 use crate::stores::ObjectUrl;
 use drsd_proto::{ErrorCode, WireError};
 

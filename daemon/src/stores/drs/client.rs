@@ -195,9 +195,9 @@ impl DrsClient {
             }
             _ => format!(
                 "none is sent to it: set {} or {} and name the server in {}",
-                super::GEN3_CREDENTIALS_ENV,
-                super::TOKEN_FILE_ENV,
-                super::SERVERS_ENV
+                crate::settings::env::GEN3_CREDENTIALS_ENV,
+                crate::settings::env::DRS_TOKEN_FILE_ENV,
+                crate::settings::env::DRS_SERVERS_ENV
             ),
         }
     }

@@ -76,7 +76,7 @@ pub enum DrsError {
     #[error(
         "{asked}: {server} sent no complete answer within {:.1} s (the metadata_timeout setting, {}); the server is stalled or too slow: try again later, or raise the setting",
         deadline.as_secs_f64(),
-        crate::stores::METADATA_TIMEOUT_ENV
+        crate::settings::env::METADATA_TIMEOUT_ENV
     )]
     Deadline {
         asked: String,

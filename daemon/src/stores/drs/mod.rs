@@ -32,12 +32,12 @@ mod uri;
 #[cfg(test)]
 mod tests;
 
-pub use auth::{CredentialKind, DrsAuth, GEN3_CREDENTIALS_ENV, TOKEN_FILE_ENV};
+pub use auth::{CredentialKind, DrsAuth};
 pub(crate) use call::Api;
 pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;
 pub use indexd_client::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};
 pub use netrc::{Login, NetrcFile};
-pub use servers::{BadDrsServers, DrsServers, SERVERS_ENV};
+pub use servers::{BadDrsServers, DrsServers};
 pub use uri::{BadDrsUri, DrsUri};

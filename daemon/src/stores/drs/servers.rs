@@ -15,18 +15,16 @@ use std::fmt;
 use percent_encoding::utf8_percent_encode;
 
 use super::uri::{BadDrsUri, DrsUri, Form, NOT_UNRESERVED};
+use crate::settings::env::DRS_SERVERS_ENV;
 use crate::settings::{Key, Settings};
 use crate::stores::redacted;
-
-/// The environment variable holding the map.
-pub const SERVERS_ENV: &str = "DRSD_DRS_SERVERS";
 
 /// Where DRS servers answer under their base URL.
 pub(super) const API_PATH: &str = "/ga4gh/drs/v1";
 
 /// A `DRSD_DRS_SERVERS` that cannot be read, naming the entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{SERVERS_ENV}: entry {entry:?}: {why} (want NAME=URL[,NAME=URL...], e.g. dg.TEST=https://data.example.org)")]
+#[error("{DRS_SERVERS_ENV}: entry {entry:?}: {why} (want NAME=URL[,NAME=URL...], e.g. dg.TEST=https://data.example.org)")]
 pub struct BadDrsServers {
     pub entry: String,
     pub why: String,
@@ -118,7 +116,7 @@ impl DrsServers {
                     uri.as_str(),
                     format!(
                         "the prefix {prefix:?} names no server: add {prefix}=https://HOST to \
-                         {SERVERS_ENV}"
+                         {DRS_SERVERS_ENV}"
                     ),
                 )
             })
@@ -261,7 +259,7 @@ mod tests {
     fn an_unmapped_prefix_is_an_error_naming_it_and_the_variable() {
         let err = base("drs://dg.NOPE:u1").unwrap_err().to_string();
         assert!(
-            err.contains("dg.NOPE") && err.contains(SERVERS_ENV),
+            err.contains("dg.NOPE") && err.contains(DRS_SERVERS_ENV),
             "{err}"
         );
     }

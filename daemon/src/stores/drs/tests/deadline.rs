@@ -69,7 +69,10 @@ fn assert_deadline(err: &DrsError, started: Instant, server: &url::Url, calls: u
     let text = err.to_string();
     let host = format!("{}:{}", server.host_str().unwrap(), server.port().unwrap());
     assert!(text.contains(&host) && text.contains("1.5 s"), "{text}");
-    assert!(text.contains(crate::stores::METADATA_TIMEOUT_ENV), "{text}");
+    assert!(
+        text.contains(crate::settings::env::METADATA_TIMEOUT_ENV),
+        "{text}"
+    );
 }
 
 async fn drs_lookup(start: &'static str) {
