@@ -91,7 +91,10 @@ impl Registrar {
             )
         };
         let remote = ObjectRemote::parse(text).map_err(|e| bad(e.to_string()))?;
-        self.remote.check_reachable(&remote).await.map_err(bad)
+        self.remote
+            .check_reachable(&remote)
+            .await
+            .map_err(|e| bad(e.to_string()))
     }
 
     /// `drsctl init --undo`: takes what `init` set up out of the repo and

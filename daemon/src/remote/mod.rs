@@ -40,7 +40,7 @@ pub use download::{
     SmallBody,
 };
 pub use facade::{Located, PointerFetchError, Remote};
-pub use object_remote::{Held, ObjectRemote, StoreError};
+pub use object_remote::{Held, ObjectRemote, StoreError, UnusableRemote};
 pub use proof::{presence, trusted, Local, Presence, Proof};
 pub use resolved::{Access, ResolveError};
 pub use upload::{upload_from_file, upload_from_pool, UploadError, UploadOptions, Uploaded};

@@ -308,11 +308,11 @@ async fn read_body(mut resp: Response) -> Result<Vec<u8>, (String, Permanence)> 
     Ok(body)
 }
 
-pub(super) fn bad_answer(ask: &Ask<'_>, why: String) -> DrsError {
+pub(super) fn bad_answer(ask: &Ask<'_>, why: impl std::fmt::Display) -> DrsError {
     DrsError::BadAnswer {
         asked: ask.asked.to_string(),
         server: shown_url(ask.server),
-        why,
+        why: why.to_string(),
     }
 }
 
