@@ -22,9 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drsd::pool::Pool;
-use drsd::remote::{
-    fetch_into_pool, Fetch, FetchOptions, Origin, S3Client, S3Config, S3Credentials,
-};
+use drsd::remote::{fetch_into_pool, Fetch, FetchOptions, Origin};
+use drsd::stores::{S3Client, S3Config, S3Credentials};
 use rusty_s3::S3Action;
 
 fn main() {
@@ -274,7 +273,7 @@ async fn small_objects() {
 /// pipeline. Each row also gives the CPU time it took per GiB, on this
 /// side (nginx's share is the same for every download).
 async fn prefetch_https(mib: u64) {
-    use drsd::remote::{HttpClient, HttpConfig};
+    use drsd::stores::{HttpClient, HttpConfig};
     let www = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
     let base = std::env::var("DRSD_TEST_HTTPS_URL").unwrap();
     let ca = std::env::var("DRSD_CA_FILE").unwrap();
@@ -434,7 +433,7 @@ fn openssl_md5_rate() -> f64 {
 /// A prefetch with and without md5 of the same object, from RGW and from
 /// nginx over http, against `curl -o /dev/null` and one core's md5.
 async fn md5_cost(mib: u64) {
-    use drsd::remote::{HttpClient, HttpConfig};
+    use drsd::stores::{HttpClient, HttpConfig};
     let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
     let client = S3Client::new(config.clone(), S3Credentials::from_env().unwrap()).unwrap();
     let www = std::env::var("DRSD_TEST_WWW").expect("run under tests/with-servers.sh");
@@ -537,7 +536,8 @@ async fn md5_cost(mib: u64) {
 /// `--proof`: see the module's notes.
 async fn proof_cost(mib: u64) {
     use drsd::pool::Oid;
-    use drsd::remote::{presence, Local, ObjectLayout, Presence, Proof};
+    use drsd::remote::{presence, Local, Presence, Proof};
+    use drsd::stores::ObjectLayout;
     let config = S3Config::from_env().expect("AWS_ENDPOINT_URL: run under tests/with-servers.sh");
     let client = S3Client::new(config, S3Credentials::from_env().unwrap()).unwrap();
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -121,8 +121,6 @@ pub enum ConfigError {
     },
 }
 
-pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
-
 /// Default timings: drain bound, debounce, poll interval.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEBOUNCE: Duration = Duration::from_millis(200);

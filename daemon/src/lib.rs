@@ -5,8 +5,12 @@
 //! One folder per concern, each with a small public face:
 //! - [`pool`]: the two-tier content-addressed store (kv for small blobs, large
 //!   files for the rest), dispatched by length.
-//! - [`remote`]: object stores (S3-compatible like Ceph RGW, and HTTPS)
-//!   behind one `Remote` facade, and object URLs.
+//! - [`stores`]: the clients that speak to object stores (S3-compatible
+//!   like Ceph RGW, HTTPS, a folder, GA4GH DRS and Gen3 Indexd), object
+//!   URLs, and what went wrong asking them.
+//! - [`remote`]: moving verified bytes between those stores and the pool
+//!   (resumable downloads, uploads, verified copies, proofs of what a store
+//!   holds) behind one `Remote` facade.
 //! - `drsd_proto` (its own crate): the wire protocol, socket location and
 //!   client, all that `drsctl` and the hooks use; the daemon converts its
 //!   types to the wire's at its edges.
@@ -43,6 +47,7 @@ pub mod remote;
 pub mod safe_write;
 pub mod server;
 pub mod settings;
+pub mod stores;
 pub mod trusted_file;
 pub mod watch;
 

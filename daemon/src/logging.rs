@@ -4,12 +4,12 @@
 //! Nothing the daemon logs carries request payloads wholesale: requests are
 //! logged by method, so credentials and signed URLs that later requests carry
 //! never reach the log. And whatever a line says, every URL in it passes
-//! through `remote::redact_text` on its way out ([`Redacting`]): user-info
+//! through `stores::redact_text` on its way out ([`Redacting`]): user-info
 //! and signing parameters never reach the journal or `drsd.log`.
 
 use log::{LevelFilter, Log, Metadata, Record};
 
-use crate::remote::redact_text;
+use crate::stores::redact_text;
 
 /// A logger that hands `inner` each record with the URLs in its message
 /// redacted.

@@ -275,7 +275,7 @@ fn push_held(bench: &Bench, server: &DrsServer) -> f64 {
                     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(object(i)))
                         .parse()
                         .unwrap();
-                let layout = drsd::remote::ObjectLayout::parse(&remote).unwrap();
+                let layout = drsd::stores::ObjectLayout::parse(&remote).unwrap();
                 rt().block_on(s3().head(&bucket, &layout.key(&oid)))
                     .unwrap()
                     .is_some()
@@ -372,7 +372,7 @@ fn push_md5_only(bench: &Bench, server: &DrsServer, held_by_sha256: f64) {
                     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(legacy_object(i)))
                         .parse()
                         .unwrap();
-                let layout = drsd::remote::ObjectLayout::parse(&remote).unwrap();
+                let layout = drsd::stores::ObjectLayout::parse(&remote).unwrap();
                 rt().block_on(c.head(&bucket, &layout.key(&oid)))
                     .unwrap()
                     .is_some()
@@ -387,10 +387,10 @@ fn push_md5_only(bench: &Bench, server: &DrsServer, held_by_sha256: f64) {
     }
 }
 
-fn s3() -> drsd::remote::S3Client {
-    drsd::remote::S3Client::new(
-        drsd::remote::S3Config::from_env().unwrap(),
-        drsd::remote::S3Credentials::from_env().unwrap(),
+fn s3() -> drsd::stores::S3Client {
+    drsd::stores::S3Client::new(
+        drsd::stores::S3Config::from_env().unwrap(),
+        drsd::stores::S3Credentials::from_env().unwrap(),
     )
     .unwrap()
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use drsd::remote::{S3Client, S3Config, S3Credentials, SHA256_META};
+use drsd::stores::{S3Client, S3Config, S3Credentials, SHA256_META};
 use drsd_e2e::{bin, fresh_home, rt, spawn_ready};
 use sha2::{Digest, Sha256};
 

@@ -197,7 +197,7 @@ fn indexd_repo(
     world: &World,
     server: &DrsServer,
     name: &str,
-) -> (std::path::PathBuf, drsd::remote::ObjectLayout) {
+) -> (std::path::PathBuf, drsd::stores::ObjectLayout) {
     let (repo, layout) = drs_repo(world, name);
     world.drsctl_ok(
         &repo,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use drsd::pool::Oid;
-use drsd::remote::ObjectLayout;
+use drsd::stores::ObjectLayout;
 
 use drsd_e2e::{alive, rt};
 
@@ -67,7 +67,7 @@ pub(super) fn queue(world: &World, repo: &Path) -> serde_json::Value {
 
 /// The object remote's copy of `oid` (hex): there, of `size` bytes, and
 /// labelled with its sha256.
-pub(super) fn in_layout(layout: &ObjectLayout, oid: &str, size: u64) -> drsd::remote::ObjectMeta {
+pub(super) fn in_layout(layout: &ObjectLayout, oid: &str, size: u64) -> drsd::stores::ObjectMeta {
     let key = layout.key(&oid.parse::<Oid>().unwrap());
     let there = rt()
         .block_on(s3().head(&layout.bucket, &key))
@@ -848,7 +848,7 @@ fn a_source_whose_sha256_tag_lies_is_not_copied_and_the_push_is_refused() {
             &bucket,
             "cohort/sample.bam",
             Bytes::from(body.clone()),
-            &[(drsd::remote::SHA256_META, &lie)],
+            &[(drsd::stores::SHA256_META, &lie)],
         )
         .await
         .unwrap();

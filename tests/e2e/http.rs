@@ -1,7 +1,7 @@
 //! The HTTPS client against a real nginx (tests/with-servers.sh starts it):
 //! HEAD, ranged and conditional GETs, the extra trusted root.
 
-use drsd::remote::{HttpClient, HttpConfig, RemoteError};
+use drsd::stores::{HttpClient, HttpConfig, RemoteError};
 use drsd_e2e::rt;
 
 fn www(rel: &str, bytes: &[u8]) -> (String, String) {
@@ -62,7 +62,7 @@ fn without_the_extra_root_the_self_signed_server_is_refused_by_name() {
     let (https, _) = www(&rel, b"tls");
     let config = HttpConfig {
         ca_file: None,
-        retry: drsd::remote::Retry {
+        retry: drsd::stores::Retry {
             attempts: 1,
             first_delay: std::time::Duration::from_millis(1),
         },

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use drsd::pool::Oid;
-use drsd::remote::{ObjectLayout, S3Client, S3Config, S3Credentials};
+use drsd::stores::{ObjectLayout, S3Client, S3Config, S3Credentials};
 use drsd_e2e::{bin, spawn_ready};
 
 /// A daemon of our own (socket, pool, state under one folder), killed on drop.

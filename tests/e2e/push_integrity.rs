@@ -118,14 +118,14 @@ fn an_object_only_the_object_remote_has_lets_the_push_go_on() {
 /// world's object remote, tagged with its sha256 as drsd's uploads are:
 /// what a lab member who can write the bucket plants.
 fn plant(world: &World, oid: &Oid, len: usize) -> String {
-    let layout = drsd::remote::ObjectLayout::parse(&world.remote_url).unwrap();
+    let layout = drsd::stores::ObjectLayout::parse(&world.remote_url).unwrap();
     let key = layout.key(oid);
     let planted = vec![b'!'; len];
     rt().block_on(s3().put_with(
         &world.bucket,
         &key,
         planted.into(),
-        &[(drsd::remote::SHA256_META, &oid.to_hex())],
+        &[(drsd::stores::SHA256_META, &oid.to_hex())],
     ))
     .unwrap();
     key

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use drsd::pool::Oid;
-use drsd::remote::{ObjectLayout, S3Client};
+use drsd::stores::{ObjectLayout, S3Client};
 use drsd_e2e::bin;
 
 use super::lfs_transfer::{content, rt, s3, Daemon, World};
@@ -192,7 +192,7 @@ mod by_url {
     fn added_and_held(
         world: &mut World,
         tag: &str,
-    ) -> (std::path::PathBuf, drsd::remote::ObjectLayout, String, u64) {
+    ) -> (std::path::PathBuf, drsd::stores::ObjectLayout, String, u64) {
         std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "1");
         world.kill();
         world.start();

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use drsd::remote::{CopySource, RemoteError, Retry, S3Client, S3Config, S3Credentials};
+use drsd::stores::{CopySource, RemoteError, Retry, S3Client, S3Config, S3Credentials};
 use md5::{Digest, Md5};
 
 /// The RGW of tests/run.sh; these tests fail (never skip) without it.
@@ -331,7 +331,7 @@ mod fetch {
         });
     }
 
-    fn s3<'a>(client: &'a drsd::remote::S3Client, bucket: &'a str, key: &'a str) -> Origin<'a> {
+    fn s3<'a>(client: &'a drsd::stores::S3Client, bucket: &'a str, key: &'a str) -> Origin<'a> {
         Origin::S3 {
             client,
             bucket,
@@ -339,7 +339,7 @@ mod fetch {
         }
     }
 
-    fn req_of<'a>(c: &'a drsd::remote::S3Client, b: &'a str) -> Fetch<'a> {
+    fn req_of<'a>(c: &'a drsd::stores::S3Client, b: &'a str) -> Fetch<'a> {
         Fetch {
             origin: s3(c, b, ""),
             size: 0,
@@ -492,7 +492,8 @@ mod upload {
 
     use bytes::Bytes;
     use drsd::pool::{Oid, Pool};
-    use drsd::remote::{upload_from_pool, ObjectLayout, UploadOptions, Uploaded};
+    use drsd::remote::{upload_from_pool, UploadOptions, Uploaded};
+    use drsd::stores::ObjectLayout;
 
     use super::{client, fresh_bucket, rt};
 

@@ -182,7 +182,7 @@ pub fn check_out(
     let (mut fill, mut to_git) = (Vec::new(), Vec::new());
     for entry in entries {
         match checked_out_as_pointer(&repo.top, entry) {
-            Err(why) => done.left.push((lossy(entry), why)),
+            Err(why) => done.left.push((lossy(entry), why.to_string())),
             Ok(()) if !entry.canonical => to_git.push(entry),
             Ok(()) => match pool.size(&entry.pointer.oid) {
                 Ok(Some(size)) if size == entry.pointer.size => fill.push(entry),
@@ -211,30 +211,60 @@ pub fn check_out(
     for entry in to_git {
         match remove(&repo.top, entry) {
             Ok(path) => done.to_git.push(path),
-            Err(why) => done.left.push((lossy(entry), why)),
+            Err(why) => done.left.push((lossy(entry), why.to_string())),
         }
     }
     Ok(done)
 }
 
+/// Why a work tree file was left as it is, for git-lfs (or the user) to
+/// check out: the reason [`CheckedOut::left`] gives beside its path.
+#[derive(Debug, thiserror::Error)]
+enum LeftAlone {
+    #[error(transparent)]
+    Unsafe(#[from] safe_write::SafeWriteError),
+    #[error("it is not the pointer file git checked out")]
+    NotThePointer,
+    #[error("cannot look at it: {0}")]
+    CannotLook(std::io::Error),
+    #[error("cannot read it: {0}")]
+    CannotRead(std::io::Error),
+    #[error("left as a pointer: its name is not UTF-8; run `git lfs checkout`")]
+    NotUtf8,
+    #[error("cannot remove it: {0}")]
+    CannotRemove(std::io::Error),
+}
+
+/// Why an object could not be written over its pointer file from the
+/// pool (git-lfs checks it out instead).
+#[derive(Debug, thiserror::Error)]
+enum Unfilled {
+    #[error("the pool gave {given} bytes of {size}")]
+    Short { given: u64, size: u64 },
+    #[error("the pool no longer holds it")]
+    Gone,
+    #[error(transparent)]
+    Pool(crate::pool::PoolError),
+    #[error(transparent)]
+    Write(safe_write::SafeWriteError),
+}
+
 /// Whether the work tree's file is a regular file holding the entry's
 /// pointer (what `GIT_LFS_SKIP_SMUDGE` checks out), with no symlink on the
 /// way: a file that is anything else is not ours to replace.
-fn checked_out_as_pointer(top: &Path, entry: &IndexPointer) -> Result<(), String> {
+fn checked_out_as_pointer(top: &Path, entry: &IndexPointer) -> Result<(), LeftAlone> {
     let rel = entry.rel();
-    safe_write::check_dirs(top, rel.parent().unwrap_or(Path::new("")))
-        .map_err(|e| e.to_string())?;
+    safe_write::check_dirs(top, rel.parent().unwrap_or(Path::new("")))?;
     let path = top.join(rel);
-    let not_it = || "it is not the pointer file git checked out".to_string();
     match std::fs::symlink_metadata(&path) {
         Ok(m) if m.is_file() && m.len() < MAX_POINTER_SIZE => {}
-        Ok(_) => return Err(not_it()),
-        Err(e) => return Err(format!("cannot look at it: {e}")),
+        Ok(_) => return Err(LeftAlone::NotThePointer),
+        Err(e) => return Err(LeftAlone::CannotLook(e)),
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read it: {e}"))?;
+    let bytes = std::fs::read(&path).map_err(LeftAlone::CannotRead)?;
     match Pointer::parse(&bytes) {
         Ok(p) if p == entry.pointer => Ok(()),
-        _ => Err(not_it()),
+        _ => Err(LeftAlone::NotThePointer),
     }
 }
 
@@ -261,15 +291,15 @@ fn fill_from_pool(
     top: &Path,
     pool: &Pool,
     entry: &IndexPointer,
-) -> Result<std::fs::Metadata, String> {
+) -> Result<std::fs::Metadata, Unfilled> {
     let (oid, size) = (entry.pointer.oid, entry.pointer.size);
     let mut why = None;
     let written = safe_write::write_with(top, entry.rel(), Mode::WORK_TREE, |file| {
         let problem = match pool.copy_into(&oid, file) {
             Ok(Some(n)) if n == size => return Ok(()),
-            Ok(Some(n)) => format!("the pool gave {n} bytes of {size}"),
-            Ok(None) => "the pool no longer holds it".to_string(),
-            Err(e) => e.to_string(),
+            Ok(Some(given)) => Unfilled::Short { given, size },
+            Ok(None) => Unfilled::Gone,
+            Err(e) => Unfilled::Pool(e),
         };
         why = Some(problem);
         Err(std::io::Error::other("the pool did not give it"))
@@ -277,18 +307,18 @@ fn fill_from_pool(
     match (written, why) {
         (Ok(meta), _) => Ok(meta),
         (Err(_), Some(why)) => Err(why),
-        (Err(e), None) => Err(e.to_string()),
+        (Err(e), None) => Err(Unfilled::Write(e)),
     }
 }
 
 /// Removes a pointer file [`checked_out_as_pointer`] found, for git to
 /// write again; its git path. A name that is not UTF-8 is kept, as a
 /// pointer: it could not be named back to git.
-fn remove(top: &Path, entry: &IndexPointer) -> Result<String, String> {
+fn remove(top: &Path, entry: &IndexPointer) -> Result<String, LeftAlone> {
     let Ok(path) = std::str::from_utf8(&entry.path) else {
-        return Err("left as a pointer: its name is not UTF-8; run `git lfs checkout`".into());
+        return Err(LeftAlone::NotUtf8);
     };
-    std::fs::remove_file(top.join(entry.rel())).map_err(|e| format!("cannot remove it: {e}"))?;
+    std::fs::remove_file(top.join(entry.rel())).map_err(LeftAlone::CannotRemove)?;
     Ok(path.to_string())
 }
 

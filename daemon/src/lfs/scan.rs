@@ -212,7 +212,7 @@ pub(crate) fn read_pointers(
         why,
     };
     let input: String = ids.iter().map(|id| format!("{id}\n")).collect();
-    let (mut child, feeder) = spawn_fed(repo, &args, input).map_err(&fail)?;
+    let (mut child, feeder) = spawn_fed(repo, &args, input).map_err(|e| fail(e.to_string()))?;
     let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let mut pointers = BTreeMap::new();
     for id in ids {
@@ -227,9 +227,14 @@ pub(crate) fn read_pointers(
     Ok(pointers)
 }
 
-fn spawn_fed(repo: &Path, args: &[&str], input: String) -> Result<(Child, Feeder), String> {
-    crate::git::spawn_fed(repo, args, input.into_bytes(), Stdio::null())
-        .map_err(|e| format!("cannot run git: {e}"))
+/// Git could not be started: the `why` of the `ScanError::Git` that names
+/// the repo and the command.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot run git: {0}")]
+struct CannotRunGit(std::io::Error);
+
+fn spawn_fed(repo: &Path, args: &[&str], input: String) -> Result<(Child, Feeder), CannotRunGit> {
+    crate::git::spawn_fed(repo, args, input.into_bytes(), Stdio::null()).map_err(CannotRunGit)
 }
 
 /// One `<id> <type> <size>\n<content>\n` entry; `None` for a `missing` one.
@@ -399,7 +404,7 @@ fn small_blob_ids<'a>(
         why,
     };
     let input: String = ids.map(|id| format!("{id}\n")).collect();
-    let (child, feeder) = spawn_fed(repo, &args, input).map_err(&fail)?;
+    let (child, feeder) = spawn_fed(repo, &args, input).map_err(|e| fail(e.to_string()))?;
     let out = child
         .wait_with_output()
         .map_err(|e| fail(format!("reading its output: {e}")))?;

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use crate::registry::Registry;
-use crate::remote::{abort_left_over, MultipartUpload, Remote};
+use crate::remote::Remote;
+use crate::stores::{abort_left_over, MultipartUpload};
 
 /// The uploads an earlier daemon recorded in `registry` and never ended.
 /// Called before any request is served (and before this daemon's remote

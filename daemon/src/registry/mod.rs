@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::pool::Oid;
-use crate::remote::SecretUrl;
+use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
 pub use indexd::IndexdRegistration;
@@ -117,18 +117,8 @@ pub fn provisional_oid(url: &str, etag: &str) -> Oid {
     if is_content_etag(etag) {
         return Oid::from_digest(Sha256::digest(etag.as_bytes()).into());
     }
-    let plain = crate::remote::without_query(url);
+    let plain = crate::stores::without_query(url);
     Oid::from_digest(Sha256::digest(format!("{plain}\n{etag}").as_bytes()).into())
-}
-
-/// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
-pub fn is_content_etag(etag: &str) -> bool {
-    let (md5, parts) = match etag.split_once('-') {
-        Some((md5, n)) => (md5, Some(n)),
-        None => (etag, None),
-    };
-    let hex32 = md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit());
-    hex32 && parts.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 pub fn now() -> u64 {

@@ -3,6 +3,7 @@
 
 use super::store::{object_at, sql, OBJECT_COLUMNS};
 use super::{ForeignObject, JobState, Registry, RegistryError};
+use crate::remote::partials;
 
 impl Registry {
     /// The objects of the jobs in any of `states`.
@@ -26,5 +27,17 @@ impl Registry {
             }
         }
         Ok(found)
+    }
+}
+
+/// A job's object as the owner of its partial download: the narrow view
+/// `remote::partials` names the file by.
+impl<'a> From<&'a ForeignObject> for partials::Owner<'a> {
+    fn from(object: &'a ForeignObject) -> partials::Owner<'a> {
+        partials::Owner {
+            url: object.url.expose(),
+            etag: &object.etag,
+            size: object.size,
+        }
     }
 }

@@ -396,7 +396,7 @@ impl Registry {
                 let state: JobState = r.get(2)?;
                 let url: String = r.get(0)?;
                 Ok(OpenJob {
-                    url: crate::remote::redacted(&url),
+                    url: crate::stores::redacted(&url),
                     size: r.get(1)?,
                     retry_at: (state == JobState::Retrying)
                         .then(|| r.get::<_, i64>(5))

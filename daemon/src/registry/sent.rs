@@ -9,7 +9,7 @@ use rusqlite::{params, OptionalExtension};
 use super::oid_text::oid_column;
 use super::store::sql;
 use super::{now, Registry, RegistryError};
-use crate::remote::{SentObject, UploadJournal};
+use crate::stores::{SentObject, UploadJournal};
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE sent (
@@ -75,12 +75,12 @@ impl Registry {
 impl UploadJournal for Registry {
     fn started(
         &self,
-        upload: &crate::remote::MultipartUpload,
+        upload: &crate::stores::MultipartUpload,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         Ok(self.upload_started(upload)?)
     }
 
-    fn ended(&self, upload: &crate::remote::MultipartUpload) {
+    fn ended(&self, upload: &crate::stores::MultipartUpload) {
         if let Err(e) = self.upload_ended(upload) {
             // Harmless: the next start aborts it again, and an upload that
             // is gone counts as aborted.

@@ -12,7 +12,7 @@ use rusqlite::params;
 
 use super::store::sql;
 use super::{now, Registry, RegistryError};
-use crate::remote::MultipartUpload;
+use crate::stores::MultipartUpload;
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE uploads (

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::settings::{Key, Settings};
 
-use super::drs::{Api, DrsAuth, DrsClient, DrsError, DrsServers};
-use super::{
+use crate::stores::drs::{Api, DrsAuth, DrsClient, DrsError, DrsServers};
+use crate::stores::{
     HttpClient, HttpConfig, RemoteError, S3Client, S3Config, S3Credentials, UploadJournal,
 };
 
@@ -104,9 +104,6 @@ impl Clients {
         })
     }
 }
-
-/// The variable of the `drs_wait_secs` setting (default 60).
-pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
 
 #[cfg(test)]
 mod tests {

@@ -6,8 +6,9 @@
 //! machine.
 
 use super::Remote;
-use super::{CopySource, ObjectLayout, RemoteError, S3Client, UploadOptions, SHA256_META};
+use super::UploadOptions;
 use crate::pool::Oid;
+use crate::stores::{CopySource, ObjectLayout, RemoteError, S3Client, SHA256_META};
 
 /// What [`Remote::copy_verified`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +86,7 @@ fn holds_the_source(
     layout: &ObjectLayout,
     oid: Oid,
     src: &CopySource<'_>,
-    there: &super::ObjectMeta,
+    there: &crate::stores::ObjectMeta,
 ) -> bool {
     if there.size != src.size {
         return false;
@@ -93,7 +94,7 @@ fn holds_the_source(
     let same_md5 = match (src.etag, there.etag.as_deref()) {
         (Some(a), Some(b)) => {
             let a = a.trim_matches('"');
-            crate::registry::is_content_etag(a) && !a.contains('-') && a.eq_ignore_ascii_case(b)
+            crate::stores::is_content_etag(a) && !a.contains('-') && a.eq_ignore_ascii_case(b)
         }
         _ => false,
     };

@@ -29,8 +29,8 @@ use tokio::sync::Semaphore;
 use super::answer::{self, Asked, Fits, Unfit};
 use super::append::Appender;
 use super::partial::{Partial, Record};
-use super::{HttpClient, ObjectMeta, RemoteError, S3Client};
 use crate::pool::{Oid, Pool, PoolError, Put, Tier};
+use crate::stores::{HttpClient, ObjectMeta, RemoteError, S3Client};
 
 /// Where the bytes come from. Every range is asked `If-Match` the ETag, when
 /// there is one.
@@ -55,7 +55,7 @@ impl Origin<'_> {
     pub fn describe(&self) -> String {
         match self {
             Origin::S3 { bucket, key, .. } => format!("s3://{bucket}/{key}"),
-            Origin::Http { url, .. } => super::shown_url(url),
+            Origin::Http { url, .. } => crate::stores::shown_url(url),
         }
     }
 

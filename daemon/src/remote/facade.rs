@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use super::clients::Clients;
-use super::drs::{DrsClient, DrsError, IndexdClient, NetrcFile};
-use super::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, HttpClient, ObjectLayout, ObjectMeta,
-    ObjectUrl, Origin, RemoteError, S3Client, UploadJournal,
-};
+use super::{fetch_into_pool, Fetch, FetchError, FetchOptions, Origin};
 use crate::pool::{Oid, Pool};
 use crate::settings::Settings;
+use crate::stores::drs::{DrsClient, DrsError, IndexdClient, NetrcFile};
+use crate::stores::{
+    HttpClient, ObjectLayout, ObjectMeta, ObjectUrl, RemoteError, S3Client, UploadJournal,
+};
 
 /// The daemon's way to its remotes, with the clients it keeps.
 pub struct Remote {
@@ -80,7 +80,7 @@ pub enum PointerFetchError {
     Fetch(#[from] FetchError),
     /// A folder remote's file could not be read, or is not the object.
     #[error(transparent)]
-    Dir(super::dir::DirError),
+    Dir(crate::stores::dir::DirError),
 }
 
 /// Objects above this size are worth a HEAD first, for an ETag to resume by.
@@ -120,7 +120,7 @@ impl Remote {
     /// `metadata_timeout` setting): also the bound of add-url's read of a
     /// small object, a whole body as short as a JSON answer.
     pub fn metadata_timeout(&self) -> std::time::Duration {
-        super::HttpConfig::from_settings(self.clients.settings()).metadata_timeout
+        crate::stores::HttpConfig::from_settings(self.clients.settings()).metadata_timeout
     }
 
     /// The S3 client: the object remote of every repo is an S3 store.

@@ -7,12 +7,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::dir::{DirError, DirPut, DirRemote};
 use super::{
-    upload_from_file, upload_from_pool, FetchError, ObjectLayout, ObjectMeta, PointerFetchError,
-    Presence, Remote, RemoteError, UploadError, UploadOptions, Uploaded,
+    upload_from_file, upload_from_pool, FetchError, PointerFetchError, Presence, Remote,
+    UploadError, UploadOptions, Uploaded,
 };
 use crate::pool::{Oid, Pool};
+use crate::stores::dir::{DirError, DirPut, DirRemote};
+use crate::stores::{ObjectLayout, ObjectMeta, RemoteError};
 
 /// Where a repo's objects go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,23 @@ fn upload_to_store(e: UploadError) -> StoreError {
     }
 }
 
+/// Why `drsctl init` cannot use an object remote, naming the folder or
+/// bucket and what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum UnusableRemote {
+    #[error("the folder cannot take objects: {0}")]
+    Folder(DirError),
+    /// The S3 client could not be built (its settings, its credentials).
+    #[error(transparent)]
+    Client(RemoteError),
+    #[error("bucket {bucket} does not exist")]
+    NoBucket { bucket: String },
+    #[error("{bucket} refused the credentials: {error}; check AWS_ACCESS_KEY_ID / AWS_PROFILE and the bucket's policy")]
+    Refused { bucket: String, error: RemoteError },
+    #[error("{bucket} could not be reached: {error}")]
+    Unreached { bucket: String, error: RemoteError },
+}
+
 const KINDS: &str =
     "an object remote is s3://bucket[/prefix], file:///absolute/folder, or an absolute folder path";
 
@@ -96,7 +114,9 @@ impl ObjectRemote {
             return ObjectLayout::parse(text).map(ObjectRemote::S3);
         }
         if text.starts_with("file:") || text.starts_with('/') {
-            return DirRemote::parse(text).map(ObjectRemote::Dir).map_err(bad);
+            return DirRemote::parse(text)
+                .map(ObjectRemote::Dir)
+                .map_err(|why| bad(why.to_string()));
         }
         let why = match text.split_once("://") {
             Some((scheme, _)) => format!("unknown scheme {scheme:?}: {KINDS}"),
@@ -360,13 +380,13 @@ impl Remote {
     /// `drsctl init`'s check that `remote` can be used: a folder that
     /// exists and takes a new file; a bucket that exists and answers to
     /// these credentials.
-    pub async fn check_reachable(&self, remote: &ObjectRemote) -> Result<(), String> {
+    pub async fn check_reachable(&self, remote: &ObjectRemote) -> Result<(), UnusableRemote> {
         match remote {
             ObjectRemote::Dir(dir) => {
                 let dir = dir.clone();
                 crate::blocking(move || dir.check_writable())
                     .await
-                    .map_err(|e| format!("the folder cannot take objects: {e}"))
+                    .map_err(UnusableRemote::Folder)
             }
             ObjectRemote::S3(layout) => self.check_bucket(layout).await,
         }
@@ -375,8 +395,8 @@ impl Remote {
     /// A GET of a key that is not there: S3 says `NoSuchKey` when the
     /// bucket exists and the credentials are good, `NoSuchBucket` or 403
     /// when not (a HEAD would not say which).
-    async fn check_bucket(&self, layout: &ObjectLayout) -> Result<(), String> {
-        let client = self.s3().map_err(|e| e.to_string())?;
+    async fn check_bucket(&self, layout: &ObjectLayout) -> Result<(), UnusableRemote> {
+        let client = self.s3().map_err(UnusableRemote::Client)?;
         let probe = match layout.prefix.as_str() {
             "" => ".drsd-init-check".to_string(),
             p => format!("{p}/.drsd-init-check"),
@@ -385,15 +405,13 @@ impl Remote {
         match client.get_bytes(&layout.bucket, &probe, Some(0..1)).await {
             Ok(_) => Ok(()),
             Err(RemoteError::Http { code, .. }) if code.contains("NoSuchBucket") => {
-                Err(format!("bucket {bucket} does not exist"))
+                Err(UnusableRemote::NoBucket { bucket })
             }
             Err(RemoteError::Http {
                 status: 404 | 416, ..
             }) => Ok(()),
-            Err(e @ RemoteError::Auth { .. }) => Err(format!(
-                "{bucket} refused the credentials: {e}; check AWS_ACCESS_KEY_ID / AWS_PROFILE and the bucket's policy"
-            )),
-            Err(e) => Err(format!("{bucket} could not be reached: {e}")),
+            Err(error @ RemoteError::Auth { .. }) => Err(UnusableRemote::Refused { bucket, error }),
+            Err(error) => Err(UnusableRemote::Unreached { bucket, error }),
         }
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! A prefetch job's partial stays while the job can still run (queued,
 //! running, failed and due again), so its retry resumes; but the partials
-//! of failed jobs hold at most [`PARTIAL_MAX_ENV`] bytes in all (1 GiB by
+//! of failed jobs hold at most [`PARTIAL_MAX_ENV`](crate::settings::env::PARTIAL_MAX_ENV) bytes in all (1 GiB by
 //! default), the oldest going first. `drsctl gc` removes every partial no
 //! such job owns: those of jobs done or gone, and of the transfer agent's
 //! downloads, which have no job. A partial written to within [`QUIET`] is
@@ -17,13 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::ObjectUrl;
 use crate::pool::Oid;
-use crate::registry::ForeignObject;
-
-/// The most bytes the partial files of failed prefetch jobs may hold in
-/// all (`1G`, `500M`...).
-pub const PARTIAL_MAX_ENV: &str = "DRSD_PARTIAL_MAX";
+use crate::stores::ObjectUrl;
 
 pub const DEFAULT_PARTIAL_MAX: u64 = 1 << 30;
 
@@ -38,11 +33,24 @@ pub fn name(origin: &str, etag: Option<&str>, size: u64) -> String {
     format!("{}.part", Oid::of(id.as_bytes()))
 }
 
-/// The file name of a prefetch's partial download of `object`.
-pub fn name_of(object: &ForeignObject) -> Option<String> {
-    let origin = ObjectUrl::parse(object.url.expose()).ok()?.to_string();
-    let etag = Some(object.etag.as_str()).filter(|e| !e.is_empty());
-    Some(name(&origin, etag, object.size))
+/// What names the owner of a partial download: the object a prefetch job
+/// fetches, as the daemon's records hold it. Only what the file name is
+/// made of: the housekeeping here reads nothing else of the records.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// The object's URL as recorded (it may carry a signed query).
+    pub url: &'a str,
+    /// Its pinned ETag, empty when it has none.
+    pub etag: &'a str,
+    pub size: u64,
+}
+
+/// The file name of a prefetch's partial download of `owner`'s object.
+pub fn name_of<'a>(owner: impl Into<Owner<'a>>) -> Option<String> {
+    let owner = owner.into();
+    let origin = ObjectUrl::parse(owner.url).ok()?.to_string();
+    let etag = Some(owner.etag).filter(|e| !e.is_empty());
+    Some(name(&origin, etag, owner.size))
 }
 
 /// A partial file.
@@ -262,23 +270,13 @@ mod tests {
 
     #[test]
     fn a_prefetch_partial_is_named_as_the_download_names_it() {
-        let object = ForeignObject {
-            url: "https://h/a/b.bam?X-Amz-Signature=s".into(),
-            bucket: None,
-            key: None,
-            version_id: None,
-            etag: "abc".into(),
+        let object = Owner {
+            url: "https://h/a/b.bam?X-Amz-Signature=s",
+            etag: "abc",
             size: 42,
-            provisional_oid: crate::pool::Oid::of(b"etag"),
-            content_oid: None,
-            drs_id: None,
-            last_modified: None,
-            recorded_at: 0,
-            md5: None,
-            content_read: false,
         };
         assert_eq!(
-            name_of(&object),
+            name_of(object),
             Some(name("https://h/a/b.bam", Some("abc"), 42))
         );
     }

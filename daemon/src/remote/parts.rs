@@ -26,6 +26,24 @@ const COMMON_MIB: [u64; 8] = [8, 5, 16, 15, 64, 32, 128, 100];
 /// of the object, on a thread of its own.
 pub const MAX_CANDIDATES: usize = 3;
 
+/// Why no part size can check a multipart ETag: the ETag is then not
+/// verifiable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPartSize {
+    #[error("{0} parts is not a multipart upload S3 makes")]
+    NotMultipart(u64),
+    #[error("an empty object has no parts to check")]
+    Empty,
+    /// No common tool's size, nor the configured one, cuts the object in
+    /// that many parts.
+    #[error("{}", none_fits(*size, *parts, *configured))]
+    NoneFits {
+        size: u64,
+        parts: u64,
+        configured: Option<u64>,
+    },
+}
+
 /// The parts count of a multipart ETag `<md5>-<N>`.
 pub fn parts_of(etag: &str) -> Option<u64> {
     let (_, n) = etag.trim_matches('"').split_once('-')?;
@@ -46,12 +64,12 @@ pub fn candidates(
     parts: u64,
     configured: Option<u64>,
     stated: Option<u64>,
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, NoPartSize> {
     if parts == 0 || parts > MAX_PARTS {
-        return Err(format!("{parts} parts is not a multipart upload S3 makes"));
+        return Err(NoPartSize::NotMultipart(parts));
     }
     if size == 0 {
-        return Err("an empty object has no parts to check".into());
+        return Err(NoPartSize::Empty);
     }
     if parts == 1 {
         return Ok(vec![size]); // one part: any size from `size` up
@@ -75,7 +93,11 @@ pub fn candidates(
     }
     found.truncate(MAX_CANDIDATES);
     if found.is_empty() {
-        return Err(none_fits(size, parts, configured));
+        return Err(NoPartSize::NoneFits {
+            size,
+            parts,
+            configured,
+        });
     }
     Ok(found)
 }
@@ -176,7 +198,9 @@ mod tests {
     #[test]
     fn a_count_no_size_fits_is_not_verifiable_and_says_why() {
         // 20 MiB in 15 parts needs parts of about 1.4 MiB: no tool's size.
-        let why = candidates(20 * MIB, 15, Some(8 * MIB), None).unwrap_err();
+        let why = candidates(20 * MIB, 15, Some(8 * MIB), None)
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("15 parts"), "{why}");
         assert!(
             why.contains("DRSD_MULTIPART_PART_SIZE (8388608 bytes, 3 parts)"),

@@ -28,11 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use md5::{Digest, Md5};
 
-use super::{parts, ObjectLayout, ObjectMeta, S3Client, SentObject, UploadError};
+use super::parts::{self, NoPartSize};
+use super::UploadError;
 use crate::pool::{Blob, Oid};
-
-/// The environment variable of the `trust_claims` setting.
-pub const TRUST_CLAIMS_ENV: &str = "DRSD_TRUST_CLAIMS";
+use crate::stores::{ObjectLayout, ObjectMeta, S3Client, SentObject};
 
 /// Whether `source` (an object remote as recorded, `s3://bucket/prefix`,
 /// or an Indexd's base URL) is one the user trusts at its word in the
@@ -174,6 +173,19 @@ pub async fn presence(
     }
 }
 
+/// Why a store's ETag does not show that it holds the object's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unshown {
+    #[error("its ETag {etag} is not an MD5 of its bytes, so cannot show what they are")]
+    NotMd5 { etag: String },
+    #[error("its ETag {etag} is the MD5 of other bytes than the object's ({ours})")]
+    OtherBytes { etag: String, ours: String },
+    #[error("its multipart ETag {etag} cannot be checked: {why}")]
+    Unverifiable { etag: String, why: NoPartSize },
+    #[error("its multipart ETag {etag} is not that of the object's bytes in any part size that gives {count} parts")]
+    NoPartSizeGivesIt { etag: String, count: u64 },
+}
+
 /// Whether the store's ETag `etag` is the digest of `local`'s bytes: the
 /// proof, or why not.
 fn store_digest_matches(
@@ -181,11 +193,9 @@ fn store_digest_matches(
     len: u64,
     local: &Local,
     part_size: u64,
-) -> std::io::Result<Result<Proof, String>> {
-    if !crate::registry::is_content_etag(etag) {
-        return Ok(Err(format!(
-            "its ETag {etag} is not an MD5 of its bytes, so cannot show what they are"
-        )));
+) -> std::io::Result<Result<Proof, Unshown>> {
+    if !crate::stores::is_content_etag(etag) {
+        return Ok(Err(Unshown::NotMd5 { etag: etag.into() }));
     }
     let etag = etag.to_ascii_lowercase();
     let Some(count) = parts::parts_of(&etag) else {
@@ -194,18 +204,12 @@ fn store_digest_matches(
         let ours = hex::encode(md5.finalize());
         return Ok(match ours == etag {
             true => Ok(Proof::Md5),
-            false => Err(format!(
-                "its ETag {etag} is the MD5 of other bytes than the object's ({ours})"
-            )),
+            false => Err(Unshown::OtherBytes { etag, ours }),
         });
     };
     let sizes = match parts::candidates(len, count, Some(part_size), None) {
         Ok(sizes) => sizes,
-        Err(why) => {
-            return Ok(Err(format!(
-                "its multipart ETag {etag} cannot be checked: {why}"
-            )))
-        }
+        Err(why) => return Ok(Err(Unshown::Unverifiable { etag, why })),
     };
     let mut found = false;
     for size in sizes {
@@ -216,9 +220,7 @@ fn store_digest_matches(
     }
     Ok(match found {
         true => Ok(Proof::Parts),
-        false => Err(format!(
-            "its multipart ETag {etag} is not that of the object's bytes in any part size that gives {count} parts"
-        )),
+        false => Err(Unshown::NoPartSizeGivesIt { etag, count }),
     })
 }
 
@@ -318,7 +320,7 @@ mod tests {
         let got = store_digest_matches(&etag, 10, &local(ours), PART).unwrap();
         assert_eq!(got, Ok(Proof::Md5));
         let got = store_digest_matches(&etag, 10, &local(b"other byte"), PART).unwrap();
-        assert!(got.unwrap_err().contains("MD5 of other bytes"));
+        assert!(got.unwrap_err().to_string().contains("MD5 of other bytes"));
     }
 
     #[test]
@@ -354,6 +356,6 @@ mod tests {
     fn an_etag_that_is_no_md5_proves_nothing() {
         let local = Local::Bytes(bytes::Bytes::from_static(b"abc"));
         let got = store_digest_matches("v1-opaque", 3, &local, PART).unwrap();
-        assert!(got.unwrap_err().contains("not an MD5"));
+        assert!(got.unwrap_err().to_string().contains("not an MD5"));
     }
 }

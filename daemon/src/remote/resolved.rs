@@ -10,18 +10,18 @@
 
 use std::sync::Arc;
 
-use super::drs::{DrsError, DrsObject, DrsUri};
-use super::Permanence;
-use super::{
-    fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, ObjectUrl, Remote, RemoteError,
-};
+use super::{fetch_into_pool, Fetch, FetchError, FetchOptions, Fetched, Remote};
 use crate::pool::{Oid, Pool};
+use crate::stores::drs::{DrsError, DrsObject, DrsUri};
+use crate::stores::Permanence;
+use crate::stores::{ObjectUrl, RemoteError};
 
 /// Why an object could not be read from where its URL says.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
+    /// Boxed: the DRS error is the largest, and every `Result` carries it.
     #[error(transparent)]
-    Drs(#[from] DrsError),
+    Drs(Box<DrsError>),
     #[error(transparent)]
     Remote(#[from] RemoteError),
     #[error(transparent)]
@@ -54,6 +54,12 @@ pub struct Access {
     pub headers: Vec<(String, String)>,
 }
 
+impl From<DrsError> for ResolveError {
+    fn from(e: DrsError) -> ResolveError {
+        ResolveError::Drs(Box::new(e))
+    }
+}
+
 impl Remote {
     /// The DRS object `uri` names and an access URL to read it by.
     pub async fn access(&self, uri: &DrsUri) -> Result<Access, ResolveError> {
@@ -73,7 +79,7 @@ impl Remote {
         let drs = self.drs()?;
         let ways = drs.access_ways(uri, &object)?;
         if ways.is_empty() {
-            return Err(super::drs::no_access(uri, &object).into());
+            return Err(crate::stores::drs::no_access(uri, &object).into());
         }
         let mut tries = Vec::new();
         let mut transient = false;

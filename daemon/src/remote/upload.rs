@@ -8,60 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{
-    presence, Local, ObjectMeta, Presence, PutOutcome, RemoteError, S3Client, SHA256_META,
-};
+use super::{presence, Local, Presence};
 use crate::pool::{Blob, Oid, Pool, PoolError};
-
-/// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
-/// (the layout of `.git/lfs/objects`, so a listing reads like one). Each
-/// object carries its oid as `x-amz-meta-sha256`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectLayout {
-    pub bucket: String,
-    pub prefix: String,
-}
-
-impl ObjectLayout {
-    /// From `s3://bucket` or `s3://bucket/prefix`.
-    pub fn parse(text: &str) -> Result<ObjectLayout, RemoteError> {
-        let rest = text
-            .strip_prefix("s3://")
-            .ok_or_else(|| RemoteError::BadUrl {
-                url: text.into(),
-                why: "an object remote is s3://bucket[/prefix]".into(),
-            })?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(RemoteError::BadUrl {
-                url: text.into(),
-                why: "no bucket".into(),
-            });
-        }
-        let prefix = prefix.trim_matches('/');
-        let bad = |why: &str| RemoteError::BadUrl {
-            url: text.into(),
-            why: why.into(),
-        };
-        super::url::check_bucket(bucket).map_err(bad)?;
-        if !prefix.is_empty() {
-            super::url::check_key(prefix).map_err(bad)?;
-        }
-        Ok(ObjectLayout {
-            bucket: bucket.into(),
-            prefix: prefix.into(),
-        })
-    }
-
-    pub fn key(&self, oid: &Oid) -> String {
-        let hex = oid.to_hex();
-        let path = format!("{}/{}/{hex}", &hex[0..2], &hex[2..4]);
-        match self.prefix.as_str() {
-            "" => path,
-            p => format!("{p}/{path}"),
-        }
-    }
-}
+use crate::stores::{ObjectLayout, ObjectMeta, PutOutcome, RemoteError, S3Client, SHA256_META};
 
 #[derive(Debug, Clone, Copy)]
 pub struct UploadOptions {
@@ -110,7 +59,7 @@ pub enum UploadError {
     #[error(transparent)]
     Io(#[from] crate::IoError),
     #[error(transparent)]
-    Dir(#[from] super::dir::DirError),
+    Dir(#[from] crate::stores::dir::DirError),
     #[error("{path} is not object {want}: its content is sha256 {got}; nothing was uploaded")]
     NotTheObject { path: PathBuf, want: Oid, got: Oid },
 }
@@ -258,33 +207,4 @@ pub(crate) async fn upload_blob(
 async fn read_all(blob: Blob) -> Result<Vec<u8>, UploadError> {
     let bytes = crate::blocking(move || blob.to_vec()).await?;
     Ok(bytes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layout_keys_follow_git_lfs_objects() {
-        let oid = Oid::of(b"x");
-        let hex = oid.to_hex();
-        let l = ObjectLayout::parse("s3://bkt/team/lfs/").unwrap();
-        assert_eq!(
-            l.key(&oid),
-            format!("team/lfs/{}/{}/{hex}", &hex[..2], &hex[2..4])
-        );
-        let l = ObjectLayout::parse("s3://bkt").unwrap();
-        assert_eq!(l.key(&oid), format!("{}/{}/{hex}", &hex[..2], &hex[2..4]));
-        assert!(ObjectLayout::parse("https://bkt").is_err());
-        assert!(ObjectLayout::parse("s3:///x").is_err());
-        // The keys under a prefix with dot segments would land elsewhere.
-        for bad in [
-            "s3://bkt/../other",
-            "s3://bkt/a/./b",
-            "s3://B_kt",
-            "s3://ab/p",
-        ] {
-            assert!(ObjectLayout::parse(bad).is_err(), "{bad}");
-        }
-    }
 }

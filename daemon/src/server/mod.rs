@@ -91,7 +91,7 @@ impl Daemon {
         let registry = open_registry(&config).await?;
         let left = uploads::left_over(&registry).await;
         // Every multipart upload from now on is recorded in the registry.
-        let journal: Arc<dyn crate::remote::UploadJournal> = registry.clone();
+        let journal: Arc<dyn crate::stores::UploadJournal> = registry.clone();
         let remote = Arc::new(Remote::new(Some(journal), config.settings.clone()));
         tokio::spawn(uploads::abort(remote.clone(), registry.clone(), left));
         let (jobs_wake, repo_locks): (_, Arc<RepoLocks>) = (Arc::default(), Arc::default());

@@ -1071,7 +1071,7 @@ async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transacti
         "41 objects took {transactions} pool transactions"
     );
     let remote =
-        crate::remote::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
+        crate::stores::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
     for oid in &oids {
         assert!(
             daemon.shared.care.pool().has(oid).unwrap(),
@@ -1089,7 +1089,7 @@ async fn hydrating_forty_small_objects_from_the_object_remote_writes_the_pool_in
     let store = parent.path().join("objects");
     let (repo, oids) = small_objects_repo(parent.path(), &store, 40);
     let remote =
-        crate::remote::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
+        crate::stores::dir::DirRemote::parse(&format!("file://{}", store.display())).unwrap();
     let objects = repo.join(".git/lfs/objects");
     for oid in &oids {
         remote

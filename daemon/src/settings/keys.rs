@@ -3,9 +3,10 @@
 //! what values it takes and what its default is. One table, so the file's
 //! keys, the environment and `drsctl config` cannot drift apart.
 
-use crate::remote::drs::{GEN3_CREDENTIALS_ENV, SERVERS_ENV, TOKEN_FILE_ENV};
-use crate::remote::partials::PARTIAL_MAX_ENV;
-use crate::remote::CA_FILE_ENV;
+use super::env::{
+    CA_FILE_ENV, DRS_SERVERS_ENV, DRS_TOKEN_FILE_ENV, DRS_WAIT_ENV, GEN3_CREDENTIALS_ENV,
+    METADATA_TIMEOUT_ENV, PARTIAL_MAX_ENV, STATE_DIR_ENV, TRUST_CLAIMS_ENV,
+};
 
 /// A setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -51,7 +52,7 @@ pub enum Kind {
     Path,
     /// An http(s) URL.
     Url,
-    /// `NAME=URL[,NAME=URL...]` (see `remote::drs::servers`).
+    /// `NAME=URL[,NAME=URL...]` (see `stores::drs::servers`).
     DrsServers,
     Text,
 }
@@ -148,7 +149,7 @@ pub static SPECS: &[Spec] = &[
     ),
     default(
         flag(
-            top(Key::StateDir, "state_dir", &["DRSD_STATE_DIR"], Kind::Path),
+            top(Key::StateDir, "state_dir", &[STATE_DIR_ENV], Kind::Path),
             "--state-dir",
         ),
         "$XDG_STATE_HOME/drsd",
@@ -253,13 +254,13 @@ pub static SPECS: &[Spec] = &[
     top(
         Key::DrsServers,
         "drs_servers",
-        &[SERVERS_ENV],
+        &[DRS_SERVERS_ENV],
         Kind::DrsServers,
     ),
     top(
         Key::DrsTokenFile,
         "drs_token_file",
-        &[TOKEN_FILE_ENV],
+        &[DRS_TOKEN_FILE_ENV],
         Kind::Path,
     ),
     top(
@@ -272,7 +273,7 @@ pub static SPECS: &[Spec] = &[
         top(
             Key::DrsWaitSecs,
             "drs_wait_secs",
-            &[crate::remote::DRS_WAIT_ENV],
+            &[DRS_WAIT_ENV],
             Kind::Secs,
         ),
         "60",
@@ -281,7 +282,7 @@ pub static SPECS: &[Spec] = &[
         top(
             Key::MetadataTimeout,
             "metadata_timeout",
-            &[crate::remote::METADATA_TIMEOUT_ENV],
+            &[METADATA_TIMEOUT_ENV],
             Kind::Secs,
         ),
         "30",
@@ -290,7 +291,7 @@ pub static SPECS: &[Spec] = &[
         top(
             Key::TrustClaims,
             "trust_claims",
-            &[crate::remote::TRUST_CLAIMS_ENV],
+            &[TRUST_CLAIMS_ENV],
             Kind::Text,
         ),
         "none: every object remote and Indexd must show the bytes",

@@ -15,6 +15,7 @@
 //! The socket is not a setting here: clients must find it before they can
 //! ask the daemon anything, so it stays `--socket` / `DRSD_SOCKET`.
 
+pub mod env;
 mod file;
 mod keys;
 #[cfg(test)]
@@ -295,20 +296,41 @@ fn wire_source(source: &Source) -> SettingSource {
     }
 }
 
+/// Why a value is not one of its setting's [`Kind`]; each says what is
+/// accepted. The value itself is not in it: [`shown_why`] quotes it where
+/// it is no secret.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("it is empty; want {}", .0.accepted())]
+    Empty(Kind),
+    #[error("want {}", .0.accepted())]
+    NotOfKind(Kind),
+    #[error("{error}; want {}", .kind.accepted())]
+    Url { error: url::ParseError, kind: Kind },
+    #[error("entry {:?}: {}; want {}", .error.entry, .error.why, .kind.accepted())]
+    DrsServers {
+        error: crate::stores::drs::BadDrsServers,
+        kind: Kind,
+    },
+    #[error("a {found} is not accepted; want {}", .kind.accepted())]
+    TomlType { found: &'static str, kind: Kind },
+}
+
 /// Why a text value was refused, quoting it unless it is a secret.
-fn shown_why(spec: &Spec, text: &str, why: String) -> String {
+fn shown_why(spec: &Spec, text: &str, why: Refused) -> String {
     match spec.secret {
-        true => why,
+        true => why.to_string(),
         false => format!("{text:?}: {why}"),
     }
 }
 
 /// A value from the environment or a flag, checked against its kind.
-fn parse_text(spec: &Spec, text: &str) -> Result<Value, String> {
-    let want = || format!("want {}", spec.kind.accepted());
+fn parse_text(spec: &Spec, text: &str) -> Result<Value, Refused> {
+    let kind = spec.kind;
+    let want = || Refused::NotOfKind(kind);
     let text = text.trim();
     if text.is_empty() {
-        return Err(format!("it is empty; {}", want()));
+        return Err(Refused::Empty(kind));
     }
     Ok(match spec.kind {
         Kind::Count => Value::Number(text.parse().map_err(|_| want())?),
@@ -316,15 +338,15 @@ fn parse_text(spec: &Spec, text: &str) -> Result<Value, String> {
         Kind::Secs => Value::Secs(parse_secs(text).ok_or_else(want)?),
         Kind::Path => Value::Path(PathBuf::from(text)),
         Kind::Url => {
-            let url = url::Url::parse(text).map_err(|e| format!("{e}; {}", want()))?;
+            let url = url::Url::parse(text).map_err(|error| Refused::Url { error, kind })?;
             if !matches!(url.scheme(), "http" | "https") {
                 return Err(want());
             }
             Value::Text(text.to_string())
         }
         Kind::DrsServers => {
-            crate::remote::drs::DrsServers::parse(text)
-                .map_err(|e| format!("entry {:?}: {}; {}", e.entry, e.why, want()))?;
+            crate::stores::drs::DrsServers::parse(text)
+                .map_err(|error| Refused::DrsServers { error, kind })?;
             Value::Text(text.to_string())
         }
         Kind::Text => Value::Text(text.to_string()),
@@ -332,8 +354,9 @@ fn parse_text(spec: &Spec, text: &str) -> Result<Value, String> {
 }
 
 /// A value from the file: numbers may be TOML numbers, sizes strings too.
-fn parse_toml(spec: &Spec, value: &toml::Value) -> Result<Value, String> {
-    let want = || format!("want {}", spec.kind.accepted());
+fn parse_toml(spec: &Spec, value: &toml::Value) -> Result<Value, Refused> {
+    let kind = spec.kind;
+    let want = || Refused::NotOfKind(kind);
     match (spec.kind, value) {
         (Kind::Count | Kind::Size, toml::Value::Integer(n)) => {
             u64::try_from(*n).map(Value::Number).map_err(|_| want())
@@ -354,11 +377,10 @@ fn parse_toml(spec: &Spec, value: &toml::Value) -> Result<Value, String> {
                 false => why,
             })
         }
-        (_, other) => Err(format!(
-            "a {} is not accepted; {}",
-            other.type_str(),
-            want()
-        )),
+        (_, other) => Err(Refused::TomlType {
+            found: other.type_str(),
+            kind,
+        }),
     }
 }
 
@@ -404,7 +426,7 @@ fn key_value(path: &Path, spec: &Spec, value: &toml::Value) -> Result<Value, Set
     parse_toml(spec, value).map_err(|why| SettingsError::Key {
         path: path.to_path_buf(),
         key: spec.dotted(),
-        why,
+        why: why.to_string(),
     })
 }
 

@@ -387,7 +387,7 @@ fn the_s3_clients_settings_come_from_the_file() {
         0o600,
     );
     let s = load(&path, &[]).unwrap();
-    let config = crate::remote::S3Config::from_settings(&s).unwrap();
+    let config = crate::stores::S3Config::from_settings(&s).unwrap();
     assert_eq!(
         (
             config.endpoint.as_str(),
@@ -396,9 +396,9 @@ fn the_s3_clients_settings_come_from_the_file() {
         ),
         ("http://127.0.0.1:7480/", "lab", true)
     );
-    let creds = crate::remote::S3Credentials::resolve(&s, None).unwrap();
+    let creds = crate::stores::S3Credentials::resolve(&s, None).unwrap();
     assert_eq!(
         creds.source,
-        crate::remote::CredentialSource::SettingsFile { path }
+        crate::stores::CredentialSource::SettingsFile { path }
     );
 }

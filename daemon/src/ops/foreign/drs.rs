@@ -13,8 +13,9 @@ use super::plan::Target;
 use super::resolve::{OidFrom, Resolved};
 use super::Refused;
 use crate::registry::{self, Entry, ForeignObject};
-use crate::remote::drs::{DrsObject, DrsUri};
-use crate::remote::{ObjectMeta, ObjectUrl, Remote};
+use crate::remote::Remote;
+use crate::stores::drs::{DrsObject, DrsUri};
+use crate::stores::{ObjectMeta, ObjectUrl};
 
 /// Reads the DRS object of every target (all `drs://`) and picks each
 /// pointer's oid; lines that fail go to `refused`.

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use super::Refused;
 use crate::lfs::{track, Pointer};
 use crate::pool::Oid;
-use crate::remote::ObjectUrl;
+use crate::stores::ObjectUrl;
 
 /// One line to add, as the client sent it.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ fn target(
     seen: &mut HashSet<String>,
 ) -> Result<Target, (String, String)> {
     let url = ObjectUrl::parse(&line.url).map_err(|e| {
-        let shown = crate::remote::redacted(&line.url);
+        let shown = crate::stores::redacted(&line.url);
         (shown.chars().take(80).collect(), e.to_string())
     })?;
     let fail = |why: String| (url.to_string(), why);

@@ -22,7 +22,7 @@ use super::resolve::{OidFrom, Resolved};
 use super::ForeignObjects;
 use crate::ops::workers::prefetch::{failure_reason, next_try, read_small, Hashed, PrefetchError};
 use crate::pool::{Oid, Tier};
-use crate::remote::RemoteError;
+use crate::stores::RemoteError;
 
 /// GETs in flight at once, as for the HEADs: small objects are round
 /// trips, not bandwidth.

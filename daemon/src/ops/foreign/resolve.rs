@@ -12,7 +12,8 @@ use super::plan::Target;
 use super::Refused;
 use crate::pool::Oid;
 use crate::registry::{self, Entry, ForeignObject, Registry};
-use crate::remote::{ObjectMeta, ObjectUrl, Remote};
+use crate::remote::Remote;
+use crate::stores::{ObjectMeta, ObjectUrl};
 
 /// HEADs in flight at once for a batch.
 const CONCURRENT_HEADS: usize = 32;

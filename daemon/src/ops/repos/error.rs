@@ -8,7 +8,7 @@ use super::state::StateError;
 use crate::git::GitError;
 use crate::lfs::setup::SetupError;
 use crate::ops::foreign::ForeignError;
-use crate::remote::RemoteError;
+use crate::stores::RemoteError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {

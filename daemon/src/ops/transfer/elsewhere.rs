@@ -14,7 +14,8 @@
 use super::{RepoFacts, Transfers};
 use crate::blocking;
 use crate::pool::Oid;
-use crate::remote::{FetchError, ObjectUrl, PointerFetchError, RemoteError, SecretUrl};
+use crate::remote::{FetchError, PointerFetchError};
+use crate::stores::{ObjectUrl, RemoteError, SecretUrl};
 
 /// Whether the object remote does not have the object (as opposed to
 /// failing to answer): then the places below are worth a try.

@@ -10,9 +10,10 @@ use crate::lfs::scan::ScanError;
 use crate::lfs::setup::SetupError;
 use crate::pool::{Oid, PoolError};
 use crate::registry::RegistryError;
-use crate::remote::drs::DrsError;
-use crate::remote::{PointerFetchError, RemoteError, UploadError};
+use crate::remote::{PointerFetchError, UploadError};
 use crate::safe_write::SafeWriteError;
+use crate::stores::drs::DrsError;
+use crate::stores::RemoteError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {

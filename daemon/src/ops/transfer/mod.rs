@@ -23,7 +23,7 @@ mod error;
 mod facts;
 mod gates;
 mod hydrate;
-mod indexd;
+mod indexd_push;
 mod push;
 mod send;
 

@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 use futures_util::stream::{self, StreamExt};
 
-use super::indexd::{IndexdTarget, Registered};
+use super::indexd_push::{IndexdTarget, Registered};
 use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
-use crate::remote::{CopyOutcome, CopySource, Held, ObjectRemote, ObjectUrl};
+use crate::remote::{CopyOutcome, Held, ObjectRemote};
+use crate::stores::{CopySource, ObjectUrl};
 use drsd_proto::{PushReport, RefusedPath};
 
 /// What became of one pushed object. Only the first four let the push go
@@ -354,7 +355,7 @@ impl Transfers {
     async fn copy(
         &self,
         target: &PushTarget<'_>,
-        layout: &crate::remote::ObjectLayout,
+        layout: &crate::stores::ObjectLayout,
         source: &CopySource<'_>,
         pointer: &Pointer,
     ) -> Result<PushOutcome, String> {

@@ -23,9 +23,9 @@ use std::time::Duration;
 use crate::pool::{Oid, Pool, PoolError};
 use crate::registry::ForeignObject;
 use crate::remote::{
-    fetch_into_pool, parts, Fetch, FetchError, FetchOptions, ObjectUrl, Origin, Permanence, Remote,
-    RemoteError, ResolveError,
+    fetch_into_pool, parts, Fetch, FetchError, FetchOptions, Origin, Remote, ResolveError,
 };
+use crate::stores::{ObjectUrl, Permanence, RemoteError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrefetchError {
@@ -36,7 +36,7 @@ pub enum PrefetchError {
     #[error(transparent)]
     Pool(#[from] PoolError),
     #[error("{object} changed on the server during the prefetch: {why}; nothing was kept")]
-    Changed { object: String, why: String },
+    Changed { object: String, why: VersionChange },
     /// A `drs://` object whose DRS record or access URL could not be read.
     #[error(transparent)]
     Resolve(#[from] ResolveError),
@@ -247,7 +247,7 @@ async fn confirm(
 async fn checks(origin: &Origin<'_>, object: &ForeignObject, configured: Option<u64>) -> Checks {
     let etag = object.etag.as_str();
     let drs_md5 = object.md5.is_some();
-    if !crate::registry::is_content_etag(etag) {
+    if !crate::stores::is_content_etag(etag) {
         return Checks {
             md5: drs_md5,
             ..Checks::default()
@@ -308,11 +308,25 @@ async fn stated_part_size(origin: &Origin<'_>, count: u64) -> Option<u64> {
 /// change that matters.
 fn pinned_last_modified<'a>(object: &'a ForeignObject, checks: &Checks) -> Option<&'a str> {
     let etag = object.etag.as_str();
-    let checked = crate::registry::is_content_etag(etag)
+    let checked = crate::stores::is_content_etag(etag)
         && (!etag.contains('-') || !checks.part_sizes.is_empty());
     (!checked)
         .then_some(object.last_modified.as_deref())
         .flatten()
+}
+
+/// How the object at a URL is no longer the version that was fetched: the
+/// `why` of [`PrefetchError::Changed`], which names the object.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionChange {
+    #[error("it is gone")]
+    Gone,
+    #[error("it now has {now} bytes, not {was}")]
+    Size { now: u64, was: u64 },
+    #[error("its ETag is now {now}, not {was}")]
+    Etag { now: String, was: String },
+    #[error("its Last-Modified is now {now}, not {was}: another version under the same ETag")]
+    LastModified { now: String, was: String },
 }
 
 /// Whether the store still has the version that was fetched: its size,
@@ -321,25 +335,29 @@ async fn unchanged(
     origin: &Origin<'_>,
     object: &ForeignObject,
     last_modified: Option<&str>,
-) -> Result<Result<(), String>, RemoteError> {
+) -> Result<Result<(), VersionChange>, RemoteError> {
     let Some(now) = origin.head().await? else {
-        return Ok(Err("it is gone".into()));
+        return Ok(Err(VersionChange::Gone));
     };
     if now.size != object.size {
-        return Ok(Err(format!(
-            "it now has {} bytes, not {}",
-            now.size, object.size
-        )));
+        return Ok(Err(VersionChange::Size {
+            now: now.size,
+            was: object.size,
+        }));
     }
     let tag = now.etag.unwrap_or_default();
     if !object.etag.is_empty() && tag != object.etag {
-        return Ok(Err(format!("its ETag is now {tag}, not {}", object.etag)));
+        return Ok(Err(VersionChange::Etag {
+            now: tag,
+            was: object.etag.clone(),
+        }));
     }
     if let (Some(was), Some(now)) = (last_modified, now.last_modified.as_deref()) {
         if was.trim() != now.trim() {
-            return Ok(Err(format!(
-                "its Last-Modified is now {now}, not {was}: another version under the same ETag"
-            )));
+            return Ok(Err(VersionChange::LastModified {
+                now: now.to_string(),
+                was: was.to_string(),
+            }));
         }
     }
     Ok(Ok(()))
@@ -354,7 +372,7 @@ pub const NO_SPACE_REASON: &str = "no_space";
 /// it): a full pool disk says so first, naming the pool's folder and what
 /// to do.
 pub fn failure_reason(error: &PrefetchError, pool_dir: Option<&std::path::Path>) -> String {
-    let why = crate::remote::redact_text(&error.to_string());
+    let why = crate::stores::redact_text(&error.to_string());
     if !crate::io_error::out_of_space(error) {
         return why;
     }
@@ -413,7 +431,7 @@ mod tests {
         assert_eq!(mismatch.max_tries(), Some(MISMATCH_TRIES));
         let changed = PrefetchError::Changed {
             object: "s3://b/k".into(),
-            why: "it is gone".into(),
+            why: VersionChange::Gone,
         };
         assert_eq!(changed.max_tries(), Some(MISMATCH_TRIES));
         let broke = PrefetchError::Fetch(FetchError::Short {

@@ -105,9 +105,9 @@ fn redirecting_server() -> (String, Arc<AtomicUsize>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_loop_ends_in_an_error_naming_the_url_without_its_secret() {
     let (url, count) = redirecting_server();
-    let mut config = crate::remote::HttpConfig::default();
+    let mut config = crate::stores::HttpConfig::default();
     config.retry.attempts = 2;
-    let client = crate::remote::HttpClient::new(config).unwrap();
+    let client = crate::stores::HttpClient::new(config).unwrap();
     let err = client
         .head(&url::Url::parse(&url).unwrap())
         .await

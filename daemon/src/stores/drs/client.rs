@@ -21,7 +21,7 @@ use super::call::{self, Api, Ask, Caller, Pending};
 use super::model::{quoted, AccessMethod, AccessUrl, AccessUrlJson, DrsObject, Read, BLANK};
 use super::servers::{below, API_PATH};
 use super::{DrsError, DrsServers, DrsUri};
-use crate::remote::{shown_url, HttpConfig, SecretUrl};
+use crate::stores::{shown_url, HttpConfig, SecretUrl};
 
 /// Headers an access URL may not set: drsd's requests decide these.
 const RESERVED_HEADERS: [&str; 8] = [
@@ -195,9 +195,9 @@ impl DrsClient {
             }
             _ => format!(
                 "none is sent to it: set {} or {} and name the server in {}",
-                super::GEN3_CREDENTIALS_ENV,
-                super::TOKEN_FILE_ENV,
-                super::SERVERS_ENV
+                crate::settings::env::GEN3_CREDENTIALS_ENV,
+                crate::settings::env::DRS_TOKEN_FILE_ENV,
+                crate::settings::env::DRS_SERVERS_ENV
             ),
         }
     }
@@ -336,30 +336,52 @@ pub(super) fn not_found(uri: &DrsUri, server: &url::Url) -> DrsError {
     }
 }
 
-fn bad(asked: &str, server: &url::Url, why: String) -> DrsError {
+fn bad(asked: &str, server: &url::Url, why: impl std::fmt::Display) -> DrsError {
     DrsError::BadAnswer {
         asked: asked.to_string(),
         server: shown_url(server),
-        why,
+        why: why.to_string(),
     }
+}
+
+/// Why an answer's object, or its access URL, cannot be used: the `why`
+/// of [`DrsError::BadAnswer`]. Ids and header names are shown quoted as
+/// answers are (`model::quoted`); a URL only redacted, a header's value
+/// never (it may be a secret).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unfit {
+    #[error("it describes the object {answered}, not {asked}")]
+    OtherObject { answered: String, asked: String },
+    #[error("its size {0} is past the largest drsd handles ({max} bytes)", max = crate::MAX_OBJECT_SIZE)]
+    TooLarge(u64),
+    #[error("the access URL {url} does not parse: {error}")]
+    UrlUnparsed {
+        url: SecretUrl,
+        error: url::ParseError,
+    },
+    #[error("the access URL {0} is not https://, http:// or s3:// with a host")]
+    UrlScheme(SecretUrl),
+    #[error("an access URL header is not a `Name: value` line")]
+    NotAHeaderLine,
+    #[error("the access URL header name {0} is not valid")]
+    HeaderName(String),
+    #[error("the access URL sets the {0} header, which drsd's own requests decide")]
+    ReservedHeader(HeaderName),
+    #[error("the access URL header {0} has a value no header may carry")]
+    HeaderValue(HeaderName),
 }
 
 /// An answer describes the object asked (or, `version`, a version of it
 /// Indexd vouched for), with a size drsd can hold.
-pub(super) fn check_object(object: &DrsObject, uri: &DrsUri, version: bool) -> Result<(), String> {
+pub(super) fn check_object(object: &DrsObject, uri: &DrsUri, version: bool) -> Result<(), Unfit> {
     if !version && !uri.is_named_by(&object.id) {
-        return Err(format!(
-            "it describes the object {}, not {}",
-            quoted(&object.id),
-            quoted(uri.id())
-        ));
+        return Err(Unfit::OtherObject {
+            answered: quoted(&object.id),
+            asked: quoted(uri.id()),
+        });
     }
     if object.size > crate::MAX_OBJECT_SIZE {
-        return Err(format!(
-            "its size {} is past the largest drsd handles ({} bytes)",
-            object.size,
-            crate::MAX_OBJECT_SIZE
-        ));
+        return Err(Unfit::TooLarge(object.size));
     }
     Ok(())
 }
@@ -373,40 +395,34 @@ fn usable(kind: &str) -> bool {
 /// The URL (`https`, `http` or `s3`, with a host) and the headers split
 /// into names and values, each a valid header and none reserved. Errors
 /// name a header by its name only: its value may be a secret.
-fn checked_access(given: &AccessUrlJson) -> Result<AccessUrl, String> {
-    let url = url::Url::parse(given.url.expose())
-        .map_err(|e| format!("the access URL {} does not parse: {e}", given.url))?;
+fn checked_access(given: &AccessUrlJson) -> Result<AccessUrl, Unfit> {
+    let url = url::Url::parse(given.url.expose()).map_err(|error| Unfit::UrlUnparsed {
+        url: given.url.clone(),
+        error,
+    })?;
     if !matches!(url.scheme(), "https" | "http" | "s3") || url.host_str().is_none() {
-        return Err(format!(
-            "the access URL {} is not https://, http:// or s3:// with a host",
-            given.url
-        ));
+        return Err(Unfit::UrlScheme(given.url.clone()));
     }
     let headers = given
         .headers
         .iter()
         .map(|line| header_line(line))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Unfit>>()?;
     Ok(AccessUrl {
         url: SecretUrl::new(given.url.expose()),
         headers,
     })
 }
 
-fn header_line(line: &str) -> Result<(String, String), String> {
-    let (name, value) = line
-        .split_once(':')
-        .ok_or("an access URL header is not a `Name: value` line")?;
+fn header_line(line: &str) -> Result<(String, String), Unfit> {
+    let (name, value) = line.split_once(':').ok_or(Unfit::NotAHeaderLine)?;
     let name = HeaderName::from_bytes(name.trim().as_bytes())
-        .map_err(|_| format!("the access URL header name {} is not valid", quoted(name)))?;
+        .map_err(|_| Unfit::HeaderName(quoted(name)))?;
     if RESERVED_HEADERS.contains(&name.as_str()) {
-        return Err(format!(
-            "the access URL sets the {name} header, which drsd's own requests decide"
-        ));
+        return Err(Unfit::ReservedHeader(name));
     }
     let value = value.trim();
-    HeaderValue::from_str(value)
-        .map_err(|_| format!("the access URL header {name} has a value no header may carry"))?;
+    HeaderValue::from_str(value).map_err(|_| Unfit::HeaderValue(name.clone()))?;
     Ok((name.as_str().to_string(), value.to_string()))
 }
 
@@ -455,7 +471,9 @@ mod tests {
                 "value no header",
             ),
         ] {
-            let err = checked_access(&given(url, headers)).unwrap_err();
+            let err = checked_access(&given(url, headers))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(why), "{url} {headers:?}: {err}");
         }
     }
@@ -466,12 +484,15 @@ mod tests {
             "https://h/x",
             &["Authorization: Bearer s3cr3t\u{1}"],
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             !err.contains("s3cr3t") && err.contains("authorization"),
             "{err}"
         );
-        let err = checked_access(&given("https://[bad/x?sig=s3cr3t", &[])).unwrap_err();
+        let err = checked_access(&given("https://[bad/x?sig=s3cr3t", &[]))
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("s3cr3t"), "{err}");
     }
 
@@ -530,6 +551,7 @@ mod tests {
         };
         assert!(check_object(&object, &uri, false)
             .unwrap_err()
+            .to_string()
             .contains("\"u2\""));
         assert!(
             check_object(&object, &uri, true).is_ok(),
@@ -539,6 +561,7 @@ mod tests {
         object.size = u64::MAX;
         assert!(check_object(&object, &uri, false)
             .unwrap_err()
+            .to_string()
             .contains("largest"));
     }
 }

@@ -16,6 +16,7 @@
 //! user's token, or post their long-lived Gen3 key, to that host. A netrc
 //! `machine` entry names its host itself, so it needs no such check.
 
+use crate::settings::env::{DRS_TOKEN_FILE_ENV, GEN3_CREDENTIALS_ENV};
 use crate::settings::{Key, Settings};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -26,11 +27,6 @@ use reqwest::RequestBuilder;
 use super::gen3::Gen3Key;
 use super::netrc::NetrcFile;
 use super::{DrsError, DrsServers};
-
-/// A bearer token file, read at each use.
-pub const TOKEN_FILE_ENV: &str = "DRSD_DRS_TOKEN_FILE";
-/// A Gen3 API key file (`{"api_key", "key_id"}`), as the Gen3 portal saves it.
-pub const GEN3_CREDENTIALS_ENV: &str = "DRSD_GEN3_CREDENTIALS";
 
 /// Which credential a request carried, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +176,7 @@ impl DrsAuth {
                     what: "the DRS credentials",
                     path: token,
                     why: format!(
-                        "set one of {GEN3_CREDENTIALS_ENV} and {TOKEN_FILE_ENV}, not both"
+                        "set one of {GEN3_CREDENTIALS_ENV} and {DRS_TOKEN_FILE_ENV}, not both"
                     ),
                 })
             }
@@ -251,10 +247,10 @@ impl DrsAuth {
         let (client, request) = req.build_split();
         let request = request.map_err(|e| DrsError::Transport {
             asked: "a request to authorize".into(),
-            server: crate::remote::shown_url(host),
+            server: crate::stores::shown_url(host),
             why: format!("it could not be built: {}", super::call::chain(&e)),
             attempts: 0,
-            permanence: crate::remote::Permanence::Permanent,
+            permanence: crate::stores::Permanence::Permanent,
         })?;
         let credential = self.credential(&client, host).await?;
         let req = credential.apply(RequestBuilder::from_parts(client, request));
@@ -319,9 +315,12 @@ async fn token_file(path: &Path) -> Result<Credential, DrsError> {
     let owned = path.to_path_buf();
     let bytes = crate::blocking(move || crate::trusted_file::read(&owned))
         .await
-        .map_err(|e| bad(format!("{e} (named by {TOKEN_FILE_ENV})")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| bad(format!("it is not UTF-8 text (named by {TOKEN_FILE_ENV})")))?;
+        .map_err(|e| bad(format!("{e} (named by {DRS_TOKEN_FILE_ENV})")))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        bad(format!(
+            "it is not UTF-8 text (named by {DRS_TOKEN_FILE_ENV})"
+        ))
+    })?;
     let token = text.trim();
     if token.is_empty() {
         return Err(bad("it is empty".into()));

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine;
 
 use super::{object, quick, reply, status, Seen, TestServer};
-use crate::remote::drs::{CredentialKind, DrsAuth, DrsClient, DrsError, DrsUri};
+use crate::stores::drs::{CredentialKind, DrsAuth, DrsClient, DrsError, DrsUri};
 
 const EXCHANGE: &str = "/user/credentials/api/access_token";
 

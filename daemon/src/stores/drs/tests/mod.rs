@@ -6,7 +6,7 @@
 mod auth;
 mod client;
 mod deadline;
-mod indexd;
+mod indexd_client;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use crate::remote::{HttpConfig, Retry};
+use crate::stores::{HttpConfig, Retry};
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
@@ -97,8 +97,8 @@ impl TestServer {
     }
 
     /// `drs_prefix=<this server>`, for compact URIs and trusted credentials.
-    pub fn servers(&self, prefix: &str) -> crate::remote::drs::DrsServers {
-        crate::remote::drs::DrsServers::parse(&format!("{prefix}={}", self.root)).unwrap()
+    pub fn servers(&self, prefix: &str) -> crate::stores::drs::DrsServers {
+        crate::stores::drs::DrsServers::parse(&format!("{prefix}={}", self.root)).unwrap()
     }
 
     /// `host:port` of this server, for hostname-form URIs.

@@ -23,8 +23,8 @@ use tokio::sync::Mutex;
 use super::auth::{Credential, CredentialKind};
 use super::call::{self, Ask};
 use super::DrsError;
-use crate::remote::transport::{send_retrying, Sent};
-use crate::remote::{shown_url, Permanence, Retry};
+use crate::stores::transport::{send_retrying, Sent};
+use crate::stores::{shown_url, Permanence, Retry};
 
 /// Where a commons exchanges API keys for access tokens.
 const EXCHANGE_PATH: &str = "/user/credentials/api/access_token";
@@ -149,9 +149,8 @@ impl Gen3Key {
             }
         };
         let exchanged: Exchanged = call::read_json(resp, &ask).await?;
-        let header = bearer(&exchanged.access_token).ok_or_else(|| {
-            call::bad_answer(&ask, "the access token is not a header value".into())
-        })?;
+        let header = bearer(&exchanged.access_token)
+            .ok_or_else(|| call::bad_answer(&ask, "the access token is not a header value"))?;
         let renew_at = jwt_exp(&exchanged.access_token)
             .map(|exp| UNIX_EPOCH + Duration::from_secs(exp).saturating_sub(RENEW_BEFORE));
         Ok(Token { header, renew_at })

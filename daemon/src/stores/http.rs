@@ -36,15 +36,8 @@ use super::transport::{
     Retry, Sent,
 };
 use super::{checksum, ObjectMeta, ObjectUrl, RemoteError};
+use crate::settings::env::CA_FILE_ENV;
 use crate::settings::{Key, Settings, SettingsError};
-
-/// The environment variable naming a PEM file of extra trusted roots
-/// (the `ca_file` setting).
-pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";
-
-/// The environment variable of the `metadata_timeout` setting: seconds a
-/// metadata request (DRS, Indexd, a HEAD) has for its whole answer.
-pub const METADATA_TIMEOUT_ENV: &str = "DRSD_METADATA_TIMEOUT";
 
 /// The `metadata_timeout` default: far above what a healthy server needs
 /// for a JSON answer or a HEAD, short enough that a stalled one is named
@@ -229,7 +222,7 @@ impl HttpClient {
             at = next_hop(&resp, &at).map_err(|why| RemoteError::Redirect {
                 op,
                 object: object.into(),
-                why,
+                why: why.to_string(),
             })?;
             // Once the chain left the first origin, nothing it sends back
             // there gets the headers either: the other host chose that URL.
@@ -255,21 +248,32 @@ const REDIRECTS: [StatusCode; 5] = [
     StatusCode::PERMANENT_REDIRECT,
 ];
 
+/// Why a redirect cannot be followed: the `why` of
+/// [`RemoteError::Redirect`]. No URL's query is in it.
+#[derive(Debug, thiserror::Error)]
+enum Unfollowed {
+    #[error("HTTP {status} without a Location to follow")]
+    NoLocation { status: u16 },
+    #[error("HTTP {status} to a Location that is no URL ({error})")]
+    NotAUrl { status: u16, error: url::ParseError },
+    #[error("HTTP {status} to a {scheme}: URL, which drsd does not follow")]
+    Scheme { status: u16, scheme: String },
+}
+
 /// Where a redirect from `at` sends: its `Location`, relative to `at`,
 /// with its own query only (a relative one without a query gets none of
 /// `at`'s), `http` or `https`. Errors show no URL's query.
-fn next_hop(resp: &Response, at: &url::Url) -> Result<url::Url, String> {
+fn next_hop(resp: &Response, at: &url::Url) -> Result<url::Url, Unfollowed> {
     let status = resp.status().as_u16();
-    let location = header(resp, "location")
-        .ok_or_else(|| format!("HTTP {status} without a Location to follow"))?;
+    let location = header(resp, "location").ok_or(Unfollowed::NoLocation { status })?;
     let mut next = at
         .join(location.trim())
-        .map_err(|e| format!("HTTP {status} to a Location that is no URL ({e})"))?;
+        .map_err(|error| Unfollowed::NotAUrl { status, error })?;
     if !matches!(next.scheme(), "http" | "https") {
-        return Err(format!(
-            "HTTP {status} to a {}: URL, which drsd does not follow",
-            next.scheme()
-        ));
+        return Err(Unfollowed::Scheme {
+            status,
+            scheme: next.scheme().to_string(),
+        });
     }
     next.set_fragment(None);
     Ok(next)
@@ -373,7 +377,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::remote::Permanence;
+    use crate::settings::env::METADATA_TIMEOUT_ENV;
+    use crate::stores::Permanence;
 
     #[test]
     fn shown_urls_lose_their_query_and_user() {

@@ -61,6 +61,24 @@ pub enum DirError {
     Pool(#[from] PoolError),
 }
 
+/// Why a text does not name a folder remote: the `why` of the
+/// `RemoteError::BadUrl` that names the text.
+#[derive(Debug, thiserror::Error)]
+pub enum BadDirUrl {
+    #[error("the path has . or .. in it: give the folder's own path")]
+    DotSegment,
+    #[error("{0}")]
+    NotAUrl(url::ParseError),
+    #[error("a folder remote is file:///absolute/path")]
+    NotFile,
+    #[error("a file:// URL names a folder on this machine: no host")]
+    Host,
+    #[error("a file:// URL takes no query or fragment")]
+    QueryOrFragment,
+    #[error("not an absolute path")]
+    NotAbsolute,
+}
+
 /// What [`DirRemote::put_blob`] found or did, and the object's length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirPut {
@@ -76,32 +94,31 @@ const DIR_FLAGS: OFlags = OFlags::DIRECTORY
 
 impl DirRemote {
     /// From `file:///abs/path` (percent-encoded) or a plain absolute path.
-    pub fn parse(text: &str) -> Result<DirRemote, String> {
+    pub fn parse(text: &str) -> Result<DirRemote, BadDirUrl> {
         // Checked in the text: a URL parser would resolve them silently.
         if text
             .split('/')
             .any(|s| matches!(s, "." | ".." | "%2e%2e" | "%2E%2E"))
         {
-            return Err("the path has . or .. in it: give the folder's own path".into());
+            return Err(BadDirUrl::DotSegment);
         }
         let root = if text.starts_with('/') {
             PathBuf::from(text)
         } else {
-            let url = url::Url::parse(text).map_err(|e| e.to_string())?;
+            let url = url::Url::parse(text).map_err(BadDirUrl::NotAUrl)?;
             if url.scheme() != "file" {
-                return Err("a folder remote is file:///absolute/path".into());
+                return Err(BadDirUrl::NotFile);
             }
             if url
                 .host_str()
                 .is_some_and(|h| !h.is_empty() && h != "localhost")
             {
-                return Err("a file:// URL names a folder on this machine: no host".into());
+                return Err(BadDirUrl::Host);
             }
             if url.query().is_some() || url.fragment().is_some() {
-                return Err("a file:// URL takes no query or fragment".into());
+                return Err(BadDirUrl::QueryOrFragment);
             }
-            url.to_file_path()
-                .map_err(|()| "not an absolute path".to_string())?
+            url.to_file_path().map_err(|()| BadDirUrl::NotAbsolute)?
         };
         if root.components().any(|c| {
             matches!(
@@ -109,7 +126,7 @@ impl DirRemote {
                 std::path::Component::ParentDir | std::path::Component::CurDir
             )
         }) {
-            return Err("the path has . or .. in it: give the folder's own path".into());
+            return Err(BadDirUrl::DotSegment);
         }
         let root = PathBuf::from(root.to_string_lossy().trim_end_matches('/'));
         let root = if root.as_os_str().is_empty() {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::DrsError;
 use crate::pool::Oid;
-use crate::remote::SecretUrl;
+use crate::stores::SecretUrl;
 
 /// A DRS object, as `GET /objects/{id}` answers it (the fields drsd reads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

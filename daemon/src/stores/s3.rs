@@ -122,6 +122,16 @@ pub struct ObjectMeta {
 /// The metadata header our uploads carry: the content oid.
 pub const SHA256_META: &str = "x-amz-meta-sha256";
 
+/// An S3 ETag: the MD5 of the object, or of its parts' MD5s with `-N`.
+pub fn is_content_etag(etag: &str) -> bool {
+    let (md5, parts) = match etag.split_once('-') {
+        Some((md5, n)) => (md5, Some(n)),
+        None => (etag, None),
+    };
+    let hex32 = md5.len() == 32 && md5.bytes().all(|b| b.is_ascii_hexdigit());
+    hex32 && parts.is_none_or(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// What a conditional PUT did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutOutcome {
@@ -176,7 +186,7 @@ impl S3Client {
     }
 
     /// Where uploads and sent objects are recorded, when anywhere.
-    pub(super) fn journal(&self) -> Option<&dyn UploadJournal> {
+    pub(crate) fn journal(&self) -> Option<&dyn UploadJournal> {
         self.journal.as_deref()
     }
 
@@ -626,7 +636,7 @@ mod endpoint_tests {
     #[tokio::test]
     async fn a_name_that_does_not_resolve_names_its_host_and_how_to_set_the_endpoint() {
         let e = unresolvable().await;
-        let error = crate::remote::transport::transport("HEAD", "s3://b/k", 1, &e).to_string();
+        let error = crate::stores::transport::transport("HEAD", "s3://b/k", 1, &e).to_string();
         assert!(
             error.contains("looking up the host no-such-bucket.drsd-test.invalid"),
             "{error}"

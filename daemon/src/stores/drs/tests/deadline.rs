@@ -9,10 +9,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::quick;
 use crate::pool::Oid;
-use crate::remote::drs::{
+use crate::stores::drs::{
     Api, DrsAuth, DrsClient, DrsError, DrsServers, DrsUri, IndexdClient, NetrcFile,
 };
-use crate::remote::{HttpConfig, Permanence};
+use crate::stores::{HttpConfig, Permanence};
 
 /// What the tests allow a call: short, so each test ends in seconds.
 const DEADLINE: Duration = Duration::from_millis(1500);
@@ -69,7 +69,10 @@ fn assert_deadline(err: &DrsError, started: Instant, server: &url::Url, calls: u
     let text = err.to_string();
     let host = format!("{}:{}", server.host_str().unwrap(), server.port().unwrap());
     assert!(text.contains(&host) && text.contains("1.5 s"), "{text}");
-    assert!(text.contains(crate::remote::METADATA_TIMEOUT_ENV), "{text}");
+    assert!(
+        text.contains(crate::settings::env::METADATA_TIMEOUT_ENV),
+        "{text}"
+    );
 }
 
 async fn drs_lookup(start: &'static str) {

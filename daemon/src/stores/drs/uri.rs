@@ -59,6 +59,30 @@ impl BadDrsUri {
     }
 }
 
+/// Why a text is not a DRS URI: the `why` of [`BadDrsUri`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum UriFault {
+    #[error("it holds {0:?}: control characters and blanks are refused")]
+    Unprintable(char),
+    #[error("no `/id` after the host")]
+    NoId,
+    #[error("port {0:?} is not 1 to 65535")]
+    Port(String),
+    #[error("host {0:?} is not a DNS name (letters, digits, `.` and `-`)")]
+    Host(String),
+    #[error("the {0} is not UTF-8 once percent-decoded")]
+    NotUtf8(&'static str),
+    #[error("the {0} is empty")]
+    Empty(&'static str),
+    #[error("the {what} {id:?} cannot be addressed exactly: a request URL resolves it away")]
+    DotSegment { what: &'static str, id: String },
+    /// The id (or accession) decoded holds what [`UriFault::Unprintable`] refuses.
+    #[error("the decoded id: {0}")]
+    DecodedUnprintable(Box<UriFault>),
+    #[error("{what} {name:?} is not letters, digits, `.`, `_` and `-`")]
+    Name { what: &'static str, name: String },
+}
+
 /// A parsed `drs://` URI: where the object lives and its id there.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct DrsUri {
@@ -91,13 +115,13 @@ impl DrsUri {
         if text.len() > MAX_LEN {
             return Err(bad("longer than 2048 bytes"));
         }
-        check_printable(text).map_err(|why| bad(&why))?;
+        check_printable(text).map_err(|why| bad(&why.to_string()))?;
         let rest = strip_scheme(text).ok_or_else(|| bad("it does not start with drs://"))?;
         match rest.find(':') {
             Some(colon) if !has_port(rest) => compact(&rest[..colon], &rest[colon + 1..]),
             _ => hostname(rest),
         }
-        .map_err(|why| bad(&why))
+        .map_err(|why| bad(&why.to_string()))
     }
 
     /// The object id sent to the server (hostname form: the id decoded;
@@ -164,11 +188,9 @@ fn strip_scheme(text: &str) -> Option<&str> {
 
 /// No control characters and no blanks: an id is printed in logs, reports
 /// and `.gitattributes`-adjacent files, where they could forge lines.
-fn check_printable(text: &str) -> Result<(), String> {
+fn check_printable(text: &str) -> Result<(), UriFault> {
     match text.chars().find(|c| c.is_control() || c.is_whitespace()) {
-        Some(c) => Err(format!(
-            "it holds {c:?}: control characters and blanks are refused"
-        )),
+        Some(c) => Err(UriFault::Unprintable(c)),
         None => Ok(()),
     }
 }
@@ -187,8 +209,8 @@ fn has_port(rest: &str) -> bool {
     })
 }
 
-fn hostname(rest: &str) -> Result<DrsUri, String> {
-    let (authority, raw_id) = rest.split_once('/').ok_or("no `/id` after the host")?;
+fn hostname(rest: &str) -> Result<DrsUri, UriFault> {
+    let (authority, raw_id) = rest.split_once('/').ok_or(UriFault::NoId)?;
     let (host, port) = match authority.split_once(':') {
         Some((host, port)) => (host, Some(parse_port(port)?)),
         None => (authority, None),
@@ -204,15 +226,15 @@ fn hostname(rest: &str) -> Result<DrsUri, String> {
     })
 }
 
-fn parse_port(port: &str) -> Result<u16, String> {
+fn parse_port(port: &str) -> Result<u16, UriFault> {
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!("port {port:?} is not 1 to 65535")),
+        _ => Err(UriFault::Port(port.to_string())),
     }
 }
 
 /// A DNS name or an IPv4 address: letters, digits, `.` and `-`, lowercased.
-fn check_host(host: &str) -> Result<String, String> {
+fn check_host(host: &str) -> Result<String, UriFault> {
     let ok = !host.is_empty()
         && host.len() <= 253
         && host
@@ -221,43 +243,43 @@ fn check_host(host: &str) -> Result<String, String> {
         && !host.starts_with(['.', '-'])
         && !host.contains("..");
     if !ok {
-        return Err(format!(
-            "host {host:?} is not a DNS name (letters, digits, `.` and `-`)"
-        ));
+        return Err(UriFault::Host(host.to_string()));
     }
     Ok(host.to_ascii_lowercase())
 }
 
 /// The id percent-decoded once, and checked again after decoding.
-fn decode_id(raw: &str) -> Result<String, String> {
+fn decode_id(raw: &str) -> Result<String, UriFault> {
     let id = percent_decode_str(raw)
         .decode_utf8()
-        .map_err(|_| "the id is not UTF-8 once percent-decoded".to_string())?
+        .map_err(|_| UriFault::NotUtf8("id"))?
         .into_owned();
-    check_id(&id)?;
+    check_id("id", &id)?;
     Ok(id)
 }
 
-fn check_id(id: &str) -> Result<(), String> {
+/// `what` is the name the error gives the text: `id` or `accession`.
+fn check_id(what: &'static str, id: &str) -> Result<(), UriFault> {
     if id.is_empty() {
-        return Err("the id is empty".into());
+        return Err(UriFault::Empty(what));
     }
     if id == "." || id == ".." {
-        return Err(format!(
-            "the id {id:?} cannot be addressed exactly: a request URL resolves it away"
-        ));
+        return Err(UriFault::DotSegment {
+            what,
+            id: id.to_string(),
+        });
     }
-    check_printable(id).map_err(|why| format!("the decoded id: {why}"))
+    check_printable(id).map_err(|why| UriFault::DecodedUnprintable(Box::new(why)))
 }
 
 /// `[provider/]prefix` and the accession after the first `:`.
-fn compact(head: &str, accession: &str) -> Result<DrsUri, String> {
+fn compact(head: &str, accession: &str) -> Result<DrsUri, UriFault> {
     let (provider, prefix) = match head.split_once('/') {
         Some((provider, prefix)) => (Some(check_name("provider code", provider)?), prefix),
         None => (None, head),
     };
     let prefix = check_name("prefix", prefix)?;
-    check_id(accession).map_err(|why| why.replace("the id", "the accession"))?;
+    check_id("accession", accession)?;
     let id = format!("{prefix}/{accession}");
     let provider_text = provider
         .as_ref()
@@ -276,16 +298,17 @@ fn compact(head: &str, accession: &str) -> Result<DrsUri, String> {
 
 /// A namespace prefix or provider code: letters, digits, `.`, `_` and `-`
 /// (identifiers.org's rule; no `/` or `:`, which split the URI).
-fn check_name(what: &str, name: &str) -> Result<String, String> {
+fn check_name(what: &'static str, name: &str) -> Result<String, UriFault> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !ok {
-        return Err(format!(
-            "{what} {name:?} is not letters, digits, `.`, `_` and `-`"
-        ));
+        return Err(UriFault::Name {
+            what,
+            name: name.to_string(),
+        });
     }
     Ok(name.to_string())
 }

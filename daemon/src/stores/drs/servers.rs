@@ -15,18 +15,16 @@ use std::fmt;
 use percent_encoding::utf8_percent_encode;
 
 use super::uri::{BadDrsUri, DrsUri, Form, NOT_UNRESERVED};
-use crate::remote::redacted;
+use crate::settings::env::DRS_SERVERS_ENV;
 use crate::settings::{Key, Settings};
-
-/// The environment variable holding the map.
-pub const SERVERS_ENV: &str = "DRSD_DRS_SERVERS";
+use crate::stores::redacted;
 
 /// Where DRS servers answer under their base URL.
 pub(super) const API_PATH: &str = "/ga4gh/drs/v1";
 
 /// A `DRSD_DRS_SERVERS` that cannot be read, naming the entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{SERVERS_ENV}: entry {entry:?}: {why} (want NAME=URL[,NAME=URL...], e.g. dg.TEST=https://data.example.org)")]
+#[error("{DRS_SERVERS_ENV}: entry {entry:?}: {why} (want NAME=URL[,NAME=URL...], e.g. dg.TEST=https://data.example.org)")]
 pub struct BadDrsServers {
     pub entry: String,
     pub why: String,
@@ -57,7 +55,7 @@ impl DrsServers {
             };
             let (name, base) = entry.split_once('=').ok_or_else(|| bad("no `=`"))?;
             let name = check_name(name.trim()).map_err(bad)?;
-            let base = check_base(base.trim()).map_err(|why| bad(&why))?;
+            let base = check_base(base.trim()).map_err(|why| bad(&why.to_string()))?;
             if by_name.insert(name, base).is_some() {
                 return Err(bad("the name is given twice"));
             }
@@ -78,7 +76,8 @@ impl DrsServers {
     /// `base/objects/{id}`, the id percent-encoded as one path segment.
     pub fn object_url(&self, uri: &DrsUri) -> Result<url::Url, BadDrsUri> {
         let base = self.base_url(uri)?;
-        below(&base, &["objects", uri.id()]).map_err(|why| BadDrsUri::new(uri.as_str(), why))
+        below(&base, &["objects", uri.id()])
+            .map_err(|why| BadDrsUri::new(uri.as_str(), why.to_string()))
     }
 
     /// The base URLs of the map: the servers the user named.
@@ -118,7 +117,7 @@ impl DrsServers {
                     uri.as_str(),
                     format!(
                         "the prefix {prefix:?} names no server: add {prefix}=https://HOST to \
-                         {SERVERS_ENV}"
+                         {DRS_SERVERS_ENV}"
                     ),
                 )
             })
@@ -145,18 +144,39 @@ fn api_root(mut root: url::Url) -> url::Url {
     root
 }
 
+/// Why an id cannot be asked for at a server: its URL would not address
+/// exactly the object named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unaddressable {
+    #[error("the path segment {0:?} cannot be addressed exactly")]
+    Segment(String),
+    #[error("the id does not stay one path segment")]
+    NotOneSegment,
+}
+
+/// Why a `DRSD_DRS_SERVERS` entry's URL cannot be a server's root.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadBase {
+    #[error("not a URL: {0}")]
+    NotAUrl(url::ParseError),
+    #[error("the URL must be http:// or https:// with a host")]
+    NotHttp,
+    #[error("the URL holds user-info: put logins in ~/.netrc instead")]
+    UserInfo,
+    #[error("the URL must have no query or fragment")]
+    QueryOrFragment,
+}
+
 /// `base` with `segments` appended, each percent-encoded as one segment
 /// (every byte outside the unreserved set), and checked to have stayed
 /// where it was put: a request must reach exactly the object named.
-pub(super) fn below(base: &url::Url, segments: &[&str]) -> Result<url::Url, String> {
+pub(super) fn below(base: &url::Url, segments: &[&str]) -> Result<url::Url, Unaddressable> {
     let mut url = base.clone();
     let mut path = base.path().trim_end_matches('/').to_string();
     let mut encoded = Vec::with_capacity(segments.len());
     for segment in segments {
         if segment.is_empty() || *segment == "." || *segment == ".." {
-            return Err(format!(
-                "the path segment {segment:?} cannot be addressed exactly"
-            ));
+            return Err(Unaddressable::Segment(segment.to_string()));
         }
         let one = utf8_percent_encode(segment, NOT_UNRESERVED).to_string();
         path.push('/');
@@ -173,9 +193,7 @@ pub(super) fn below(base: &url::Url, segments: &[&str]) -> Result<url::Url, Stri
         .rev()
         .copied()
         .eq(encoded.iter().map(String::as_str));
-    stayed
-        .then_some(url)
-        .ok_or_else(|| "the id does not stay one path segment".to_string())
+    stayed.then_some(url).ok_or(Unaddressable::NotOneSegment)
 }
 
 /// A prefix or a `host[:port]`: letters, digits, `.`, `_`, `-` and `:`,
@@ -192,16 +210,16 @@ fn check_name(name: &str) -> Result<String, &'static str> {
 /// An `http(s)://` root with no user-info, query or fragment: credentials
 /// belong in ~/.netrc or a token file, never in a variable that shows in
 /// `ps e` and logs.
-fn check_base(text: &str) -> Result<url::Url, String> {
-    let url = url::Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;
+fn check_base(text: &str) -> Result<url::Url, BadBase> {
+    let url = url::Url::parse(text).map_err(BadBase::NotAUrl)?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err("the URL must be http:// or https:// with a host".into());
+        return Err(BadBase::NotHttp);
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("the URL holds user-info: put logins in ~/.netrc instead".into());
+        return Err(BadBase::UserInfo);
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err("the URL must have no query or fragment".into());
+        return Err(BadBase::QueryOrFragment);
     }
     Ok(url)
 }
@@ -261,7 +279,7 @@ mod tests {
     fn an_unmapped_prefix_is_an_error_naming_it_and_the_variable() {
         let err = base("drs://dg.NOPE:u1").unwrap_err().to_string();
         assert!(
-            err.contains("dg.NOPE") && err.contains(SERVERS_ENV),
+            err.contains("dg.NOPE") && err.contains(DRS_SERVERS_ENV),
             "{err}"
         );
     }

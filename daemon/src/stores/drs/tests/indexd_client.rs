@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{quick, reply, status, TestServer};
 use crate::pool::Oid;
-use crate::remote::drs::{DrsError, IndexdClient, NetrcFile, NewRecord};
+use crate::stores::drs::{DrsError, IndexdClient, NetrcFile, NewRecord};
 
 fn client(server: &TestServer, netrc: Option<&Path>) -> IndexdClient {
     let netrc = match netrc {
@@ -13,7 +13,7 @@ fn client(server: &TestServer, netrc: Option<&Path>) -> IndexdClient {
         None => NetrcFile::locate(|_| None),
     };
     IndexdClient::with_netrc(
-        crate::remote::drs::Api::new(&quick()).unwrap(),
+        crate::stores::drs::Api::new(&quick()).unwrap(),
         server.root.clone(),
         netrc,
     )

@@ -31,8 +31,8 @@ use tokio::time::{timeout_at, Instant};
 
 use super::auth::{Credential, DrsAuth};
 use super::DrsError;
-use crate::remote::transport::{send_retrying, Sent};
-use crate::remote::{redact_text, shown_url, HttpConfig, Permanence, Retry};
+use crate::stores::transport::{send_retrying, Sent};
+use crate::stores::{redact_text, shown_url, HttpConfig, Permanence, Retry};
 
 /// The most of a JSON answer read: a bulk answer of a few hundred objects
 /// is a few MiB.
@@ -66,7 +66,7 @@ impl Api {
             path: config.ca_file.clone().unwrap_or_default(),
             why,
         };
-        let http = crate::remote::http::client_builder(config)
+        let http = crate::stores::http::client_builder(config)
             .map_err(|e| setup(e.to_string()))?
             .redirect(same_origin_redirects())
             .build()
@@ -308,11 +308,11 @@ async fn read_body(mut resp: Response) -> Result<Vec<u8>, (String, Permanence)> 
     Ok(body)
 }
 
-pub(super) fn bad_answer(ask: &Ask<'_>, why: String) -> DrsError {
+pub(super) fn bad_answer(ask: &Ask<'_>, why: impl std::fmt::Display) -> DrsError {
     DrsError::BadAnswer {
         asked: ask.asked.to_string(),
         server: shown_url(ask.server),
-        why,
+        why: why.to_string(),
     }
 }
 
@@ -415,7 +415,7 @@ fn failed(ask: &Ask<'_>, error: &reqwest::Error, attempts: u32) -> DrsError {
 /// reqwest's error and its causes without the request URL, any URL left
 /// in them redacted.
 pub(super) fn chain(e: &reqwest::Error) -> String {
-    redact_text(&crate::remote::transport::chain(e))
+    redact_text(&crate::stores::transport::chain(e))
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use super::{object, quick, reply, status, Reply, Seen, TestServer};
-use crate::remote::drs::{DrsAuth, DrsClient, DrsError, DrsUri};
-use crate::remote::Permanence;
+use crate::stores::drs::{DrsAuth, DrsClient, DrsError, DrsUri};
+use crate::stores::Permanence;
 
 const API: &str = "/ga4gh/drs/v1";
 
@@ -341,7 +341,7 @@ async fn an_access_id_is_exchanged_for_a_url_and_a_404_moves_to_the_next_method(
     })
     .await;
     let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
-    let mut obj: crate::remote::drs::DrsObject =
+    let mut obj: crate::stores::drs::DrsObject =
         serde_json::from_value(object("dg.TEST/u1", 1)).unwrap();
     obj.access_methods = serde_json::from_value(serde_json::json!([
         {"type": "gs", "access_url": {"url": "gs://b/k"}},
@@ -369,7 +369,7 @@ async fn an_access_id_is_exchanged_for_a_url_and_a_404_moves_to_the_next_method(
 async fn an_object_with_no_usable_access_method_names_what_it_offers() {
     let server = TestServer::start(|_, _| status(404)).await;
     let uri = DrsUri::parse("drs://dg.TEST:u1").unwrap();
-    let mut obj: crate::remote::drs::DrsObject =
+    let mut obj: crate::stores::drs::DrsObject =
         serde_json::from_value(object("dg.TEST/u1", 1)).unwrap();
     obj.access_methods = serde_json::from_value(serde_json::json!([
         {"type": "gs", "access_url": {"url": "gs://b/k"}},
@@ -395,7 +395,7 @@ async fn a_hostname_uri_on_a_mapped_host_reaches_its_server() {
     })
     .await;
     let servers =
-        crate::remote::drs::DrsServers::parse(&format!("drs.example.org={}", server.root)).unwrap();
+        crate::stores::drs::DrsServers::parse(&format!("drs.example.org={}", server.root)).unwrap();
     let client = DrsClient::new(&quick(), servers, DrsAuth::none()).unwrap();
     let uri = DrsUri::parse("drs://drs.example.org/..%2Fadmin").unwrap();
     assert_eq!(client.object(&uri).await.unwrap().id, "../admin");
@@ -477,7 +477,7 @@ async fn ids_the_bulk_lookup_leaves_unresolved_are_asked_once_more_one_by_one() 
         "drs://dg.TEST:u2",
         "drs://dg.TEST:missing",
     ]);
-    let servers = crate::remote::drs::DrsServers::parse(&format!(
+    let servers = crate::stores::drs::DrsServers::parse(&format!(
         "dg.TEST={root},{authority}={root}",
         root = server.root
     ))
@@ -570,7 +570,7 @@ async fn a_refusal_quotes_the_servers_error_body_and_never_the_password_sent() {
         )
     })
     .await;
-    let auth = DrsAuth::none().netrc_file(crate::remote::drs::NetrcFile::at(netrc));
+    let auth = DrsAuth::none().netrc_file(crate::stores::drs::NetrcFile::at(netrc));
     let client = DrsClient::new(&quick(), server.servers("dg.TEST"), auth).unwrap();
     let err = client
         .object(&DrsUri::parse("drs://dg.TEST:u1").unwrap())

@@ -7,7 +7,7 @@
 //! - `model.rs`: what servers answer, and the checksums drsd reads from it;
 //! - `client.rs` and `bulk.rs`: objects one at a time or in bulk, access
 //!   URLs;
-//! - `indexd.rs`: Indexd records by sha256 and did, and registration;
+//! - `indexd_client.rs`: Indexd records by sha256 and did, and registration;
 //! - `call.rs`: the one request path (credentials, retries, 202 waits,
 //!   answers bounded and checked);
 //! - `auth.rs`, `netrc.rs`, `gen3.rs`: credentials per server, and why a
@@ -23,7 +23,7 @@ mod call;
 mod client;
 mod error;
 mod gen3;
-mod indexd;
+mod indexd_client;
 mod model;
 mod netrc;
 mod servers;
@@ -32,12 +32,12 @@ mod uri;
 #[cfg(test)]
 mod tests;
 
-pub use auth::{CredentialKind, DrsAuth, GEN3_CREDENTIALS_ENV, TOKEN_FILE_ENV};
+pub use auth::{CredentialKind, DrsAuth};
 pub(crate) use call::Api;
 pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;
-pub use indexd::{IndexdClient, IndexdRecord, NewRecord};
+pub use indexd_client::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};
 pub use netrc::{Login, NetrcFile};
-pub use servers::{BadDrsServers, DrsServers, SERVERS_ENV};
+pub use servers::{BadDrsServers, DrsServers};
 pub use uri::{BadDrsUri, DrsUri};

@@ -7,7 +7,7 @@
 //! The enum is `Clone`: a bulk lookup hands one answer to every copy of a
 //! URI given twice.
 //!
-//! [`RemoteError`]: crate::remote::RemoteError
+//! [`RemoteError`]: crate::stores::RemoteError
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::auth::CredentialKind;
 use super::servers::BadDrsServers;
 use super::uri::BadDrsUri;
-use crate::remote::Permanence;
+use crate::stores::Permanence;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum DrsError {
@@ -76,7 +76,7 @@ pub enum DrsError {
     #[error(
         "{asked}: {server} sent no complete answer within {:.1} s (the metadata_timeout setting, {}); the server is stalled or too slow: try again later, or raise the setting",
         deadline.as_secs_f64(),
-        crate::remote::METADATA_TIMEOUT_ENV
+        crate::settings::env::METADATA_TIMEOUT_ENV
     )]
     Deadline {
         asked: String,

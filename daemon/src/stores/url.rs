@@ -1,4 +1,5 @@
-//! Object URLs: parsing (`s3://bucket/key`, `https://...`), and keeping the
+//! Object URLs: parsing (`s3://bucket/key`, `https://...`), the layout of
+//! an object remote's keys ([`ObjectLayout`]), and keeping the
 //! secrets some carry out of every log line, error message and report.
 //!
 //! A URL may carry credentials: user-info (`https://user:pass@host/`) or a
@@ -12,6 +13,7 @@
 use std::fmt;
 
 use super::RemoteError;
+use crate::pool::Oid;
 
 /// What a secret is replaced with.
 pub const REDACTED: &str = "REDACTED";
@@ -309,9 +311,83 @@ impl fmt::Display for ObjectUrl {
     }
 }
 
+/// Where pushed objects live: `s3://{bucket}/{prefix}/{oid[0:2]}/{oid[2:4]}/{oid}`
+/// (the layout of `.git/lfs/objects`, so a listing reads like one). Each
+/// object carries its oid as `x-amz-meta-sha256`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectLayout {
+    pub bucket: String,
+    pub prefix: String,
+}
+
+impl ObjectLayout {
+    /// From `s3://bucket` or `s3://bucket/prefix`.
+    pub fn parse(text: &str) -> Result<ObjectLayout, RemoteError> {
+        let rest = text
+            .strip_prefix("s3://")
+            .ok_or_else(|| RemoteError::BadUrl {
+                url: text.into(),
+                why: "an object remote is s3://bucket[/prefix]".into(),
+            })?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(RemoteError::BadUrl {
+                url: text.into(),
+                why: "no bucket".into(),
+            });
+        }
+        let prefix = prefix.trim_matches('/');
+        let bad = |why: &str| RemoteError::BadUrl {
+            url: text.into(),
+            why: why.into(),
+        };
+        check_bucket(bucket).map_err(bad)?;
+        if !prefix.is_empty() {
+            check_key(prefix).map_err(bad)?;
+        }
+        Ok(ObjectLayout {
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+        })
+    }
+
+    pub fn key(&self, oid: &Oid) -> String {
+        let hex = oid.to_hex();
+        let path = format!("{}/{}/{hex}", &hex[0..2], &hex[2..4]);
+        match self.prefix.as_str() {
+            "" => path,
+            p => format!("{p}/{path}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layout_keys_follow_git_lfs_objects() {
+        let oid = Oid::of(b"x");
+        let hex = oid.to_hex();
+        let l = ObjectLayout::parse("s3://bkt/team/lfs/").unwrap();
+        assert_eq!(
+            l.key(&oid),
+            format!("team/lfs/{}/{}/{hex}", &hex[..2], &hex[2..4])
+        );
+        let l = ObjectLayout::parse("s3://bkt").unwrap();
+        assert_eq!(l.key(&oid), format!("{}/{}/{hex}", &hex[..2], &hex[2..4]));
+        assert!(ObjectLayout::parse("https://bkt").is_err());
+        assert!(ObjectLayout::parse("s3:///x").is_err());
+        // The keys under a prefix with dot segments would land elsewhere.
+        for bad in [
+            "s3://bkt/../other",
+            "s3://bkt/a/./b",
+            "s3://B_kt",
+            "s3://ab/p",
+        ] {
+            assert!(ObjectLayout::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn without_query_drops_the_query_and_the_fragment() {

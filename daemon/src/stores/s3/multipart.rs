@@ -14,7 +14,7 @@ use rusty_s3::{Bucket, S3Action};
 
 use super::super::transport::{etag, transport, with_headers};
 use super::{pin_headers, refused_in_body, CopySource, ObjectMeta, S3Client, SIGN_FOR};
-use crate::remote::{MultipartUpload, RemoteError};
+use crate::stores::{MultipartUpload, RemoteError};
 
 /// Parts copied at once by [`S3Client::copy_in_parts`]: each is a server-side
 /// copy, so a few keep the store busy without piling up requests.

@@ -37,7 +37,7 @@ use super::client::{blank, check_object};
 use super::model::{id_of, nullable, quoted, DrsObject, Read};
 use super::servers::below;
 use super::{DrsClient, DrsError, DrsUri};
-use crate::remote::shown_url;
+use crate::stores::shown_url;
 
 /// The batch size tried on a server whose service-info does not say.
 pub(super) const GUESSED_BATCH: usize = 100;
@@ -258,7 +258,7 @@ impl DrsClient {
         let url = below(base, &["objects"]).map_err(|why| DrsError::BadAnswer {
             asked: "bulk lookup".into(),
             server: shown_url(base),
-            why,
+            why: why.to_string(),
         })?;
         let ids: Vec<&str> = uris.iter().map(|u| u.id()).collect();
         let body = serde_json::json!({ "bulk_object_ids": ids })
@@ -313,7 +313,7 @@ impl DrsClient {
         let url = below(base, &["service-info"]).map_err(|why| DrsError::BadAnswer {
             asked: "service-info".into(),
             server: shown_url(base),
-            why,
+            why: why.to_string(),
         })?;
         let ask = Ask {
             asked: "service-info",
@@ -414,7 +414,7 @@ fn one_of(
         return Some(match Read::of((*value).clone()) {
             Read::Object(object) => check_object(&object, uri, false)
                 .map(|()| object)
-                .map_err(bad),
+                .map_err(|why| bad(why.to_string())),
             Read::Blank => Err(blank(uri, ask.server)),
             Read::Malformed(why) => Err(bad(why)),
         });

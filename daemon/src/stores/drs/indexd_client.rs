@@ -19,10 +19,10 @@ use super::auth::DrsAuth;
 use super::call::{self, Api, Ask, Caller, Pending};
 use super::model::{nullable, quoted};
 use super::netrc::NetrcFile;
-use super::servers::below;
+use super::servers::{below, Unaddressable};
 use super::DrsError;
 use crate::pool::Oid;
-use crate::remote::{shown_url, HttpConfig};
+use crate::stores::{shown_url, HttpConfig};
 
 /// An Indexd record (the fields drsd reads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,14 +232,14 @@ impl IndexdClient {
         below(&self.base, segments).map_err(|why| DrsError::BadAnswer {
             asked: "an Indexd request".into(),
             server: shown_url(&self.base),
-            why,
+            why: why.to_string(),
         })
     }
 
     /// `/index/{did}`, the did's `/`s kept as separators and each part
     /// encoded; a did with an empty, `.` or `..` part is refused.
     fn did_url(&self, did: &str, asked: &str) -> Result<url::Url, DrsError> {
-        let refuse = |why: String| DrsError::BadAnswer {
+        let refuse = |why: BadDid| DrsError::BadAnswer {
             asked: asked.to_string(),
             server: shown_url(&self.base),
             why: format!("the did cannot be asked for: {why}"),
@@ -247,7 +247,7 @@ impl IndexdClient {
         check_did(did).map_err(refuse)?;
         let mut segments = vec!["index"];
         segments.extend(did.split('/'));
-        below(&self.base, &segments).map_err(refuse)
+        below(&self.base, &segments).map_err(|why| refuse(BadDid::Unaddressable(why)))
     }
 }
 
@@ -323,13 +323,23 @@ fn check_new(record: &NewRecord) -> Result<(), DrsError> {
     Ok(())
 }
 
+/// Why a did cannot be asked for, or taken from an answer.
+#[derive(Debug, thiserror::Error)]
+enum BadDid {
+    /// Holds the did quoted as answers are (`model::quoted`).
+    #[error("the did {0} is not a printable name")]
+    Unprintable(String),
+    #[error(transparent)]
+    Unaddressable(Unaddressable),
+}
+
 /// A did is a printable name of a sensible length.
-fn check_did(did: &str) -> Result<(), String> {
+fn check_did(did: &str) -> Result<(), BadDid> {
     let ok = !did.is_empty()
         && did.len() <= 512
         && !did.chars().any(|c| c.is_control() || c.is_whitespace());
     ok.then_some(())
-        .ok_or_else(|| format!("the did {} is not a printable name", quoted(did)))
+        .ok_or_else(|| BadDid::Unprintable(quoted(did)))
 }
 
 #[cfg(test)]

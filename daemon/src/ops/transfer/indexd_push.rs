@@ -27,9 +27,11 @@ use super::{TransferError, Transfers};
 use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::Oid;
-use crate::registry::{is_content_etag, Entry};
-use crate::remote::drs::{IndexdClient, NewRecord};
-use crate::remote::{Held, ObjectUrl};
+use crate::registry::Entry;
+use crate::remote::Held;
+use crate::stores::drs::{IndexdClient, NewRecord};
+use crate::stores::is_content_etag;
+use crate::stores::ObjectUrl;
 
 /// The repo's Indexd, for one push.
 pub struct IndexdTarget<'a> {
@@ -238,7 +240,7 @@ impl Transfers {
                     indexd.base,
                     pointer.oid,
                     record.did,
-                    crate::remote::redacted(url)
+                    crate::stores::redacted(url)
                 );
                 return Ok(Some(did));
             }
@@ -371,7 +373,7 @@ impl Transfers {
     /// The object remote's ETag of `key`, without quotes.
     async fn remote_etag(
         &self,
-        layout: &crate::remote::ObjectLayout,
+        layout: &crate::stores::ObjectLayout,
         key: &str,
     ) -> Result<Option<String>, String> {
         let client = self.remote.s3().map_err(|e| e.to_string())?;

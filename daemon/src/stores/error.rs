@@ -137,7 +137,7 @@ pub enum RemoteError {
     #[error(
         "{op} {object}: no complete answer within {:.1} s (the metadata_timeout setting, {}); the server is stalled or too slow, try again later or raise the setting",
         deadline.as_secs_f64(),
-        super::http::METADATA_TIMEOUT_ENV
+        crate::settings::env::METADATA_TIMEOUT_ENV
     )]
     Deadline {
         op: &'static str,

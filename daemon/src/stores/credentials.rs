@@ -114,7 +114,7 @@ impl S3Credentials {
         };
         let keys = profile_keys(&text, &name).map_err(|why| RemoteError::Credentials {
             path: path.clone(),
-            why,
+            why: why.to_string(),
         })?;
         Ok(S3Credentials {
             keys: Some(keys),
@@ -144,8 +144,14 @@ fn with_token(key: String, secret: String, token: Option<String>) -> rusty_s3::C
     }
 }
 
+/// A profile of the credentials file without both keys: the `why` of the
+/// `RemoteError::Credentials` that names the file.
+#[derive(Debug, thiserror::Error)]
+#[error("profile [{0}] has no aws_access_key_id and aws_secret_access_key")]
+struct NoKeys(String);
+
 /// The keys of `[name]` in an AWS credentials file (INI).
-fn profile_keys(text: &str, name: &str) -> Result<rusty_s3::Credentials, String> {
+fn profile_keys(text: &str, name: &str) -> Result<rusty_s3::Credentials, NoKeys> {
     let (mut key, mut secret, mut token) = (None, None, None);
     let mut inside = false;
     for line in text.lines().map(str::trim) {
@@ -169,9 +175,7 @@ fn profile_keys(text: &str, name: &str) -> Result<rusty_s3::Credentials, String>
     }
     match (key, secret) {
         (Some(k), Some(s)) => Ok(with_token(k, s, token)),
-        _ => Err(format!(
-            "profile [{name}] has no aws_access_key_id and aws_secret_access_key"
-        )),
+        _ => Err(NoKeys(name.to_string())),
     }
 }
 

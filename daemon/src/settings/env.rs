@@ -1,0 +1,28 @@
+//! The names of the environment variables the settings are read from,
+//! where the rest of the daemon needs one by name (in an error that says
+//! which variable to fix). The settings table (`keys.rs`) names every
+//! variable of every setting; the clients import the names from here and
+//! never read the environment themselves.
+
+/// The `state_dir` setting: where the registry and the logs live.
+pub const STATE_DIR_ENV: &str = "DRSD_STATE_DIR";
+/// The `partial_max` setting: the most bytes the partial files of failed
+/// prefetch jobs may hold in all (`1G`, `500M`...).
+pub const PARTIAL_MAX_ENV: &str = "DRSD_PARTIAL_MAX";
+/// The `ca_file` setting: a PEM file of extra trusted roots.
+pub const CA_FILE_ENV: &str = "DRSD_CA_FILE";
+/// The `drs_servers` setting: the map from DRS URI prefixes and hosts to
+/// servers.
+pub const DRS_SERVERS_ENV: &str = "DRSD_DRS_SERVERS";
+/// The `drs_token_file` setting: a bearer token file, read at each use.
+pub const DRS_TOKEN_FILE_ENV: &str = "DRSD_DRS_TOKEN_FILE";
+/// The `gen3_credentials` setting: a Gen3 API key file (`{"api_key",
+/// "key_id"}`), as the Gen3 portal saves it.
+pub const GEN3_CREDENTIALS_ENV: &str = "DRSD_GEN3_CREDENTIALS";
+/// The `drs_wait_secs` setting (default 60).
+pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
+/// The `metadata_timeout` setting: seconds a metadata request (DRS,
+/// Indexd, a HEAD) has for its whole answer.
+pub const METADATA_TIMEOUT_ENV: &str = "DRSD_METADATA_TIMEOUT";
+/// The `trust_claims` setting.
+pub const TRUST_CLAIMS_ENV: &str = "DRSD_TRUST_CLAIMS";
