@@ -14,12 +14,13 @@
 //! (any add-url there) catches it up; a restore only inserts what is missing,
 //! so running it twice, or after a partial run, changes nothing more.
 
-mod indexd;
+mod indexd_records;
 mod job_state;
 pub mod mirror;
 mod oid_text;
 mod partial_owners;
 mod queue;
+mod schema;
 mod sent;
 mod store;
 mod uploads;
@@ -31,7 +32,7 @@ use crate::pool::Oid;
 use crate::remote::SecretUrl;
 use crate::IoError;
 
-pub use indexd::IndexdRegistration;
+pub use indexd_records::IndexdRegistration;
 pub use job_state::JobState;
 pub use queue::{Job, JobCounts, JobLine, OpenJob};
 pub use store::Registry;

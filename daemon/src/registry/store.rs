@@ -7,15 +7,16 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::mirror::Mirrors;
+use super::schema::MIGRATIONS;
 use super::oid_text::{oid_column, optional_oid_column};
 use super::{Entry, ForeignObject, RegistryError};
 use crate::pool::Oid;
 use crate::IoError;
 
-/// Schema migrations, applied in order; `PRAGMA user_version` counts the
-/// applied ones. The job queue's tables come as the next migration.
-const MIGRATIONS: &[&str] = &[
-    "
+
+/// The foreign objects and the repos' paths pointing at them: the first
+/// migration ([`super::schema`]).
+pub(super) const SCHEMA: &str = "
     CREATE TABLE objects (
         id INTEGER PRIMARY KEY,
         url TEXT NOT NULL,
@@ -43,30 +44,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (repo, path)
     );
     CREATE INDEX repo_refs_object ON repo_refs (object_id);
-",
-    super::queue::SCHEMA,
-    // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
-    // records carry beside the sha256.
-    "ALTER TABLE objects ADD COLUMN md5 TEXT;",
-    // `failed` was a job waiting for its next try; that is `retrying` now,
-    // and `failed` is a job given up on.
-    "UPDATE jobs SET state = 'retrying' WHERE state = 'failed';",
-    // Multipart uploads in flight, aborted at the next start when a kill
-    // left them (`uploads.rs`).
-    super::uploads::SCHEMA,
-    // Registrations with a Gen3 Indexd made at push time (`indexd.rs`).
-    super::indexd::SCHEMA,
-    // Whether the content oid was learnt by reading the bytes here (a
-    // prefetch, add-url's read, a verified fetch), not from a claim (a
-    // checksum header, `--sha256`, a DRS record): only a read lets a push
-    // copy the source server-side (DESIGN.md "Trust"). Every `done` job
-    // was such a read; objects named by a claim get a job at the next start.
-    "ALTER TABLE objects ADD COLUMN content_read INTEGER NOT NULL DEFAULT 0;
-     UPDATE objects SET content_read = 1 WHERE id IN (SELECT object_id FROM jobs WHERE state = 'done');",
-    // Objects this daemon sent to an S3 object remote, with the ETag the
-    // store answered: the same ETag at the key later proves the bytes.
-    super::sent::SCHEMA,
-];
+";
 
 /// The daemon's registry: one connection behind a mutex (writes are short
 /// transactions; callers run them off the async threads).
