@@ -3,12 +3,12 @@
 //! list knows the order; `PRAGMA user_version` counts the ones applied, so
 //! a step once shipped never changes and a new one goes at the end.
 
-use super::{indexd_records, queue, sent, store, uploads};
+use super::{indexd_records, queue, sent, sqlite, uploads};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts the
 /// applied ones.
 pub(super) const MIGRATIONS: &[&str] = &[
-    store::SCHEMA,
+    sqlite::SCHEMA,
     queue::SCHEMA,
     // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
     // records carry beside the sha256.
