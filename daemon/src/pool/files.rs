@@ -31,7 +31,7 @@ impl Pool {
     /// it. The entry is checked against its oid first ([`Pool::get_verified`]):
     /// a corrupt one is moved aside and nothing reaches `dest`.
     pub fn export(&self, oid: &Oid, dest: &Path) -> Result<Option<Placed>> {
-        let _pin = self.pin(oid);
+        let _pin = self.pin(oid)?;
         match self.get_verified(oid)? {
             None => Ok(None),
             Some(Blob::Bytes(bytes)) => {
@@ -54,7 +54,7 @@ impl Pool {
     /// (`std::io::copy` between files is `copy_file_range`: the kernel
     /// copies, and shares extents where the filesystem can.)
     pub fn copy_into(&self, oid: &Oid, to: &mut File) -> Result<Option<u64>> {
-        let _pin = self.pin(oid);
+        let _pin = self.pin(oid)?;
         match self.get_verified(oid)? {
             None => Ok(None),
             Some(Blob::Bytes(bytes)) => {
@@ -83,7 +83,7 @@ impl Pool {
         std::io::copy(&mut file, &mut hasher).at("read", path)?;
         let oid = Oid::from_digest(hasher.finalize().into());
         check(expect, oid, len)?;
-        let _pin = self.pin(&oid);
+        let _pin = self.pin(&oid)?;
         let mut put = Put {
             oid,
             len,

@@ -25,8 +25,8 @@ pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
-pub use pins::Pin;
-pub use seen::SeenLog;
+pub use pins::{MemPins, Pin, PinTable};
+pub use seen::{GcRecords, SeenLog};
 pub use sqlite::SqliteEngine;
 pub use store::{
     BadEntry, Batch, Pool, PoolStats, Put, SweepReport, Swept, Tier, TierReport, DEFAULT_THRESHOLD,

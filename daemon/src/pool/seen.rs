@@ -3,10 +3,13 @@
 //! list of registered repos then costs nothing at once: what the lost repos
 //! referenced stays for the grace period, time to register them again.
 //!
-//! One SQLite table beside the pool (`gc.sqlite`), written in one
+//! Kept by a [`GcRecords`], gc's records' engine: [`SeenLog`] is one SQLite
+//! table beside the pool (`gc.sqlite`), written in one
 //! transaction per gc, so a kill at any point leaves the last gc's record
 //! or the new one. An entry never seen referenced counts from the first gc
 //! that listed it (no later than its storing: it is kept at least as long).
+//! A table shared by a lab's daemons (issue 31) implements the same trait
+//! and passes the same contract (`registry/tests.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +22,27 @@ use super::Oid;
 const CREATE: &str =
     "CREATE TABLE IF NOT EXISTS seen (key BLOB PRIMARY KEY NOT NULL, at INTEGER NOT NULL)";
 
-/// The record of when each pool entry was last seen referenced.
+/// When each pool entry was last seen referenced: what gc's grace period
+/// is counted from.
+///
+/// Atomicity: [`GcRecords::last_referenced`] with `record` writes the
+/// whole new record in one transaction, so a kill leaves the last gc's
+/// record or this one, never a mix.
+pub trait GcRecords: Send {
+    /// For each of the `listed` keys, the last time (Unix seconds) it was
+    /// seen referenced: `now` for those in `live`, else the recorded time,
+    /// else `now` (first seen). With `record`, that is written, and records
+    /// of keys no longer listed (gone from the pool) are dropped.
+    fn last_referenced(
+        &mut self,
+        listed: &HashSet<Vec<u8>>,
+        live: &HashSet<Oid>,
+        now: u64,
+        record: bool,
+    ) -> Result<HashMap<Vec<u8>, u64>>;
+}
+
+/// The record of when each pool entry was last seen referenced, in SQLite.
 pub struct SeenLog {
     path: PathBuf,
     conn: Connection,
@@ -42,10 +65,8 @@ impl SeenLog {
         })
     }
 
-    /// For each of the `listed` keys, the last time (Unix seconds) it was
-    /// seen referenced: `now` for those in `live`, else the recorded time,
-    /// else `now` (first seen). With `record`, that is written, and records
-    /// of keys no longer listed (gone from the pool) are dropped.
+    /// See [`GcRecords::last_referenced`]; callable without the trait in
+    /// scope, as gc calls it.
     pub fn last_referenced(
         &mut self,
         listed: &HashSet<Vec<u8>>,
@@ -106,41 +127,14 @@ impl SeenLog {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_entry_counts_from_its_last_reference_or_its_first_sighting() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gc.sqlite");
-        let (a, b) = (Oid::of(b"a"), Oid::of(b"b"));
-        let key = |o: &Oid| o.as_bytes().to_vec();
-        let listed: HashSet<Vec<u8>> = [key(&a), key(&b)].into();
-        let mut log = SeenLog::open(&path).unwrap();
-        // First gc: a referenced, b first seen; both at 100.
-        let last = log
-            .last_referenced(&listed, &[a].into(), 100, true)
-            .unwrap();
-        assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
-        // A dry run at 150 with a referenced: computed, not written.
-        let last = log
-            .last_referenced(&listed, &[a].into(), 150, false)
-            .unwrap();
-        assert_eq!((last[&key(&a)], last[&key(&b)]), (150, 100));
-        // Reopened (a restarted daemon): neither referenced at 200.
-        let mut log = SeenLog::open(&path).unwrap();
-        let last = log
-            .last_referenced(&listed, &HashSet::new(), 200, true)
-            .unwrap();
-        assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
-        // b left the pool: its record goes; a new sighting of it starts over.
-        let only_a: HashSet<Vec<u8>> = [key(&a)].into();
-        log.last_referenced(&only_a, &HashSet::new(), 300, true)
-            .unwrap();
-        let last = log
-            .last_referenced(&listed, &HashSet::new(), 400, true)
-            .unwrap();
-        assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 400));
+impl GcRecords for SeenLog {
+    fn last_referenced(
+        &mut self,
+        listed: &HashSet<Vec<u8>>,
+        live: &HashSet<Oid>,
+        now: u64,
+        record: bool,
+    ) -> Result<HashMap<Vec<u8>, u64>> {
+        SeenLog::last_referenced(self, listed, live, now, record)
     }
 }

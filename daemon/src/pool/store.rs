@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::backend::{Backend, Blob, Staged, TierStats};
 use super::error::{IoContext, PoolError, Result};
 use super::local::LocalEngine;
-use super::pins::{Pin, Pins};
+use super::pins::{MemPins, Pin, PinTable};
 use super::sqlite::SqliteEngine;
 use super::verified::{hash_blob, Stamp, Verified};
 use super::Oid;
@@ -91,7 +91,8 @@ pub struct Pool {
     kv: Arc<dyn Backend>,
     large: Arc<dyn Backend>,
     threshold: u64,
-    pins: Pins,
+    /// Where pins are kept: in memory unless [`Pool::with_pins`] says.
+    pins: Arc<dyn PinTable>,
     partial: Option<PathBuf>,
     verified: Verified,
 }
@@ -163,10 +164,17 @@ impl Pool {
             kv,
             large,
             threshold,
-            pins: Pins::default(),
+            pins: Arc::new(MemPins::default()),
             partial: None,
             verified: Verified::default(),
         }
+    }
+
+    /// The same pool with its pins kept in `pins` (a table shared with the
+    /// other daemons sweeping the same engines) instead of in memory.
+    pub fn with_pins(mut self, pins: Arc<dyn PinTable>) -> Pool {
+        self.pins = pins;
+        self
     }
 
     /// The folder [`Pool::open`] opened (`partial/` is in it), for errors
@@ -186,7 +194,7 @@ impl Pool {
     /// copy) when it goes to the large tier. The caller hashed exactly these
     /// `len` bytes as they were written; the file is gone afterwards.
     pub(crate) fn adopt_verified(&self, path: &Path, oid: &Oid, len: u64) -> Result<Put> {
-        let _pin = self.pin(oid);
+        let _pin = self.pin(oid)?;
         let tier = self.tier_for(len);
         let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
         if stored && tier == Tier::Large {
@@ -290,8 +298,9 @@ impl Pool {
         Ok(keys.into_iter().collect())
     }
 
-    pub fn pin(&self, oid: &Oid) -> Pin {
-        self.pins.pin(*oid)
+    /// Keeps `oid` out of every sweep until the pin drops.
+    pub fn pin(&self, oid: &Oid) -> Result<Pin> {
+        Pin::new(&self.pins, *oid)
     }
 
     /// Puts whose keys stay pinned until the batch is dropped.
@@ -308,7 +317,7 @@ impl Pool {
     }
 
     fn put_pinned(&self, oid: &Oid, bytes: &[u8]) -> Result<(Put, Pin)> {
-        let pin = self.pin(oid);
+        let pin = self.pin(oid)?;
         let len = bytes.len() as u64;
         let tier = self.tier_for(len);
         // A large blob already there is not hashed or written again; a small
@@ -331,7 +340,10 @@ impl Pool {
     /// write (one SQLite transaction). A pair that does not hash to its oid
     /// fails the whole call before anything is written.
     pub fn put_many(&self, entries: &[(Oid, &[u8])]) -> Result<Vec<Put>> {
-        let _pins: Vec<Pin> = entries.iter().map(|(oid, _)| self.pin(oid)).collect();
+        let _pins = entries
+            .iter()
+            .map(|(oid, _)| self.pin(oid))
+            .collect::<Result<Vec<Pin>>>()?;
         for (oid, bytes) in entries {
             check(Some(oid), Oid::of(bytes), bytes.len() as u64)?;
         }
@@ -389,7 +401,7 @@ impl Pool {
     }
 
     fn put_stream_pinned(&self, expect: Option<&Oid>, mut src: impl Read) -> Result<(Put, Pin)> {
-        let early_pin = expect.map(|oid| self.pin(oid));
+        let early_pin = expect.map(|oid| self.pin(oid)).transpose()?;
         if let Some(oid) = expect {
             if let Some(len) = self.size(oid)? {
                 let put = Put {
@@ -412,13 +424,19 @@ impl Pool {
         if (prefix.len() as u64) < self.threshold {
             let oid = Oid::of(&prefix);
             check(expect, oid, prefix.len() as u64)?;
-            let pin = early_pin.unwrap_or_else(|| self.pin(&oid));
+            let pin = match early_pin {
+                Some(pin) => pin,
+                None => self.pin(&oid)?,
+            };
             return Ok((self.store(&oid, &prefix, Tier::Kv)?, pin));
         }
         let mut staged = self.large.stage()?;
         let (oid, len) = stream_into(&mut *staged, prefix, src)?;
         check(expect, oid, len)?;
-        let pin = early_pin.unwrap_or_else(|| self.pin(&oid));
+        let pin = match early_pin {
+            Some(pin) => pin,
+            None => self.pin(&oid)?,
+        };
         let stored = !self.large.has(oid.as_bytes())?;
         if stored {
             staged.commit(oid.as_bytes())?;
@@ -440,7 +458,7 @@ impl Pool {
     }
 
     /// Deletes every entry, in both tiers, that is neither in `live` nor
-    /// pinned. Each check-and-delete holds the pin table, so a put that pins
+    /// pinned. Each check-and-delete runs in [`PinTable::unless_pinned`], so a put that pins
     /// its key first can never lose it to a concurrent sweep.
     pub fn sweep(&self, live: &HashSet<Oid>) -> Result<SweepReport> {
         self.sweep_or_list(None, live, true)
@@ -479,15 +497,25 @@ impl Pool {
                     report.newer += 1;
                     continue;
                 }
-                let pins = self.pins.lock();
-                if oid.is_some_and(|o| pins.contains_key(&o)) {
-                    report.pinned += 1;
-                    continue;
-                }
-                let Some(bytes) = engine.size(&key)? else {
-                    continue; // gone since the listing
+                let mut swept = None;
+                let mut check_and_delete = || {
+                    let Some(bytes) = engine.size(&key)? else {
+                        return Ok(()); // gone since the listing
+                    };
+                    if !delete || engine.delete(&key)? {
+                        swept = Some(bytes);
+                    }
+                    Ok(())
                 };
-                if !delete || engine.delete(&key)? {
+                let ran = match oid {
+                    // The pin table holds off new pins of the key while the
+                    // delete runs.
+                    Some(oid) => self.pins.unless_pinned(oid, &mut check_and_delete)?,
+                    None => check_and_delete().map(|()| true)?,
+                };
+                if !ran {
+                    report.pinned += 1;
+                } else if let Some(bytes) = swept {
                     report.deleted.push(Swept { key, tier, bytes });
                 }
             }
@@ -701,7 +729,8 @@ impl Batch<'_> {
         Ok(put)
     }
 
-    pub fn pin(&mut self, oid: &Oid) {
-        self.pins.push(self.pool.pin(oid));
+    pub fn pin(&mut self, oid: &Oid) -> Result<()> {
+        self.pins.push(self.pool.pin(oid)?);
+        Ok(())
     }
 }

@@ -446,7 +446,7 @@ fn a_sweep_limited_to_a_listing_leaves_what_came_after(f: &Fixture) {
 
 fn pinned_keys_survive_a_sweep(f: &Fixture) {
     let all = put_many(&f.pool, 4);
-    let pins: Vec<Pin> = all.iter().map(|o| f.pool.pin(o)).collect();
+    let pins: Vec<Pin> = all.iter().map(|o| f.pool.pin(o).unwrap()).collect();
     let report = f.pool.sweep(&HashSet::new()).unwrap();
     assert_eq!((report.pinned, report.deleted.len()), (4, 0));
     drop(pins);

@@ -3,25 +3,28 @@
 //! (`sha256` of the ETag), and its content oid once known; per repo which
 //! paths point at which object.
 //!
-//! Kept in SQLite in the daemon's state folder (`registry.sqlite`, WAL) and
-//! mirrored per repo into `<git common dir>/lfs/foreign/registry.jsonl`
+//! Kept by an engine ([`engine`]: the traits every engine implements and
+//! the design note; SQLite in the daemon's state folder, `registry.sqlite`,
+//! WAL, by default) and mirrored per repo into `<git common dir>/lfs/foreign/registry.jsonl`
 //! ([`mirror`]), so a repo stays self-describing when the daemon's state is
 //! lost: registering the repo again restores what the file lists.
 //!
-//! Crash safety: a change is one SQLite transaction, committed before the
+//! Crash safety: a change is one transaction of the engine, committed before the
 //! mirror is rewritten (temp file, fsync, rename). A kill between the two
 //! leaves the mirror one change behind, and the next rewrite of that repo
 //! (any add-url there) catches it up; a restore only inserts what is missing,
 //! so running it twice, or after a partial run, changes nothing more.
 
-mod indexd;
+pub mod engine;
+mod front;
+mod indexd_records;
 mod job_state;
 pub mod mirror;
 mod oid_text;
-mod partial_owners;
 mod queue;
+mod schema;
 mod sent;
-mod store;
+mod sqlite;
 mod uploads;
 
 use serde::{Deserialize, Serialize};
@@ -31,10 +34,26 @@ use crate::pool::Oid;
 use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
-pub use indexd::IndexdRegistration;
+pub use engine::{
+    ForeignObjects, IndexdRecords, JobQueue, OpenUploads, RegistryEngine, SentRecords,
+    SqliteRegistry,
+};
+pub use front::Registry;
+pub use indexd_records::IndexdRegistration;
 pub use job_state::JobState;
 pub use queue::{Job, JobCounts, JobLine, OpenJob};
-pub use store::Registry;
+
+/// A job's object as the owner of its partial download: the narrow view
+/// `remote::partials` names the file by.
+impl<'a> From<&'a ForeignObject> for crate::remote::partials::Owner<'a> {
+    fn from(object: &'a ForeignObject) -> crate::remote::partials::Owner<'a> {
+        crate::remote::partials::Owner {
+            url: object.url.expose(),
+            etag: &object.etag,
+            size: object.size,
+        }
+    }
+}
 
 /// Where a foreign object lives and what it was when recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! States: `queued` (due at `next_at`), `running`, `retrying` (failed,
 //! tried again at `next_at`, after a backoff), `failed` (for good: the error
 //! cannot pass by itself, or the content did not match after a bounded
-//! number of tries; [`Registry::retry_failed`] queues it again, as
+//! number of tries; [`JobQueue::retry_failed`] queues it again, as
 //! `drsctl promote --retry` asks), `done`, `held` (over the size limit: not
 //! fetched, until a daemon with a larger limit starts), `skipped`
 //! (`add-url --no-fetch`).
@@ -14,12 +14,16 @@
 //! A `done` job's `error` is a note on how its bytes were checked, shown by
 //! `drsctl status`: set when the object's ETag could not be verified
 //! (a multipart ETag whose parts count no part size fits).
+//!
+//! Here: the job's types, every engine's, and SQLite's [`JobQueue`]
+//! ([`SqliteRegistry`]); its table's schema is `SCHEMA`.
 
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use super::store::{object_at, sql, OBJECT_COLUMNS};
-use super::{now, ForeignObject, JobState, Registry, RegistryError};
+use super::engine::JobQueue;
+use super::sqlite::{object_at, sql, SqliteRegistry, OBJECT_COLUMNS};
+use super::{now, ForeignObject, JobState, RegistryError};
 use crate::pool::Oid;
 
 pub(super) const SCHEMA: &str = "
@@ -83,11 +87,11 @@ pub struct JobCounts {
     pub done: u64,
 }
 
-impl Registry {
+impl JobQueue for SqliteRegistry {
     /// Queues a job for every object without a content oid and without a
     /// job; objects larger than `max_size` are held. Returns how many were
     /// queued. Idempotent: add-url calls it after recording, the daemon at start.
-    pub fn queue_unhashed(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
+    fn queue_unhashed(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
         self.write("queue jobs", |tx| {
             let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
             tx.execute(
@@ -102,7 +106,7 @@ impl Registry {
 
     /// Records that the objects with these provisional oids are not to be
     /// prefetched (`add-url --no-fetch`): their jobs are `skipped`.
-    pub fn skip(&self, provisional_oids: &[Oid]) -> Result<(), RegistryError> {
+    fn skip(&self, provisional_oids: &[Oid]) -> Result<(), RegistryError> {
         self.write("skip jobs", |tx| {
             for oid in provisional_oids {
                 tx.execute(
@@ -129,7 +133,7 @@ impl Registry {
     /// with none, with its reason; so the workers neither repeat a try at
     /// once nor give the object more tries than any other job. A job that
     /// is running or done is left alone.
-    pub fn tried(&self, failures: &[(Oid, String, Option<u64>)]) -> Result<(), RegistryError> {
+    fn tried(&self, failures: &[(Oid, String, Option<u64>)]) -> Result<(), RegistryError> {
         self.write("record tries", |tx| {
             for (oid, why, retry_at) in failures {
                 let state = match retry_at {
@@ -161,7 +165,7 @@ impl Registry {
 
     /// The state of the prefetch job of the object at `url` with this ETag
     /// and size, and the reason of its last failure, if it has a job.
-    pub fn job_state(
+    fn job_state(
         &self,
         url: &str,
         etag: &str,
@@ -179,7 +183,7 @@ impl Registry {
     }
 
     /// Queues held jobs that `max_size` no longer holds (the limit changed).
-    pub fn release_held(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
+    fn release_held(&self, max_size: Option<u64>) -> Result<usize, RegistryError> {
         let limit = max_size.map_or(i64::MAX, |m| i64::try_from(m).unwrap_or(i64::MAX));
         self.write("release held jobs", |tx| {
             tx.execute(
@@ -190,16 +194,10 @@ impl Registry {
         })
     }
 
-    /// Queues again the `failed` jobs of the unhashed objects with these
-    /// provisional oids, as new (no earlier tries); returns how many.
-    pub fn retry_failed(&self, provisional_oids: &[Oid]) -> Result<usize, RegistryError> {
-        self.queue_again(provisional_oids, &[JobState::Failed])
-    }
-
     /// Queues again, as new, the jobs in one of the states `from` of the
     /// unhashed objects with these provisional oids (`drsctl fetch` after
     /// `add-url --no-fetch`, or a failure fixed); returns how many.
-    pub fn queue_again(
+    fn queue_again(
         &self,
         provisional_oids: &[Oid],
         from: &[JobState],
@@ -226,7 +224,7 @@ impl Registry {
     /// Queues again, as new, the `failed` jobs whose reason starts with
     /// `reason` (a full pool's `no_space`, which room made since may
     /// mend): at the daemon's start. Returns how many.
-    pub fn requeue_failed_for(&self, reason: &str) -> Result<usize, RegistryError> {
+    fn requeue_failed_for(&self, reason: &str) -> Result<usize, RegistryError> {
         self.write("requeue jobs", |tx| {
             tx.execute(
                 "UPDATE jobs SET state = ?2, attempts = 0, error = NULL, next_at = 0,
@@ -238,7 +236,7 @@ impl Registry {
     }
 
     /// Puts jobs left `running` by a daemon that stopped back in the queue.
-    pub fn requeue_running(&self) -> Result<usize, RegistryError> {
+    fn requeue_running(&self) -> Result<usize, RegistryError> {
         self.write("requeue jobs", |tx| {
             tx.execute(
                 "UPDATE jobs SET state = ?2, updated_at = ?1 WHERE state = ?3",
@@ -247,14 +245,9 @@ impl Registry {
         })
     }
 
-    /// Takes the job due first, if any is due by `at`, and marks it running.
-    pub fn claim(&self, at: u64) -> Result<Option<Job>, RegistryError> {
-        self.claim_up_to(at, u64::MAX)
-    }
-
     /// Takes the job due first among objects of at most `max_size` bytes,
     /// if any is due by `at`, and marks it running: the small-object lane.
-    pub fn claim_up_to(&self, at: u64, max_size: u64) -> Result<Option<Job>, RegistryError> {
+    fn claim_up_to(&self, at: u64, max_size: u64) -> Result<Option<Job>, RegistryError> {
         let query = "UPDATE jobs SET state = ?2, updated_at = ?1 WHERE object_id = (
                 SELECT j.object_id FROM jobs j JOIN objects o ON o.id = j.object_id
                 WHERE j.state IN (?3, ?4) AND j.next_at <= ?1 AND o.size <= ?5
@@ -290,7 +283,7 @@ impl Registry {
     /// end in one transaction (a kill between the two would fetch it again),
     /// with `note` when its ETag could not be verified. Returns the repos
     /// referring to the object.
-    pub fn job_done(
+    fn job_done(
         &self,
         job: &Job,
         content_oid: &Oid,
@@ -316,13 +309,8 @@ impl Registry {
     }
 
     /// The job failed with `why`: it is `retrying` at `retry_at`, or, with
-    /// none, `failed` for good (until [`Registry::retry_failed`]).
-    pub fn job_failed(
-        &self,
-        job: &Job,
-        why: &str,
-        retry_at: Option<u64>,
-    ) -> Result<(), RegistryError> {
+    /// none, `failed` for good (until [`JobQueue::retry_failed`]).
+    fn job_failed(&self, job: &Job, why: &str, retry_at: Option<u64>) -> Result<(), RegistryError> {
         let state = match retry_at {
             Some(_) => JobState::Retrying,
             None => JobState::Failed,
@@ -344,7 +332,7 @@ impl Registry {
     }
 
     /// When the next waiting job is due, if any waits.
-    pub fn next_due(&self) -> Result<Option<u64>, RegistryError> {
+    fn next_due(&self) -> Result<Option<u64>, RegistryError> {
         self.lock()
             .query_row(
                 "SELECT MIN(next_at) FROM jobs WHERE state IN (?1, ?2)",
@@ -355,7 +343,7 @@ impl Registry {
             .map_err(sql(self.path(), "look at the queue"))
     }
 
-    pub fn job_counts(&self) -> Result<JobCounts, RegistryError> {
+    fn job_counts(&self) -> Result<JobCounts, RegistryError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
@@ -381,7 +369,7 @@ impl Registry {
 
     /// Jobs not done, then done ones with a note, for `drsctl status` (at
     /// most `limit`).
-    pub fn open_jobs(&self, limit: usize) -> Result<Vec<OpenJob>, RegistryError> {
+    fn open_jobs(&self, limit: usize) -> Result<Vec<OpenJob>, RegistryError> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
@@ -410,5 +398,28 @@ impl Registry {
             .map_err(sql(self.path(), "list jobs"))?;
         rows.collect::<Result<_, _>>()
             .map_err(sql(self.path(), "list jobs"))
+    }
+
+    /// The objects of the jobs in any of `states`.
+    fn job_objects(&self, states: &[JobState]) -> Result<Vec<ForeignObject>, RegistryError> {
+        let conn = self.lock();
+        let err = sql(self.path(), "list jobs");
+        // The state first: the object's columns, at the end, may grow.
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT j.state, {OBJECT_COLUMNS} FROM jobs j JOIN objects o ON o.id = j.object_id"
+            ))
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((object_at(r, 1)?, r.get::<_, String>(0)?)))
+            .map_err(&err)?;
+        let mut found = Vec::new();
+        for row in rows {
+            let (object, state) = row.map_err(&err)?;
+            if JobState::parse(&state).is_some_and(|s| states.contains(&s)) {
+                found.push(object);
+            }
+        }
+        Ok(found)
     }
 }

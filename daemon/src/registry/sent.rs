@@ -3,13 +3,16 @@
 //! store gave those bytes. A later push that finds the same ETag at the
 //! key knows the bytes without reading them; any other ETag (a lab member
 //! wrote the key since) is proven again from scratch.
+//!
+//! Here: SQLite's [`SentRecords`] ([`SqliteRegistry`]) and its table.
 
 use rusqlite::{params, OptionalExtension};
 
+use super::engine::SentRecords;
 use super::oid_text::oid_column;
-use super::store::sql;
-use super::{now, Registry, RegistryError};
-use crate::stores::{SentObject, UploadJournal};
+use super::sqlite::{sql, SqliteRegistry};
+use super::{now, RegistryError};
+use crate::stores::SentObject;
 
 pub(super) const SCHEMA: &str = "
     CREATE TABLE sent (
@@ -24,9 +27,9 @@ pub(super) const SCHEMA: &str = "
     );
 ";
 
-impl Registry {
+impl SentRecords for SqliteRegistry {
     /// Records `object` as at its key, replacing what was known of the key.
-    pub fn record_sent(&self, object: &SentObject) -> Result<(), RegistryError> {
+    fn record_sent(&self, object: &SentObject) -> Result<(), RegistryError> {
         self.write("record a sent object", |tx| {
             tx.execute(
                 "INSERT OR REPLACE INTO sent (endpoint, bucket, key, oid, size, etag, at)
@@ -46,7 +49,7 @@ impl Registry {
     }
 
     /// What was last shown to be at `key`.
-    pub fn sent_object(
+    fn sent_object(
         &self,
         endpoint: &str,
         bucket: &str,
@@ -69,77 +72,5 @@ impl Registry {
             )
             .optional()
             .map_err(sql(self.path(), "look up a sent object"))
-    }
-}
-
-impl UploadJournal for Registry {
-    fn started(
-        &self,
-        upload: &crate::stores::MultipartUpload,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        Ok(self.upload_started(upload)?)
-    }
-
-    fn ended(&self, upload: &crate::stores::MultipartUpload) {
-        if let Err(e) = self.upload_ended(upload) {
-            // Harmless: the next start aborts it again, and an upload that
-            // is gone counts as aborted.
-            log::warn!("forgetting upload {}: {e}", upload.upload_id);
-        }
-    }
-
-    fn sent(&self, object: &SentObject) {
-        if let Err(e) = self.record_sent(object) {
-            log::warn!(
-                "recording s3://{}/{} as sent: {e}",
-                object.bucket,
-                object.key
-            );
-        }
-    }
-
-    fn sent_at(&self, endpoint: &str, bucket: &str, key: &str) -> Option<SentObject> {
-        self.sent_object(endpoint, bucket, key)
-            .inspect_err(|e| log::warn!("looking up s3://{bucket}/{key}: {e}"))
-            .ok()
-            .flatten()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pool::Oid;
-
-    #[test]
-    fn a_sent_object_is_found_by_its_key_and_a_later_record_replaces_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let registry = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
-        let sent = |oid: Oid, etag: &str| SentObject {
-            endpoint: "http://127.0.0.1:8000/".into(),
-            bucket: "b".into(),
-            key: "lfs/ab/cd/x".into(),
-            oid,
-            size: 5,
-            etag: etag.into(),
-        };
-        assert_eq!(
-            registry
-                .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
-                .unwrap(),
-            None
-        );
-        registry.record_sent(&sent(Oid::of(b"one"), "e1")).unwrap();
-        registry.record_sent(&sent(Oid::of(b"two"), "e2")).unwrap();
-        let got = registry
-            .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
-            .unwrap();
-        assert_eq!(got, Some(sent(Oid::of(b"two"), "e2")));
-        assert_eq!(
-            registry
-                .sent_object("http://other/", "b", "lfs/ab/cd/x")
-                .unwrap(),
-            None
-        );
     }
 }

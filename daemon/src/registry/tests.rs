@@ -1,9 +1,99 @@
+//! The registry's contract suite: one set of test bodies (each taking a
+//! [`Fixture`]), run against every engine of the registry by
+//! `for_every_engine!`, as `pool/tests.rs` runs the pool's. A new engine
+//! joins with a fixture function (a fresh, empty registry over it, and how
+//! to open it again as a restarted daemon would) and one line in the macro.
+//! Tests of what no engine decides (the provisional oid, the mirror file)
+//! stay plain tests below them.
+
+use std::collections::HashSet;
 use std::path::Path;
+use std::sync::{mpsc, Arc};
 
 use sha2::{Digest, Sha256};
 
 use super::*;
-use crate::pool::Oid;
+use crate::pool::{GcRecords, MemPins, Oid, PinTable, SeenLog};
+use crate::stores::{MultipartUpload, SentObject};
+
+/// A fresh registry over one engine, with the pin table and gc's records
+/// of the same engine, and a folder for the test's files.
+struct Fixture {
+    reg: Registry,
+    /// Opens the same records again, as a daemon that restarted would.
+    reopen: Box<dyn Fn() -> Registry>,
+    pins: Arc<dyn PinTable>,
+    /// Opens gc's records (the same ones at each call).
+    gc_records: Box<dyn Fn() -> Box<dyn GcRecords>>,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// The daemon restarts: another registry opens the same records, and
+    /// the old one is dropped (once the new one is open: an engine allows
+    /// two openers of the same records anyway, as two machines sharing one
+    /// database are).
+    fn restart(&mut self) {
+        self.reg = (self.reopen)();
+    }
+}
+
+/// The SQLite engine, in a folder it must create (private, 0700); pins
+/// in memory; gc's records in their SQLite file.
+fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/registry.sqlite");
+    let reopen = Box::new(move || Registry::open(&path).unwrap());
+    let seen = dir.path().join("gc.sqlite");
+    Fixture {
+        reg: reopen(),
+        reopen,
+        pins: Arc::new(MemPins::default()),
+        gc_records: Box::new(move || Box::new(SeenLog::open(&seen).unwrap())),
+        dir,
+    }
+}
+
+/// One test per engine for a contract case: `<case>::<engine>`.
+macro_rules! for_every_engine {
+    ($case:ident) => {
+        mod $case {
+            #[test]
+            fn sqlite() {
+                super::$case(super::sqlite());
+            }
+        }
+    };
+}
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {$( for_every_engine!($case); )*};
+}
+
+contract!(
+    recorded_objects_are_found_by_location_and_remember_their_content_oid,
+    a_registry_reopens_with_its_contents,
+    the_mirror_round_trips_and_restores_idempotently_without_overriding,
+    a_change_is_appended_to_the_mirror_the_daemon_wrote_and_the_last_line_of_a_path_wins,
+    a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_not_followed,
+    appended_lines_are_folded_into_a_whole_rewrite_once_they_outnumber_the_entries,
+    the_provisional_entries_of_a_repo_are_those_whose_pointer_is_not_their_content,
+    an_object_keeps_the_time_it_was_first_recorded,
+    the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_oid,
+    a_job_failed_for_good_is_not_taken_again_until_it_is_retried,
+    the_small_object_lane_claims_only_objects_up_to_its_size,
+    a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done,
+    a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_read,
+    a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole,
+    the_objects_of_jobs_in_a_state_are_listed_whole,
+    a_recorded_upload_is_listed_until_it_ends_and_survives_a_reopen,
+    a_sent_object_is_found_by_its_key_and_a_later_record_replaces_it,
+    a_registration_begun_and_never_answered_is_listed_as_unfinished,
+    beginning_again_keeps_the_did_already_recorded,
+    a_key_pinned_twice_is_left_alone_until_both_pins_are_released,
+    a_pin_of_a_key_being_swept_waits_until_the_sweep_of_it_is_done,
+    an_entry_counts_from_its_last_reference_or_its_first_sighting,
+);
 
 fn oid(hex: &str) -> Oid {
     hex.parse().unwrap()
@@ -61,10 +151,8 @@ fn the_provisional_oid_is_the_etag_s_sha256_only_for_content_etags() {
     }
 }
 
-#[test]
-fn recorded_objects_are_found_by_location_and_remember_their_content_oid() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&tmp.path().join("state/registry.sqlite")).unwrap();
+fn recorded_objects_are_found_by_location_and_remember_their_content_oid(f: Fixture) {
+    let reg = &f.reg;
     let (a, b) = (Path::new("/repos/a"), Path::new("/repos/b"));
     let o = object("https://h/x.bam", "5f-10", 16);
     reg.record(a, &[entry("x.bam", &o)]).unwrap();
@@ -100,27 +188,18 @@ fn recorded_objects_are_found_by_location_and_remember_their_content_oid() {
     assert_eq!(reg.for_repo(b).unwrap()[0].path, "dir/y.bam");
 }
 
-#[test]
-fn a_registry_reopens_with_its_contents() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("registry.sqlite");
+fn a_registry_reopens_with_its_contents(mut f: Fixture) {
     let o = object("s3://b/k", "e", 1);
-    Registry::open(&path)
-        .unwrap()
-        .record(Path::new("/r"), &[entry("k", &o)])
-        .unwrap();
-    let again = Registry::open(&path).unwrap();
+    f.reg.record(Path::new("/r"), &[entry("k", &o)]).unwrap();
+    f.restart();
     assert_eq!(
-        again.for_repo(Path::new("/r")).unwrap(),
+        f.reg.for_repo(Path::new("/r")).unwrap(),
         vec![entry("k", &o)]
     );
 }
 
-#[test]
-fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
-    let tmp = tempfile::tempdir().unwrap();
-    let common = tmp.path().join(".git");
-    std::fs::create_dir(&common).unwrap();
+fn the_mirror_round_trips_and_restores_idempotently_without_overriding(f: Fixture) {
+    let common = common_in(&f);
     let file = mirror::path_in(&common);
     assert!(mirror::read(&file).unwrap().is_empty());
     let repo = Path::new("/repos/a");
@@ -131,7 +210,7 @@ fn the_mirror_round_trips_and_restores_idempotently_without_overriding() {
     assert!(mirror::is_private(&file));
     assert_eq!(mirror::read(&file).unwrap(), entries);
 
-    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+    let reg = &f.reg;
     // The registry already knows x at path "x" pointing elsewhere: it wins.
     let z = object("https://h/z", "3-3", 3);
     reg.record(repo, &[entry("x", &z)]).unwrap();
@@ -161,20 +240,17 @@ fn line_count(path: &Path) -> usize {
     std::fs::read_to_string(path).unwrap().lines().count()
 }
 
-/// A registry in `tmp` and a repo's common git folder beside it.
-fn registry_and_common(tmp: &Path) -> (Registry, std::path::PathBuf) {
-    let common = tmp.join(".git");
+/// A repo's common git folder in the fixture's folder.
+fn common_in(f: &Fixture) -> std::path::PathBuf {
+    let common = f.dir.path().join(".git");
     std::fs::create_dir(&common).unwrap();
-    (
-        Registry::open(&tmp.join("registry.sqlite")).unwrap(),
-        common,
-    )
+    common
 }
 
-#[test]
-fn a_change_is_appended_to_the_mirror_the_daemon_wrote_and_the_last_line_of_a_path_wins() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (reg, common) = registry_and_common(tmp.path());
+fn a_change_is_appended_to_the_mirror_the_daemon_wrote_and_the_last_line_of_a_path_wins(
+    f: Fixture,
+) {
+    let (reg, common) = (&f.reg, common_in(&f));
     let repo = Path::new("/repos/a");
     let file = mirror::path_in(&common);
     let (x, y) = (
@@ -213,10 +289,10 @@ fn a_change_is_appended_to_the_mirror_the_daemon_wrote_and_the_last_line_of_a_pa
     assert_eq!(line_count(&file), 4);
 }
 
-#[test]
-fn a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_not_followed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (reg, common) = registry_and_common(tmp.path());
+fn a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_not_followed(
+    f: Fixture,
+) {
+    let (reg, common) = (&f.reg, common_in(&f));
     let repo = Path::new("/repos/a");
     let file = mirror::path_in(&common);
     let x = object("https://h/x", "1-1", 1);
@@ -237,7 +313,7 @@ fn a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_n
     assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
 
     // A link to a file of the user's: neither appended to nor replaced.
-    let outside = tmp.path().join("outside");
+    let outside = f.dir.path().join("outside");
     std::fs::write(&outside, "mine\n").unwrap();
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(&outside, &file).unwrap();
@@ -253,10 +329,8 @@ fn a_mirror_changed_behind_the_daemon_is_rewritten_whole_and_a_planted_link_is_n
         .is_symlink());
 }
 
-#[test]
-fn appended_lines_are_folded_into_a_whole_rewrite_once_they_outnumber_the_entries() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (reg, common) = registry_and_common(tmp.path());
+fn appended_lines_are_folded_into_a_whole_rewrite_once_they_outnumber_the_entries(f: Fixture) {
+    let (reg, common) = (&f.reg, common_in(&f));
     let repo = Path::new("/repos/a");
     let file = mirror::path_in(&common);
     let x = object("https://h/x", "1-1", 1);
@@ -301,10 +375,8 @@ fn a_mirror_line_cut_short_at_the_end_is_left_out_and_one_inside_is_named() {
     assert!(err.contains("registry.jsonl line 2"), "{err}");
 }
 
-#[test]
-fn the_provisional_entries_of_a_repo_are_those_whose_pointer_is_not_their_content() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+fn the_provisional_entries_of_a_repo_are_those_whose_pointer_is_not_their_content(f: Fixture) {
+    let reg = &f.reg;
     let repo = Path::new("/repos/a");
     let content = oid(&"c".repeat(64));
     let (a, b, c) = (
@@ -339,10 +411,8 @@ fn the_provisional_entries_of_a_repo_are_those_whose_pointer_is_not_their_conten
     assert_eq!(at, ["c", "b"]);
 }
 
-#[test]
-fn an_object_keeps_the_time_it_was_first_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+fn an_object_keeps_the_time_it_was_first_recorded(f: Fixture) {
+    let reg = &f.reg;
     let at = |t| ForeignObject {
         recorded_at: t,
         ..object("https://h/x", "1-1", 1)
@@ -373,11 +443,8 @@ fn a_bad_mirror_line_is_named() {
     assert!(err.contains("registry.jsonl line 2"), "{err}");
 }
 
-#[test]
-fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_oid() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("registry.sqlite");
-    let reg = Registry::open(&path).unwrap();
+fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_oid(mut f: Fixture) {
+    let reg = &f.reg;
     let small = object("s3://b/small", "0123456789abcdef0123456789abcdef", 10);
     let big = object("s3://b/big", "fedcba9876543210fedcba9876543210", 1000);
     reg.record(Path::new("/r"), &[entry("s", &small), entry("b", &big)])
@@ -397,8 +464,8 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     assert_eq!(again.attempts, 1);
 
     // A kill while running: the next daemon queues it again.
-    drop(reg);
-    let reg = Registry::open(&path).unwrap();
+    f.restart();
+    let reg = &f.reg;
     assert_eq!(reg.job_counts().unwrap().running, 1);
     assert_eq!(reg.requeue_running().unwrap(), 1);
     let job = reg.claim(100).unwrap().unwrap();
@@ -423,10 +490,8 @@ fn the_queue_claims_backs_off_survives_a_restart_and_finishes_with_the_content_o
     assert_eq!(open[0].url, "s3://b/big");
 }
 
-#[test]
-fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried() {
-    let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+fn a_job_failed_for_good_is_not_taken_again_until_it_is_retried(f: Fixture) {
+    let reg = &f.reg;
     let obj = object("s3://b/x", "0123456789abcdef0123456789abcdef", 10);
     reg.record(Path::new("/r"), &[entry("x", &obj)]).unwrap();
     reg.queue_unhashed(None).unwrap();
@@ -515,10 +580,8 @@ fn a_pointer_is_provisional_until_it_carries_its_object_s_content_oid() {
     assert!(!entry("x", &o).is_provisional());
 }
 
-#[test]
-fn the_small_object_lane_claims_only_objects_up_to_its_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+fn the_small_object_lane_claims_only_objects_up_to_its_size(f: Fixture) {
+    let reg = &f.reg;
     let big = object("s3://b/big", "fedcba9876543210fedcba9876543210", 1000);
     let small = object("s3://b/small", "0123456789abcdef0123456789abcdef", 10);
     // The big one first, so it is the one due first.
@@ -537,10 +600,8 @@ fn the_small_object_lane_claims_only_objects_up_to_its_size() {
     assert_eq!(job.object.url, "s3://b/big");
 }
 
-#[test]
-fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done() {
-    let dir = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&dir.path().join("registry.sqlite")).unwrap();
+fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done(f: Fixture) {
+    let reg = &f.reg;
     let noted = object("s3://b/a", "0123456789abcdef0123456789abcdef-15", 10);
     let plain = object("s3://b/b", "fedcba9876543210fedcba9876543210", 10);
     let open = object("s3://b/c", "00112233445566778899aabbccddeeff", 10);
@@ -568,10 +629,8 @@ fn a_done_job_with_a_note_is_listed_after_the_open_ones_and_counted_done() {
     );
 }
 
-#[test]
-fn a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_read() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+fn a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_read(f: Fixture) {
+    let reg = &f.reg;
     let mut claimed = object("https://h/named.vcf", "5f0-1a", 10);
     claimed.content_oid = Some(Oid::of(b"what a header said"));
     let mut read = object("https://h/read.vcf", "5f1-1a", 10);
@@ -607,10 +666,8 @@ fn a_content_oid_named_by_a_claim_is_queued_for_a_read_and_only_a_read_marks_it_
     assert!(!line.contains("content_read"), "{line}");
 }
 
-#[test]
-fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (reg, common) = registry_and_common(tmp.path());
+fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole(f: Fixture) {
+    let (reg, common) = (&f.reg, common_in(&f));
     let repo = Path::new("/repos/a");
     let file = mirror::path_in(&common);
     let x = object("https://h/x", "1-1", 1);
@@ -636,10 +693,8 @@ fn a_mirror_edited_in_place_with_its_mtime_set_back_is_rewritten_whole() {
     assert_eq!(mirror::read(&file).unwrap(), reg.for_repo(repo).unwrap());
 }
 
-#[test]
-fn the_objects_of_jobs_in_a_state_are_listed_whole() {
-    let tmp = tempfile::tempdir().unwrap();
-    let reg = Registry::open(&tmp.path().join("registry.sqlite")).unwrap();
+fn the_objects_of_jobs_in_a_state_are_listed_whole(f: Fixture) {
+    let reg = &f.reg;
     let obj = object("https://h/owned.vcf", "5f2-1a", 10);
     reg.record(Path::new("/r"), &[entry("owned", &obj)])
         .unwrap();
@@ -647,4 +702,168 @@ fn the_objects_of_jobs_in_a_state_are_listed_whole() {
     let queued = reg.job_objects(&[JobState::Queued]).unwrap();
     assert_eq!(queued, vec![obj]);
     assert!(reg.job_objects(&[JobState::Failed]).unwrap().is_empty());
+}
+
+fn upload(id: &str) -> MultipartUpload {
+    MultipartUpload {
+        endpoint: "http://127.0.0.1:8000/".into(),
+        bucket: "b".into(),
+        key: "team/ab/cd/abcd".into(),
+        upload_id: id.into(),
+    }
+}
+
+fn a_recorded_upload_is_listed_until_it_ends_and_survives_a_reopen(mut f: Fixture) {
+    f.reg.upload_started(&upload("one")).unwrap();
+    f.reg.upload_started(&upload("two")).unwrap();
+    f.restart();
+    let registry = &f.reg;
+    let mut open = registry.open_uploads().unwrap();
+    open.sort_by(|a, b| a.upload_id.cmp(&b.upload_id));
+    assert_eq!(open, vec![upload("one"), upload("two")]);
+    registry.upload_ended(&upload("one")).unwrap();
+    assert_eq!(registry.open_uploads().unwrap(), vec![upload("two")]);
+}
+
+fn a_sent_object_is_found_by_its_key_and_a_later_record_replaces_it(f: Fixture) {
+    let registry = &f.reg;
+    let sent = |oid: Oid, etag: &str| SentObject {
+        endpoint: "http://127.0.0.1:8000/".into(),
+        bucket: "b".into(),
+        key: "lfs/ab/cd/x".into(),
+        oid,
+        size: 5,
+        etag: etag.into(),
+    };
+    assert_eq!(
+        registry
+            .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
+            .unwrap(),
+        None
+    );
+    registry.record_sent(&sent(Oid::of(b"one"), "e1")).unwrap();
+    registry.record_sent(&sent(Oid::of(b"two"), "e2")).unwrap();
+    let got = registry
+        .sent_object("http://127.0.0.1:8000/", "b", "lfs/ab/cd/x")
+        .unwrap();
+    assert_eq!(got, Some(sent(Oid::of(b"two"), "e2")));
+    assert_eq!(
+        registry
+            .sent_object("http://other/", "b", "lfs/ab/cd/x")
+            .unwrap(),
+        None
+    );
+}
+
+fn a_registration_begun_and_never_answered_is_listed_as_unfinished(f: Fixture) {
+    let r = &f.reg;
+    let oid = Oid::from_digest([7; 32]);
+    r.indexd_begin("http://i", oid).unwrap();
+    assert_eq!(r.indexd_unfinished("http://i").unwrap(), vec![oid]);
+    assert_eq!(
+        r.indexd_registration("http://i", oid).unwrap(),
+        Some(IndexdRegistration { oid, did: None })
+    );
+    r.indexd_registered("http://i", oid, "dg.TEST/1").unwrap();
+    assert!(r.indexd_unfinished("http://i").unwrap().is_empty());
+    let done = r.indexd_registration("http://i", oid).unwrap().unwrap();
+    assert_eq!(done.did.as_deref(), Some("dg.TEST/1"));
+}
+
+fn beginning_again_keeps_the_did_already_recorded(f: Fixture) {
+    let r = &f.reg;
+    let oid = Oid::from_digest([9; 32]);
+    r.indexd_registered("http://i", oid, "dg.TEST/2").unwrap();
+    r.indexd_begin("http://i", oid).unwrap();
+    let got = r.indexd_registration("http://i", oid).unwrap().unwrap();
+    assert_eq!(got.did.as_deref(), Some("dg.TEST/2"));
+    assert_eq!(r.indexd_registration("http://other", oid).unwrap(), None);
+}
+
+fn a_key_pinned_twice_is_left_alone_until_both_pins_are_released(f: Fixture) {
+    let (a, b) = (Oid::of(b"a"), Oid::of(b"b"));
+    f.pins.pin(a).unwrap();
+    f.pins.pin(a).unwrap();
+    let mut runs = 0;
+    let mut sweep = |oid| {
+        let mut delete = || {
+            runs += 1;
+            Ok(())
+        };
+        f.pins.unless_pinned(oid, &mut delete).unwrap()
+    };
+    assert!(!sweep(a), "pinned twice");
+    assert!(sweep(b), "never pinned");
+    f.pins.unpin(a);
+    assert!(!sweep(a), "pinned once more");
+    f.pins.unpin(a);
+    assert!(sweep(a), "released");
+    assert_eq!(runs, 2, "the sweep ran only where it was let");
+}
+
+fn a_pin_of_a_key_being_swept_waits_until_the_sweep_of_it_is_done(f: Fixture) {
+    let oid = Oid::of(b"swept");
+    let (started, started_rx) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let deleted = std::sync::atomic::AtomicBool::new(false);
+    let (pins, deleted) = (&f.pins, &deleted);
+    std::thread::scope(|s| {
+        let sweeper = s.spawn(move || {
+            pins.unless_pinned(oid, &mut || {
+                started.send(()).unwrap();
+                // Wait until the pinner is about to pin, then a while.
+                go_rx.recv().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                deleted.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap()
+        });
+        started_rx.recv().unwrap();
+        go.send(()).unwrap();
+        pins.pin(oid).unwrap();
+        assert!(
+            deleted.load(std::sync::atomic::Ordering::SeqCst),
+            "the pin was taken while the sweep of its key was running"
+        );
+        assert!(sweeper.join().unwrap());
+    });
+    let mut ran = false;
+    let mut sweep = || {
+        ran = true;
+        Ok(())
+    };
+    assert!(!f.pins.unless_pinned(oid, &mut sweep).unwrap());
+    assert!(!ran);
+}
+
+fn an_entry_counts_from_its_last_reference_or_its_first_sighting(f: Fixture) {
+    let (a, b) = (Oid::of(b"a"), Oid::of(b"b"));
+    let key = |o: &Oid| o.as_bytes().to_vec();
+    let listed: HashSet<Vec<u8>> = [key(&a), key(&b)].into();
+    let mut log = (f.gc_records)();
+    // First gc: a referenced, b first seen; both at 100.
+    let last = log
+        .last_referenced(&listed, &[a].into(), 100, true)
+        .unwrap();
+    assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
+    // A dry run at 150 with a referenced: computed, not written.
+    let last = log
+        .last_referenced(&listed, &[a].into(), 150, false)
+        .unwrap();
+    assert_eq!((last[&key(&a)], last[&key(&b)]), (150, 100));
+    // Reopened (a restarted daemon): neither referenced at 200.
+    let mut log = (f.gc_records)();
+    let last = log
+        .last_referenced(&listed, &HashSet::new(), 200, true)
+        .unwrap();
+    assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 100));
+    // b left the pool: its record goes; a new sighting of it starts over.
+    let only_a: HashSet<Vec<u8>> = [key(&a)].into();
+    log.last_referenced(&only_a, &HashSet::new(), 300, true)
+        .unwrap();
+    let last = log
+        .last_referenced(&listed, &HashSet::new(), 400, true)
+        .unwrap();
+    assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 400));
 }

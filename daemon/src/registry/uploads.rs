@@ -7,11 +7,14 @@
 //!
 //! Not covered: a kill between the store creating the upload and this
 //! record being committed (one round trip): the store never told us the id.
+//!
+//! Here: SQLite's [`OpenUploads`] ([`SqliteRegistry`]) and its table.
 
 use rusqlite::params;
 
-use super::store::sql;
-use super::{now, Registry, RegistryError};
+use super::engine::OpenUploads;
+use super::sqlite::{sql, SqliteRegistry};
+use super::{now, RegistryError};
 use crate::stores::MultipartUpload;
 
 pub(super) const SCHEMA: &str = "
@@ -25,9 +28,9 @@ pub(super) const SCHEMA: &str = "
     );
 ";
 
-impl Registry {
+impl OpenUploads for SqliteRegistry {
     /// Records `upload` as begun (before its first part).
-    pub fn upload_started(&self, upload: &MultipartUpload) -> Result<(), RegistryError> {
+    fn upload_started(&self, upload: &MultipartUpload) -> Result<(), RegistryError> {
         self.write("record an upload", |tx| {
             tx.execute(
                 "INSERT OR REPLACE INTO uploads (endpoint, bucket, key, upload_id, started)
@@ -45,7 +48,7 @@ impl Registry {
     }
 
     /// `upload` is completed or aborted: nothing of it is left in the bucket.
-    pub fn upload_ended(&self, upload: &MultipartUpload) -> Result<(), RegistryError> {
+    fn upload_ended(&self, upload: &MultipartUpload) -> Result<(), RegistryError> {
         self.write("forget an upload", |tx| {
             tx.execute(
                 "DELETE FROM uploads WHERE endpoint = ?1 AND bucket = ?2 AND upload_id = ?3",
@@ -56,7 +59,7 @@ impl Registry {
     }
 
     /// The uploads recorded as begun and not ended, oldest first.
-    pub fn open_uploads(&self) -> Result<Vec<MultipartUpload>, RegistryError> {
+    fn open_uploads(&self) -> Result<Vec<MultipartUpload>, RegistryError> {
         let conn = self.lock();
         let err = sql(self.path(), "list uploads");
         let mut stmt = conn
@@ -73,35 +76,5 @@ impl Registry {
             })
             .map_err(&err)?;
         rows.collect::<Result<_, _>>().map_err(&err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn upload(id: &str) -> MultipartUpload {
-        MultipartUpload {
-            endpoint: "http://127.0.0.1:8000/".into(),
-            bucket: "b".into(),
-            key: "team/ab/cd/abcd".into(),
-            upload_id: id.into(),
-        }
-    }
-
-    #[test]
-    fn a_recorded_upload_is_listed_until_it_ends_and_survives_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("registry.sqlite");
-        let registry = Registry::open(&path).unwrap();
-        registry.upload_started(&upload("one")).unwrap();
-        registry.upload_started(&upload("two")).unwrap();
-        drop(registry);
-        let registry = Registry::open(&path).unwrap();
-        let mut open = registry.open_uploads().unwrap();
-        open.sort_by(|a, b| a.upload_id.cmp(&b.upload_id));
-        assert_eq!(open, vec![upload("one"), upload("two")]);
-        registry.upload_ended(&upload("one")).unwrap();
-        assert_eq!(registry.open_uploads().unwrap(), vec![upload("two")]);
     }
 }

@@ -5,12 +5,16 @@
 //! sha256) instead of making a second one. Foreign objects of the same
 //! content also get the did as their `drs_id`, so it reaches each repo's
 //! mirror and survives the loss of the daemon's state.
+//!
+//! Here: the record's type, every engine's, and SQLite's [`IndexdRecords`]
+//! ([`SqliteRegistry`]) with its table.
 
 use rusqlite::{params, OptionalExtension};
 
+use super::engine::IndexdRecords;
 use super::oid_text::oid_column;
-use super::store::sql;
-use super::{now, Registry, RegistryError};
+use super::sqlite::{sql, SqliteRegistry};
+use super::{now, RegistryError};
 use crate::pool::Oid;
 
 pub(super) const SCHEMA: &str = "
@@ -31,10 +35,10 @@ pub struct IndexdRegistration {
     pub did: Option<String>,
 }
 
-impl Registry {
+impl IndexdRecords for SqliteRegistry {
     /// Records that `oid` is about to be registered with `indexd` (its base
     /// URL), keeping a did already known.
-    pub fn indexd_begin(&self, indexd: &str, oid: Oid) -> Result<(), RegistryError> {
+    fn indexd_begin(&self, indexd: &str, oid: Oid) -> Result<(), RegistryError> {
         self.write("begin an Indexd registration", |tx| {
             tx.execute(
                 "INSERT INTO indexd_records (indexd, oid, did, updated_at) VALUES (?1, ?2, NULL, ?3)
@@ -47,12 +51,7 @@ impl Registry {
 
     /// Records `did` as `oid`'s record in `indexd`, and as the DRS id of the
     /// foreign objects with that content that have none.
-    pub fn indexd_registered(
-        &self,
-        indexd: &str,
-        oid: Oid,
-        did: &str,
-    ) -> Result<(), RegistryError> {
+    fn indexd_registered(&self, indexd: &str, oid: Oid, did: &str) -> Result<(), RegistryError> {
         self.write("record an Indexd registration", |tx| {
             tx.execute(
                 "INSERT INTO indexd_records (indexd, oid, did, updated_at) VALUES (?1, ?2, ?3, ?4)
@@ -70,7 +69,7 @@ impl Registry {
     }
 
     /// What is recorded of `oid` in `indexd`.
-    pub fn indexd_registration(
+    fn indexd_registration(
         &self,
         indexd: &str,
         oid: Oid,
@@ -91,7 +90,7 @@ impl Registry {
     }
 
     /// Registrations begun in `indexd` whose answer was never recorded.
-    pub fn indexd_unfinished(&self, indexd: &str) -> Result<Vec<Oid>, RegistryError> {
+    fn indexd_unfinished(&self, indexd: &str) -> Result<Vec<Oid>, RegistryError> {
         let conn = self.lock();
         let err = sql(self.path(), "list unfinished Indexd registrations");
         let mut stmt = conn
@@ -101,43 +100,5 @@ impl Registry {
             .query_map(params![indexd], |r| oid_column(r, 0))
             .map_err(&err)?;
         rows.collect::<Result<_, _>>().map_err(&err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn registry() -> (tempfile::TempDir, Registry) {
-        let dir = tempfile::tempdir().unwrap();
-        let registry = Registry::open(&dir.path().join("r.sqlite")).unwrap();
-        (dir, registry)
-    }
-
-    #[test]
-    fn a_registration_begun_and_never_answered_is_listed_as_unfinished() {
-        let (_dir, r) = registry();
-        let oid = Oid::from_digest([7; 32]);
-        r.indexd_begin("http://i", oid).unwrap();
-        assert_eq!(r.indexd_unfinished("http://i").unwrap(), vec![oid]);
-        assert_eq!(
-            r.indexd_registration("http://i", oid).unwrap(),
-            Some(IndexdRegistration { oid, did: None })
-        );
-        r.indexd_registered("http://i", oid, "dg.TEST/1").unwrap();
-        assert!(r.indexd_unfinished("http://i").unwrap().is_empty());
-        let done = r.indexd_registration("http://i", oid).unwrap().unwrap();
-        assert_eq!(done.did.as_deref(), Some("dg.TEST/1"));
-    }
-
-    #[test]
-    fn beginning_again_keeps_the_did_already_recorded() {
-        let (_dir, r) = registry();
-        let oid = Oid::from_digest([9; 32]);
-        r.indexd_registered("http://i", oid, "dg.TEST/2").unwrap();
-        r.indexd_begin("http://i", oid).unwrap();
-        let got = r.indexd_registration("http://i", oid).unwrap().unwrap();
-        assert_eq!(got.did.as_deref(), Some("dg.TEST/2"));
-        assert_eq!(r.indexd_registration("http://other", oid).unwrap(), None);
     }
 }

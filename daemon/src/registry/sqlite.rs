@@ -1,4 +1,8 @@
-//! The SQLite side of the registry.
+//! [`SqliteRegistry`]: the registry's engine on SQLite, one file in the
+//! daemon's state folder (`registry.sqlite`, WAL), and its first room, the
+//! foreign objects and the repos' paths ([`ForeignObjects`]). The other
+//! rooms' SQL sits with their tables (`queue.rs`, `uploads.rs`, `sent.rs`,
+//! `indexd_records.rs`); the order of the migrations in `schema.rs`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -6,16 +10,16 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::mirror::Mirrors;
+use super::engine::{ForeignObjects, RegistryEngine};
 use super::oid_text::{oid_column, optional_oid_column};
+use super::schema::MIGRATIONS;
 use super::{Entry, ForeignObject, RegistryError};
 use crate::pool::Oid;
 use crate::IoError;
 
-/// Schema migrations, applied in order; `PRAGMA user_version` counts the
-/// applied ones. The job queue's tables come as the next migration.
-const MIGRATIONS: &[&str] = &[
-    "
+/// The foreign objects and the repos' paths pointing at them: the first
+/// migration ([`super::schema`]).
+pub(super) const SCHEMA: &str = "
     CREATE TABLE objects (
         id INTEGER PRIMARY KEY,
         url TEXT NOT NULL,
@@ -43,56 +47,30 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (repo, path)
     );
     CREATE INDEX repo_refs_object ON repo_refs (object_id);
-",
-    super::queue::SCHEMA,
-    // The content's md5, from the prefetch's pass: what GA4GH DRS and Indexd
-    // records carry beside the sha256.
-    "ALTER TABLE objects ADD COLUMN md5 TEXT;",
-    // `failed` was a job waiting for its next try; that is `retrying` now,
-    // and `failed` is a job given up on.
-    "UPDATE jobs SET state = 'retrying' WHERE state = 'failed';",
-    // Multipart uploads in flight, aborted at the next start when a kill
-    // left them (`uploads.rs`).
-    super::uploads::SCHEMA,
-    // Registrations with a Gen3 Indexd made at push time (`indexd.rs`).
-    super::indexd::SCHEMA,
-    // Whether the content oid was learnt by reading the bytes here (a
-    // prefetch, add-url's read, a verified fetch), not from a claim (a
-    // checksum header, `--sha256`, a DRS record): only a read lets a push
-    // copy the source server-side (DESIGN.md "Trust"). Every `done` job
-    // was such a read; objects named by a claim get a job at the next start.
-    "ALTER TABLE objects ADD COLUMN content_read INTEGER NOT NULL DEFAULT 0;
-     UPDATE objects SET content_read = 1 WHERE id IN (SELECT object_id FROM jobs WHERE state = 'done');",
-    // Objects this daemon sent to an S3 object remote, with the ETag the
-    // store answered: the same ETag at the key later proves the bytes.
-    super::sent::SCHEMA,
-];
+";
 
-/// The daemon's registry: one connection behind a mutex (writes are short
-/// transactions; callers run them off the async threads).
-pub struct Registry {
+/// The registry's engine on SQLite: one connection behind a mutex (writes
+/// are short transactions; callers run them off the async threads).
+pub struct SqliteRegistry {
     path: PathBuf,
     conn: Mutex<Connection>,
-    /// The repos' mirrors this daemon wrote (see [`mirror`](super::mirror)).
-    mirrors: Mirrors,
 }
 
 pub(super) const OBJECT_COLUMNS: &str = "o.url, o.bucket, o.key, o.version_id, o.etag, o.size, \
     o.provisional_oid, o.content_oid, o.drs_id, o.last_modified, o.recorded_at, o.md5, \
     o.content_read";
 
-impl Registry {
+impl SqliteRegistry {
     /// Opens (or creates) the registry database at `path`, private to the
     /// user (it holds signed URLs): 0600 files in a 0700 folder.
-    pub fn open(path: &Path) -> Result<Registry, RegistryError> {
+    pub fn open(path: &Path) -> Result<SqliteRegistry, RegistryError> {
         if let Some(dir) = path.parent() {
             crate::private::dir(dir).map_err(IoError::at("create the private folder of", path))?;
         }
         crate::private::sqlite(path).map_err(IoError::at("make private", path))?;
-        let registry = Registry {
+        let registry = SqliteRegistry {
             path: path.to_path_buf(),
             conn: Mutex::new(Connection::open(path).map_err(sql(path, "open"))?),
-            mirrors: Mirrors::default(),
         };
         registry.migrate()?;
         Ok(registry)
@@ -128,9 +106,30 @@ impl Registry {
         crate::lock::lock(&self.conn)
     }
 
+    pub(super) fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+    ) -> Result<T, RegistryError> {
+        let mut conn = self.lock();
+        let err = sql(&self.path, op);
+        let tx = conn.transaction().map_err(&err)?;
+        let out = f(&tx).map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(out)
+    }
+}
+
+impl RegistryEngine for SqliteRegistry {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+impl ForeignObjects for SqliteRegistry {
     /// Records `entries` of `repo` in one transaction: each object (a known
     /// one keeps its content oid when the entry has none) and each path.
-    pub fn record(&self, repo: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
+    fn record(&self, repo: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
         self.write("record", |tx| {
             for entry in entries {
                 let id = upsert_object(tx, &entry.object)?;
@@ -145,39 +144,9 @@ impl Registry {
         })
     }
 
-    /// Records `entries` of the repo at `repo` and brings its mirror (in
-    /// the common git folder `common`) up to date with them and with the
-    /// entries at `touched` (paths whose object the registry learnt more
-    /// of: a content oid, an md5): the one way every change reaches both.
-    /// The registry first: a kill between the two leaves the mirror a
-    /// change behind, which the next daemon's first write mends.
-    pub fn record_and_mirror(
-        &self,
-        repo: &Path,
-        common: &Path,
-        entries: &[Entry],
-        touched: &[&str],
-    ) -> Result<(), RegistryError> {
-        self.record(repo, entries)?;
-        let mut paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-        paths.extend(touched);
-        paths.sort_unstable();
-        paths.dedup();
-        self.mirrors.changed(
-            common,
-            || self.entries_at(repo, &paths),
-            || self.for_repo(repo),
-        )
-    }
-
-    /// Rewrites `repo`'s mirror (in its common git folder `common`) whole.
-    pub fn rewrite_mirror(&self, repo: &Path, common: &Path) -> Result<(), RegistryError> {
-        self.mirrors.rewrite(common, || self.for_repo(repo))
-    }
-
     /// Puts back what `repo`'s mirror lists and the registry lacks; what the
     /// registry has already wins. Returns how many paths were restored.
-    pub fn restore(&self, repo: &Path, entries: &[Entry]) -> Result<usize, RegistryError> {
+    fn restore(&self, repo: &Path, entries: &[Entry]) -> Result<usize, RegistryError> {
         self.write("restore", |tx| {
             let mut restored = 0;
             for entry in entries {
@@ -200,7 +169,7 @@ impl Registry {
     }
 
     /// The object at `url` with this ETag and size, if recorded.
-    pub fn lookup_by_location(
+    fn lookup_by_location(
         &self,
         url: &str,
         etag: &str,
@@ -217,7 +186,7 @@ impl Registry {
 
     /// The foreign objects known to hold content `oid`, newest first: where
     /// a download can read it when the object remote does not have it.
-    pub fn objects_of_content(&self, oid: &Oid) -> Result<Vec<ForeignObject>, RegistryError> {
+    fn objects_of_content(&self, oid: &Oid) -> Result<Vec<ForeignObject>, RegistryError> {
         let conn = self.lock();
         let query = format!(
             "SELECT {OBJECT_COLUMNS} FROM objects o WHERE content_oid = ?1 ORDER BY updated_at DESC"
@@ -232,7 +201,7 @@ impl Registry {
 
     /// Records the content oid of the object at `url` with this ETag and
     /// size; returns the repos referring to it (their mirrors need a rewrite).
-    pub fn set_content_oid(
+    fn set_content_oid(
         &self,
         url: &str,
         etag: &str,
@@ -254,7 +223,7 @@ impl Registry {
     }
 
     /// Every path of `repo` that points at a foreign object, by path.
-    pub fn for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
+    fn for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
         let conn = self.lock();
         let query = format!(
             "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
@@ -269,7 +238,7 @@ impl Registry {
     }
 
     /// The entries of `repo` at `paths` (those it has), in that order.
-    pub fn entries_at(&self, repo: &Path, paths: &[&str]) -> Result<Vec<Entry>, RegistryError> {
+    fn entries_at(&self, repo: &Path, paths: &[&str]) -> Result<Vec<Entry>, RegistryError> {
         let conn = self.lock();
         let query = format!(
             "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
@@ -292,7 +261,7 @@ impl Registry {
     /// The entries of `repo` whose pointer is provisional
     /// ([`Entry::is_provisional`]), by path: chosen by SQLite, so a repo
     /// of 10,000 promoted pointers costs no 10,000 entries read.
-    pub fn provisional_for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
+    fn provisional_for_repo(&self, repo: &Path) -> Result<Vec<Entry>, RegistryError> {
         let conn = self.lock();
         let query = format!(
             "SELECT r.path, r.oid, {OBJECT_COLUMNS} FROM repo_refs r JOIN objects o ON o.id = r.object_id
@@ -307,7 +276,7 @@ impl Registry {
     }
 
     /// Provisional oid -> content oid, for every object hashed so far.
-    pub fn hashed(&self) -> Result<HashMap<Oid, Oid>, RegistryError> {
+    fn hashed(&self) -> Result<HashMap<Oid, Oid>, RegistryError> {
         let conn = self.lock();
         let read = |conn: &Connection| -> rusqlite::Result<HashMap<Oid, Oid>> {
             let mut stmt = conn.prepare_cached(
@@ -320,7 +289,7 @@ impl Registry {
     }
 
     /// How many objects are recorded, and how many of them have a content oid.
-    pub fn counts(&self) -> Result<(u64, u64), RegistryError> {
+    fn counts(&self) -> Result<(u64, u64), RegistryError> {
         self.lock()
             .query_row(
                 "SELECT COUNT(*), COUNT(content_oid) FROM objects",
@@ -328,19 +297,6 @@ impl Registry {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(sql(&self.path, "count"))
-    }
-
-    pub(super) fn write<T>(
-        &self,
-        op: &'static str,
-        f: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
-    ) -> Result<T, RegistryError> {
-        let mut conn = self.lock();
-        let err = sql(&self.path, op);
-        let tx = conn.transaction().map_err(&err)?;
-        let out = f(&tx).map_err(&err)?;
-        tx.commit().map_err(&err)?;
-        Ok(out)
     }
 }
 
