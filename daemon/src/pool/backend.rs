@@ -20,6 +20,23 @@ pub trait Backend: Send + Sync + 'static {
     /// The value's length, without reading it.
     fn size(&self, key: &[u8]) -> Result<Option<u64>>;
     fn get(&self, key: &[u8]) -> Result<Option<Blob>>;
+    /// Up to `len` bytes of `key`'s value at `offset` (cut at the end; an
+    /// `offset` past the end reads nothing) and the value's whole length;
+    /// `None` when absent. Engines that read a range without fetching the
+    /// whole value (a database's large objects) say so here.
+    fn read_range(&self, key: &[u8], offset: u64, len: u64) -> Result<Option<(Vec<u8>, u64)>> {
+        let Some(blob) = self.get(key)? else {
+            return Ok(None);
+        };
+        let size = blob.len();
+        Ok(Some((blob.read_at(offset.min(size), len)?, size)))
+    }
+    /// True when each `get` makes a fresh copy of the value (a database's
+    /// large objects spooled to a file): no file of it stays the same from
+    /// one read to the next, so there is nothing to remember as verified.
+    fn gets_are_copies(&self) -> bool {
+        false
+    }
     /// Stores `value` under `key`; a key already present is left as it is.
     /// True when this call stored it.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<bool>;

@@ -17,6 +17,16 @@ pub enum PoolError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The server as `shown` names it: never the password.
+    #[error("postgres {op} on {server}: {source}")]
+    Postgres {
+        op: &'static str,
+        server: String,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("the stage of {what} was removed before its commit (its writer was silent past the lease); nothing stored")]
+    StageLost { what: String },
     #[error("reading the source stream after {at} bytes: {source}")]
     Stream {
         at: u64,

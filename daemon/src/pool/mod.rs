@@ -1,7 +1,7 @@
 //! The pool: one content-addressed, two-tier store shared by every repo.
 //!
-//! Small blobs live in a kv engine (SQLite by default), large ones as
-//! read-only files; [`Pool`] routes by length. Engines implement
+//! Small blobs live in a kv engine (SQLite by default; PostgreSQL for a
+//! team), large ones as read-only files (or PostgreSQL large objects); [`Pool`] routes by length. Engines implement
 //! [`Backend`], and every engine passes one contract suite (`tests.rs`).
 
 mod backend;
@@ -9,6 +9,9 @@ mod error;
 mod files;
 mod local;
 mod mem;
+mod pg;
+mod pg_kv;
+mod pg_lo;
 mod pins;
 mod seen;
 mod sqlite;
@@ -25,6 +28,9 @@ pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
+pub use pg::PgServer;
+pub use pg_kv::PgKvEngine;
+pub use pg_lo::PgLoEngine;
 pub use pins::{MemPins, Pin, PinTable};
 pub use seen::{GcRecords, SeenLog};
 pub use sqlite::SqliteEngine;

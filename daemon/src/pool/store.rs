@@ -266,18 +266,22 @@ impl Pool {
     /// Up to `len` bytes at `offset` (pread for large blobs); `None` when the
     /// pool lacks the key, an error when `offset` is past the end.
     pub fn read_range(&self, oid: &Oid, offset: u64, len: u64) -> Result<Option<Vec<u8>>> {
-        let Some(blob) = self.get(oid)? else {
+        let found = match self.kv.read_range(oid.as_bytes(), offset, len)? {
+            Some(found) => Some(found),
+            None => self.large.read_range(oid.as_bytes(), offset, len)?,
+        };
+        let Some((bytes, size)) = found else {
             return Ok(None);
         };
-        if offset > blob.len() {
+        if offset > size {
             return Err(PoolError::Range {
                 key: *oid,
                 offset,
                 len,
-                size: blob.len(),
+                size,
             });
         }
-        blob.read_at(offset, len).map(Some)
+        Ok(Some(bytes))
     }
 
     pub fn delete(&self, oid: &Oid) -> Result<bool> {
@@ -653,6 +657,9 @@ impl Pool {
     /// way in, as verified. Best effort: without the record the next read
     /// hashes it.
     fn remember(&self, oid: &Oid) {
+        if self.large.gets_are_copies() {
+            return;
+        }
         if let Ok(Some(blob)) = self.large.get(oid.as_bytes()) {
             if let Ok(Some(stamp)) = Stamp::of_blob(&blob) {
                 self.verified.record(*oid, stamp);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 
+use super::pg::TestDb;
 use super::*;
 
 /// Small enough that large-regime tests stay fast.
@@ -17,6 +18,8 @@ struct Fixture {
     pool: Pool,
     /// Where the large engine stages, when it stages on disk.
     stage: Option<PathBuf>,
+    /// The database of a PostgreSQL engine, dropped after the pool.
+    db: Option<TestDb>,
     _dir: tempfile::TempDir,
 }
 
@@ -26,6 +29,7 @@ fn fixture(make: impl FnOnce(&Path) -> (Pool, Option<PathBuf>)) -> Fixture {
     Fixture {
         pool,
         stage,
+        db: PG.with(|db| db.borrow_mut().take()),
         _dir: dir,
     }
 }
@@ -33,6 +37,49 @@ fn fixture(make: impl FnOnce(&Path) -> (Pool, Option<PathBuf>)) -> Fixture {
 thread_local! {
     /// The engine of the `mem` fixture built on this thread, for [`corrupt`].
     static MEM: std::cell::RefCell<Option<Arc<MemEngine>>> = const { std::cell::RefCell::new(None) };
+    /// The database a PostgreSQL fixture just made, for [`fixture`] to keep.
+    static PG: std::cell::RefCell<Option<TestDb>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Changes the stored value of `key` in a PostgreSQL engine's tables, as a
+/// member of the lab with write access to the database could.
+fn corrupt_in_database(db: &TestDb, key: &[u8], bad: &[u8]) {
+    let mut c = db.client();
+    let kv = c
+        .execute(
+            "UPDATE drsd_kv SET value = $2 WHERE key = $1",
+            &[&key, &bad],
+        )
+        .unwrap_or(0);
+    let lo = c
+        .execute(
+            "SELECT lo_put(lo, 0, $2) FROM drsd_large WHERE key = $1",
+            &[&key, &bad],
+        )
+        .unwrap_or(0);
+    assert_eq!(kv + lo, 1, "the entry is in one table");
+}
+
+/// Stage rows, and large objects no row names: what a PostgreSQL engine
+/// left behind (0 when its tables do not exist yet).
+fn database_leftovers(db: &TestDb) -> usize {
+    let mut c = db.client();
+    let tables: Option<String> = c
+        .query_one("SELECT to_regclass('drsd_large_stage')::text", &[])
+        .unwrap()
+        .get(0);
+    if tables.is_none() {
+        return 0;
+    }
+    let row = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM drsd_large_stage) + \
+             (SELECT count(*) FROM pg_largeobject_metadata m WHERE m.oid NOT IN \
+              (SELECT lo FROM drsd_large UNION ALL SELECT lo FROM drsd_large_quarantine))",
+            &[],
+        )
+        .unwrap();
+    row.get::<_, i64>(0) as usize
 }
 
 /// Changes the stored value of `oid` under the engine, as rot or a write
@@ -47,6 +94,9 @@ fn corrupt(f: &Fixture, oid: &Oid) {
     }
     if let Some(mem) = MEM.with(|m| m.borrow().clone()) {
         return mem.overwrite(oid.as_bytes(), &bad);
+    }
+    if let Some(db) = &f.db {
+        return corrupt_in_database(db, oid.as_bytes(), &bad);
     }
     match f.pool.get(oid).unwrap().unwrap() {
         Blob::File { path, .. } => {
@@ -77,6 +127,9 @@ fn corrupt(f: &Fixture, oid: &Oid) {
 /// changes it: nothing caches those.
 fn rewrite_keeping_length_and_mtime(f: &Fixture, oid: &Oid) {
     use std::os::unix::fs::PermissionsExt;
+    if f.db.is_some() {
+        return corrupt(f, oid); // a database's bytes have no mtime to set back
+    }
     let Some(Blob::File { path, .. }) = f.pool.get(oid).unwrap() else {
         return corrupt(f, oid);
     };
@@ -125,6 +178,24 @@ fn local(dir: &Path) -> (Pool, Option<PathBuf>) {
     (one_engine(Arc::new(engine)), Some(dir.join("stage")))
 }
 
+/// The tests' PostgreSQL server, a database of this test's own.
+fn test_db() -> String {
+    let db = TestDb::create();
+    let url = db.url.clone();
+    PG.with(|p| *p.borrow_mut() = Some(db));
+    url
+}
+
+fn postgres(_: &Path) -> (Pool, Option<PathBuf>) {
+    let engine = PgKvEngine::open(&test_db()).unwrap();
+    (one_engine(Arc::new(engine)), None)
+}
+
+fn pg_lo(dir: &Path) -> (Pool, Option<PathBuf>) {
+    let engine = PgLoEngine::open(&test_db(), &dir.join("spool")).unwrap();
+    (one_engine(Arc::new(engine)), None)
+}
+
 fn pool(dir: &Path) -> (Pool, Option<PathBuf>) {
     (
         Pool::open(dir, Some(T)).unwrap(),
@@ -154,6 +225,14 @@ macro_rules! for_every_engine {
             #[test]
             fn local() {
                 super::$case(&super::fixture(super::local));
+            }
+            #[test]
+            fn postgres() {
+                super::$case(&super::fixture(super::postgres));
+            }
+            #[test]
+            fn pg_lo() {
+                super::$case(&super::fixture(super::pg_lo));
             }
             #[test]
             fn pool() {
@@ -242,10 +321,13 @@ impl Read for Source {
     }
 }
 
+/// Stage files on disk, or a PostgreSQL engine's stage rows and orphan
+/// large objects: what a put left behind.
 fn stage_files(f: &Fixture) -> usize {
     f.stage
         .as_ref()
         .map_or(0, |dir| std::fs::read_dir(dir).unwrap().count())
+        + f.db.as_ref().map_or(0, database_leftovers)
 }
 
 fn keys(pool: &Pool) -> HashSet<Vec<u8>> {
@@ -721,6 +803,193 @@ fn sqlite_verify_sees_a_byte_flipped_in_the_file_under_an_open_engine() {
     );
     assert!(!pool.has(&oid).unwrap());
     assert_eq!(read_all(&pool, &other), b"other");
+}
+
+#[test]
+fn postgres_batch_is_one_transaction_and_stores_a_repeated_key_once() {
+    let db = TestDb::create();
+    let engine = PgKvEngine::open(&db.url).unwrap();
+    let values: Vec<Vec<u8>> = (0..512).map(|i| bytes(i, 4096)).collect();
+    let keys: Vec<Oid> = values.iter().map(|v| Oid::of(v)).collect();
+    let mut entries: Vec<(&[u8], &[u8])> = keys
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| (k.as_bytes().as_slice(), v.as_slice()))
+        .collect();
+    entries.push(entries[3]);
+    engine.put(entries[0].0, entries[0].1).unwrap();
+    let before = engine.write_transactions();
+    let stored = engine.put_many(&entries).unwrap();
+    assert_eq!(engine.write_transactions(), before + 1, "one transaction");
+    assert!(!stored[0], "there before");
+    assert!(stored[1..512].iter().all(|s| *s));
+    assert!(!stored[512], "the repeat of a key in the batch");
+    assert_eq!(engine.stats().unwrap().entries, 512);
+    let got = engine.get(keys[300].as_bytes()).unwrap().unwrap();
+    assert_eq!(got.to_vec().unwrap(), values[300]);
+}
+
+#[test]
+fn postgres_without_tables_reads_as_empty_and_reads_create_nothing() {
+    let db = TestDb::create();
+    let kv = PgKvEngine::open(&db.url).unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let lo = PgLoEngine::open(&db.url, spool.path()).unwrap();
+    let key = Oid::of(b"x");
+    for engine in [&kv as &dyn Backend, &lo] {
+        assert!(!engine.has(key.as_bytes()).unwrap());
+        assert!(engine.get(key.as_bytes()).unwrap().is_none());
+        assert_eq!(engine.size(key.as_bytes()).unwrap(), None);
+        assert!(engine.list().unwrap().is_empty());
+        assert!(!engine.delete(key.as_bytes()).unwrap());
+        assert_eq!(engine.quarantine(key.as_bytes()).unwrap(), None);
+        assert_eq!(engine.stats().unwrap(), TierStats::default());
+    }
+    let tables: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'drsd%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0);
+}
+
+#[test]
+fn postgres_reconnects_after_the_server_ends_its_sessions() {
+    let db = TestDb::create();
+    let engine = PgKvEngine::open(&db.url).unwrap();
+    let key = Oid::of(b"kept");
+    engine.put(key.as_bytes(), b"kept").unwrap();
+    // What a restart of the server does to every open session.
+    let ended: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db.name],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ended >= 1, "the engine's connection was open");
+    assert!(engine.has(key.as_bytes()).unwrap());
+    assert!(engine.put(Oid::of(b"new").as_bytes(), b"new").unwrap());
+}
+
+#[test]
+fn postgres_down_is_an_error_naming_the_server_and_not_the_password() {
+    let url = "postgresql://someone:s3cret-word@127.0.0.1:1/lab?connect_timeout=5";
+    for err in [
+        PgKvEngine::open(url).err().unwrap(),
+        PgLoEngine::open(url, tempfile::tempdir().unwrap().path())
+            .err()
+            .unwrap(),
+    ] {
+        let text = format!("{err}: {:?}", std::error::Error::source(&err));
+        assert!(text.contains("someone@127.0.0.1:1/lab"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+}
+
+#[test]
+fn pg_lo_delete_unlinks_the_large_object_in_the_same_transaction() {
+    let db = TestDb::create();
+    let spool = tempfile::tempdir().unwrap();
+    let engine = PgLoEngine::open(&db.url, spool.path()).unwrap();
+    let objects = || -> i64 {
+        db.client()
+            .query_one("SELECT count(*) FROM pg_largeobject_metadata", &[])
+            .unwrap()
+            .get(0)
+    };
+    let value = bytes(1, (9 << 20) + 5); // more than two pieces
+    let key = Oid::of(&value);
+    assert!(engine.put(key.as_bytes(), &value).unwrap());
+    assert!(!engine.put(key.as_bytes(), &value).unwrap());
+    assert_eq!((objects(), engine.staged().unwrap()), (1, 0));
+    let blob = engine.get(key.as_bytes()).unwrap().unwrap();
+    assert_eq!(blob.len(), value.len() as u64);
+    assert_eq!(
+        blob.read_at(9 << 20, 10).unwrap(),
+        &value[9 << 20..(9 << 20) + 5]
+    );
+    let (range, size) = engine
+        .read_range(key.as_bytes(), (4 << 20) - 3, 7)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (&range[..], size),
+        (&value[(4 << 20) - 3..(4 << 20) + 4], value.len() as u64)
+    );
+    assert!(engine.delete(key.as_bytes()).unwrap());
+    assert_eq!(objects(), 0, "unlinked with its row");
+    assert!(!engine.delete(key.as_bytes()).unwrap());
+}
+
+#[test]
+fn pg_lo_open_reaps_a_dead_writer_s_stage_but_not_a_live_one() {
+    let db = TestDb::create();
+    let spool = tempfile::tempdir().unwrap();
+    let first = PgLoEngine::open(&db.url, spool.path()).unwrap();
+    let mut live = first.stage().unwrap();
+    live.write(b"in flight").unwrap();
+    // A writer killed two hours ago: its stage row and object are still there.
+    db.client()
+        .batch_execute(
+            "INSERT INTO drsd_large_stage (lo, touched) \
+             VALUES (lo_from_bytea(0, 'half'), now() - interval '2 hours')",
+        )
+        .unwrap();
+    assert_eq!(first.staged().unwrap(), 2);
+    let second = PgLoEngine::open(&db.url, spool.path()).unwrap();
+    assert_eq!(second.staged().unwrap(), 1, "the dead writer's stage went");
+    live.commit(Oid::of(b"in flight").as_bytes()).unwrap();
+    assert_eq!(second.staged().unwrap(), 0);
+    let got = second
+        .get(Oid::of(b"in flight").as_bytes())
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.to_vec().unwrap(), b"in flight");
+    let orphans: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_largeobject_metadata WHERE oid NOT IN (SELECT lo FROM drsd_large)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(orphans, 0);
+}
+
+#[test]
+fn pg_lo_get_spools_a_read_only_copy_that_goes_once_linked_elsewhere() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::create();
+    let spool = tempfile::tempdir().unwrap();
+    let pool = Pool::with_engines(
+        Arc::new(PgKvEngine::open(&db.url).unwrap()),
+        Arc::new(PgLoEngine::open(&db.url, spool.path()).unwrap()),
+        T,
+    );
+    let value = bytes(2, T * 3);
+    let oid = pool.put(&Oid::of(&value), &value).unwrap().oid;
+    let repo = tempfile::tempdir().unwrap();
+    let dest = repo.path().join("object");
+    assert_eq!(pool.export(&oid, &dest).unwrap(), Some(Placed::HardLink));
+    assert_eq!(std::fs::read(&dest).unwrap(), value);
+    let mode = std::fs::metadata(&dest).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o400);
+    // The next read prunes the spool's name of the linked copy.
+    assert_eq!(pool.read_range(&oid, 1, 2).unwrap().unwrap(), &value[1..3]);
+    pool.get(&oid).unwrap().unwrap();
+    let names: Vec<_> = std::fs::read_dir(spool.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "only the last get's copy: {names:?}");
+    assert_eq!(
+        std::fs::read(&dest).unwrap(),
+        value,
+        "the repo's copy stays"
+    );
 }
 
 #[test]

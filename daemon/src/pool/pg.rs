@@ -1,0 +1,327 @@
+//! What the PostgreSQL engines ([`super::PgKvEngine`], [`super::PgLoEngine`])
+//! share: the server's connection URL read by libpq's conventions, TLS
+//! through rustls, and a small pool of connections so parallel calls do not
+//! queue on one.
+//!
+//! The client is the synchronous `postgres` crate: each connection runs
+//! its own small runtime, so an engine must be called off the daemon's async
+//! threads (`crate::blocking`), like SQLite and file I/O are.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{Client, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::error::{PoolError, Result};
+use crate::lock::lock;
+
+/// Connections one engine opens at most; a caller past it waits for one.
+const MAX_CONNECTIONS: usize = 16;
+/// Idle connections kept open for the next caller.
+const MAX_IDLE: usize = 8;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One PostgreSQL server (and database) the engines talk to, with its
+/// pooled connections.
+pub struct PgServer {
+    config: postgres::Config,
+    /// The URL without its password: what errors and `status` show.
+    shown: String,
+    tls: MakeRustlsConnect,
+    idle: Mutex<Idle>,
+    freed: Condvar,
+}
+
+#[derive(Default)]
+struct Idle {
+    conns: Vec<PgConn>,
+    /// Connections open now, idle or lent out.
+    open: usize,
+}
+
+/// A connection with the statements prepared on it.
+pub(crate) struct PgConn {
+    pub(crate) client: Client,
+    prepared: HashMap<&'static str, Statement>,
+}
+
+impl PgConn {
+    /// `sql` prepared once per connection (a statement cached by text).
+    pub(crate) fn prepare(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(stmt) = self.prepared.get(sql) {
+            return Ok(stmt.clone());
+        }
+        let stmt = self.client.prepare(sql)?;
+        self.prepared.insert(sql, stmt.clone());
+        Ok(stmt)
+    }
+}
+
+impl PgServer {
+    /// Reads `url` (a `postgresql://` URL or `key=value` pairs, as libpq
+    /// takes them; the password, when the URL has none, from `PGPASSWORD`)
+    /// and connects once, so a server that is down or refuses us is an error
+    /// here, naming it.
+    pub fn open(url: &str) -> Result<Arc<PgServer>> {
+        let mut config = postgres::Config::from_str(url).map_err(|e| PoolError::Postgres {
+            op: "read the connection URL",
+            server: "the team database URL".into(),
+            source: e,
+        })?;
+        if config.get_password().is_none() {
+            if let Ok(password) = std::env::var("PGPASSWORD") {
+                config.password(password);
+            }
+        }
+        if config.get_user().is_none() {
+            if let Ok(user) = std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
+                config.user(&user);
+            }
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let server = Arc::new(PgServer {
+            shown: shown(&config),
+            config,
+            tls: tls(),
+            idle: Mutex::new(Idle::default()),
+            freed: Condvar::new(),
+        });
+        let first = server.take("connect")?;
+        drop(first);
+        Ok(server)
+    }
+
+    /// The server as errors name it: host, port, database and user, never
+    /// the password.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    pub(crate) fn error(&self, op: &'static str) -> impl Fn(postgres::Error) -> PoolError + '_ {
+        move |source| PoolError::Postgres {
+            op,
+            server: self.shown.clone(),
+            source,
+        }
+    }
+
+    /// A pooled connection, or a new one; waits while [`MAX_CONNECTIONS`]
+    /// are lent out.
+    pub(crate) fn take(&self, op: &'static str) -> Result<Lent<'_>> {
+        let mut idle = lock(&self.idle);
+        loop {
+            if let Some(conn) = idle.conns.pop() {
+                return Ok(Lent {
+                    server: self,
+                    conn: Some(conn),
+                    pooled: true,
+                });
+            }
+            if idle.open < MAX_CONNECTIONS {
+                idle.open += 1;
+                break;
+            }
+            idle = self.freed.wait(idle).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(idle);
+        match self.config.connect(self.tls.clone()) {
+            Ok(client) => Ok(Lent {
+                server: self,
+                conn: Some(PgConn {
+                    client,
+                    prepared: HashMap::new(),
+                }),
+                pooled: false,
+            }),
+            Err(e) => {
+                self.closed();
+                Err(self.error(op)(e))
+            }
+        }
+    }
+
+    fn closed(&self) {
+        lock(&self.idle).open -= 1;
+        self.freed.notify_one();
+    }
+
+    /// Runs `f` on a connection. A pooled connection the server closed since
+    /// (a restart, an idle timeout) is replaced and `f` runs once more, so
+    /// `f` must be safe to repeat (every engine write is: puts do nothing
+    /// for a present key).
+    pub(crate) fn with<T>(
+        &self,
+        op: &'static str,
+        mut f: impl FnMut(&mut PgConn) -> Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut conn = self.take(op)?;
+        match f(&mut conn) {
+            Err(e) if conn.pooled && conn.client.is_closed() => {
+                log::info!(
+                    "{}: a pooled connection was closed ({e}); reconnecting",
+                    self.shown
+                );
+                drop(conn);
+                let mut fresh = self.take(op)?;
+                f(&mut fresh).map_err(self.error(op))
+            }
+            other => other.map_err(self.error(op)),
+        }
+    }
+}
+
+/// A connection lent out; back to the pool when dropped, unless closed.
+pub(crate) struct Lent<'a> {
+    server: &'a PgServer,
+    conn: Option<PgConn>,
+    pooled: bool,
+}
+
+impl std::ops::Deref for Lent<'_> {
+    type Target = PgConn;
+    fn deref(&self) -> &PgConn {
+        self.conn.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lent<'_> {
+    fn deref_mut(&mut self) -> &mut PgConn {
+        self.conn.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let mut idle = lock(&self.server.idle);
+        if conn.client.is_closed() || idle.conns.len() >= MAX_IDLE {
+            idle.open -= 1;
+            drop(idle);
+            drop(conn);
+        } else {
+            idle.conns.push(conn);
+            drop(idle);
+        }
+        self.server.freed.notify_one();
+    }
+}
+
+/// True when `e` says a table is missing: a store nothing was written to
+/// yet, which reads as empty.
+pub(crate) fn is_missing_table(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNDEFINED_TABLE)
+}
+
+/// Creates the engine's tables once per database, under an advisory lock
+/// (two engines creating them at once would otherwise clash in the catalog).
+pub(crate) fn create_tables(conn: &mut PgConn, ddl: &str) -> Result<(), postgres::Error> {
+    let mut tx = conn.client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock(7120943)", &[])?;
+    tx.batch_execute(ddl)?;
+    tx.commit()
+}
+
+fn shown(config: &postgres::Config) -> String {
+    use postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432u16)))
+        .map(|(host, port)| match host {
+            Host::Tcp(name) => format!("{name}:{port}"),
+            Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect();
+    format!(
+        "postgresql://{}@{}/{}",
+        config.get_user().unwrap_or(""),
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// TLS as the rest of drsd does it: rustls with the web's roots and the
+/// extra roots of `DRSD_CA_FILE`; the certificate is always checked
+/// (`sslmode=prefer`, the default, falls back to plain only when the server
+/// offers no TLS at all; `sslmode=disable` never tries it).
+fn tls() -> MakeRustlsConnect {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    // The variable `remote::http` reads too (the pool does not depend on remote/).
+    if let Ok(path) = std::env::var("DRSD_CA_FILE") {
+        use rustls::pki_types::pem::PemObject;
+        match rustls::pki_types::CertificateDer::pem_file_iter(&path) {
+            Ok(certs) => {
+                for cert in certs.flatten() {
+                    let _ = roots.add(cert);
+                }
+            }
+            Err(e) => log::warn!("extra roots in {path} not read: {e}"),
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    MakeRustlsConnect::new(config)
+}
+
+/// A database of its own for one test on the tests' server
+/// (`DRSD_TEST_PG_URL`, set by `tests/with-servers.sh`), dropped after it.
+#[cfg(test)]
+pub(crate) struct TestDb {
+    admin: String,
+    pub(crate) name: String,
+    pub(crate) url: String,
+}
+
+#[cfg(test)]
+impl TestDb {
+    pub(crate) fn create() -> TestDb {
+        let admin = std::env::var("DRSD_TEST_PG_URL").unwrap_or_else(|_| {
+            panic!(
+                "DRSD_TEST_PG_URL is not set: the PostgreSQL engines' tests need a real \
+                 server; run them under tests/with-servers.sh (it starts one), e.g. \
+                 tests/with-servers.sh cargo nextest run -p drsd --lib -E 'test(/pool/)'"
+            )
+        });
+        let name = format!("drsd_test_{}", hex::encode(rand::random::<[u8; 8]>()));
+        let mut admin_client = postgres::Client::connect(&admin, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to the tests' server {admin}: {e}"));
+        admin_client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let mut url = url::Url::parse(&admin).expect("DRSD_TEST_PG_URL is a URL");
+        url.set_path(&format!("/{name}"));
+        TestDb {
+            admin,
+            name,
+            url: url.to_string(),
+        }
+    }
+
+    pub(crate) fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
