@@ -12,10 +12,51 @@
 use super::plan::Target;
 use super::resolve::{OidFrom, Resolved};
 use super::Refused;
+use crate::pool::Oid;
 use crate::registry::{self, Entry, ForeignObject};
-use crate::remote::Remote;
-use crate::stores::drs::{DrsObject, DrsUri};
-use crate::stores::{ObjectMeta, ObjectUrl};
+use crate::remote::{Remote, ResolveError};
+use crate::stores::drs::{DrsError, DrsObject, DrsUri};
+use crate::stores::{ObjectMeta, ObjectUrl, RemoteError};
+
+/// Why a `drs://` line's object could not be named, each naming its URI.
+#[derive(Debug, thiserror::Error)]
+pub enum DrsLineFault {
+    /// Reading the DRS record, or its checksums. Boxed: the DRS error is
+    /// the largest, and every `Result` here would carry it.
+    #[error(transparent)]
+    Record(Box<DrsError>),
+    #[error(
+        "{uri}: the DRS record's only checksums are of types drsd does not know ({kinds}): it names the content by sha-256, md5 or etag"
+    )]
+    UnknownChecksums { uri: String, kinds: String },
+    #[error("{uri}: --sha256 {user} disagrees with the DRS record's sha256 {said}")]
+    Disagrees { uri: String, user: Oid, said: Oid },
+    #[error(
+        "{uri}: the DRS record has no sha256 checksum and its access URL sent no strong ETag; cannot name the object without reading it (give --sha256 HEX if you know its hash)"
+    )]
+    NoStrongEtag { uri: String },
+    /// Resolving the record's access URL.
+    #[error(transparent)]
+    Access(ResolveError),
+    /// Reaching the access URL, or its HEAD.
+    #[error(transparent)]
+    Head(RemoteError),
+    #[error("{uri}: its access URL {access} has no object (HTTP 404)")]
+    NoObject { uri: String, access: String },
+    #[error("{uri}: its access URL {access} holds {got} bytes, the DRS record says {said}")]
+    Size {
+        uri: String,
+        access: String,
+        got: u64,
+        said: u64,
+    },
+}
+
+impl From<DrsError> for DrsLineFault {
+    fn from(e: DrsError) -> DrsLineFault {
+        DrsLineFault::Record(Box::new(e))
+    }
+}
 
 /// Reads the DRS object of every target (all `drs://`) and picks each
 /// pointer's oid; lines that fail go to `refused`.
@@ -38,7 +79,7 @@ pub(super) async fn resolve_drs(
     for (t, object) in targets.into_iter().zip(objects) {
         let outcome = match object {
             Ok(object) => pick_oid(remote, &t, object).await,
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(DrsLineFault::from(e)),
         };
         match outcome {
             Ok((entry, oid_from)) => resolved.push(Resolved {
@@ -46,7 +87,7 @@ pub(super) async fn resolve_drs(
                 entry,
                 oid_from,
             }),
-            Err(message) => refused.push(refuse(&t, message)),
+            Err(fault) => refused.push(refuse(&t, fault.to_string())),
         }
     }
     log::info!(
@@ -78,23 +119,25 @@ async fn pick_oid(
     remote: &Remote,
     t: &Target,
     object: DrsObject,
-) -> Result<(Entry, OidFrom), String> {
+) -> Result<(Entry, OidFrom), DrsLineFault> {
     let uri = uri_of(t);
-    let said = object.sha256().map_err(|e| e.to_string())?;
+    let said = object.sha256()?;
     if said.is_none() && object.md5().is_none() && object.etag().is_none() {
         let kinds: Vec<&str> = object.checksums.iter().map(|c| c.r#type.as_str()).collect();
         if !kinds.is_empty() {
-            return Err(format!(
-                "{uri}: the DRS record's only checksums are of types drsd does not know ({}): it names the content by sha-256, md5 or etag",
-                kinds.join(", ")
-            ));
+            return Err(DrsLineFault::UnknownChecksums {
+                uri: uri.to_string(),
+                kinds: kinds.join(", "),
+            });
         }
     }
     let (content, oid_from) = match (t.sha256, said) {
         (Some(user), Some(said)) if user != said => {
-            return Err(format!(
-                "{uri}: --sha256 {user} disagrees with the DRS record's sha256 {said}"
-            ))
+            return Err(DrsLineFault::Disagrees {
+                uri: uri.to_string(),
+                user,
+                said,
+            })
         }
         (Some(user), _) => (Some(user), OidFrom::Sha256Option),
         (None, Some(said)) => (Some(said), OidFrom::DrsChecksum),
@@ -105,7 +148,9 @@ async fn pick_oid(
         None => {
             let meta = access_head(remote, uri, &object).await?;
             let etag = meta.etag.filter(|e| !e.starts_with("W/")).ok_or_else(|| {
-                format!("{uri}: the DRS record has no sha256 checksum and its access URL sent no strong ETag; cannot name the object without reading it (give --sha256 HEX if you know its hash)")
+                DrsLineFault::NoStrongEtag {
+                    uri: uri.to_string(),
+                }
             })?;
             (etag, meta.last_modified)
         }
@@ -142,28 +187,28 @@ async fn access_head(
     remote: &Remote,
     uri: &DrsUri,
     object: &DrsObject,
-) -> Result<ObjectMeta, String> {
+) -> Result<ObjectMeta, DrsLineFault> {
     let access = remote
         .access_to(uri, object.clone())
         .await
-        .map_err(|e| e.to_string())?;
-    let located = remote.locate(&access.url).map_err(|e| e.to_string())?;
+        .map_err(DrsLineFault::Access)?;
+    let located = remote.locate(&access.url).map_err(DrsLineFault::Head)?;
     let meta = located
         .origin(&access.headers)
         .head()
         .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "{uri}: its access URL {} has no object (HTTP 404)",
-                access.url
-            )
+        .map_err(DrsLineFault::Head)?
+        .ok_or_else(|| DrsLineFault::NoObject {
+            uri: uri.to_string(),
+            access: access.url.to_string(),
         })?;
     if meta.size != object.size {
-        return Err(format!(
-            "{uri}: its access URL {} holds {} bytes, the DRS record says {}",
-            access.url, meta.size, object.size
-        ));
+        return Err(DrsLineFault::Size {
+            uri: uri.to_string(),
+            access: access.url.to_string(),
+            got: meta.size,
+            said: object.size,
+        });
     }
     Ok(meta)
 }

@@ -7,9 +7,56 @@ use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
 use super::Refused;
-use crate::lfs::{track, Pointer};
+use crate::lfs::track::{self, TrackError};
+use crate::lfs::Pointer;
 use crate::pool::Oid;
+use crate::safe_write::SafeWriteError;
 use crate::stores::ObjectUrl;
+
+/// Why a line's path cannot take a pointer, naming the path.
+#[derive(Debug, thiserror::Error)]
+pub enum PathFault {
+    #[error("{} is outside the repo {}", path.display(), top.display())]
+    Outside { path: PathBuf, top: PathBuf },
+    #[error("{} is not UTF-8", path.display())]
+    NotUtf8 { path: PathBuf },
+    /// The repo's top itself, or a path in git's own folder.
+    #[error("{} is not a file path in the repo's work tree", path.display())]
+    NotAFilePath { path: PathBuf },
+    /// A name `.gitattributes` cannot track.
+    #[error(transparent)]
+    Inexpressible(TrackError),
+    /// A folder on the way is a link or not a folder.
+    #[error(transparent)]
+    Folders(SafeWriteError),
+    /// Looking at a file or folder on the way.
+    #[error("checking {}: {error}", path.display())]
+    Unchecked {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    /// A folder on the way whose real place is elsewhere.
+    #[error("{} leads outside the repo {} (to {})", path.display(), top.display(), real.display())]
+    LeadsOutside {
+        path: PathBuf,
+        top: PathBuf,
+        real: PathBuf,
+    },
+    #[error("{} is a folder", path.display())]
+    Folder { path: PathBuf },
+    #[error("{} is a symbolic link; drsd does not write over links", path.display())]
+    Link { path: PathBuf },
+    #[error("{} exists and is not an LFS pointer; --force replaces it", path.display())]
+    NotAPointer { path: PathBuf },
+}
+
+/// A `--sha256` that is not an oid.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--sha256 {given:?} is not 64 hex digits")]
+pub struct BadSha256 {
+    pub given: String,
+}
 
 /// One line to add, as the client sent it.
 #[derive(Debug, Clone)]
@@ -85,16 +132,16 @@ fn target(
         }
         (None, None) => return Err(fail("the URL has no file name: give PATH".into())),
     };
-    let rel = repo_relative(top, &cwd.join(&given)).map_err(fail)?;
+    let rel = repo_relative(top, &cwd.join(&given)).map_err(|e| fail(e.to_string()))?;
     if !seen.insert(rel.clone()) {
         return Err(fail(format!(
             "{rel} is already the path of an earlier line"
         )));
     }
-    check_inside(top, &rel).map_err(fail)?;
-    check_existing(&top.join(&rel), force).map_err(fail)?;
+    check_inside(top, &rel).map_err(|e| fail(e.to_string()))?;
+    check_existing(&top.join(&rel), force).map_err(|e| fail(e.to_string()))?;
     let sha256 = match &line.sha256 {
-        Some(hex) => Some(parse_sha256(hex).map_err(fail)?),
+        Some(hex) => Some(parse_sha256(hex).map_err(|e| fail(e.to_string()))?),
         None => None,
     };
     Ok(Target {
@@ -108,7 +155,7 @@ fn target(
 
 /// `abs` as a `/`-separated path inside `top` (`..` resolved without the
 /// file system: the path need not exist yet).
-pub fn repo_relative(top: &Path, abs: &Path) -> Result<String, String> {
+pub fn repo_relative(top: &Path, abs: &Path) -> Result<String, PathFault> {
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for c in abs.components() {
         match c {
@@ -122,19 +169,17 @@ pub fn repo_relative(top: &Path, abs: &Path) -> Result<String, String> {
     let clean: PathBuf = std::iter::once(Component::RootDir.as_os_str())
         .chain(parts)
         .collect();
-    let rel = clean
-        .strip_prefix(top)
-        .map_err(|_| format!("{} is outside the repo {}", clean.display(), top.display()))?;
-    let text = rel
-        .to_str()
-        .ok_or_else(|| format!("{} is not UTF-8", rel.display()))?;
+    let rel = clean.strip_prefix(top).map_err(|_| PathFault::Outside {
+        path: clean.clone(),
+        top: top.to_path_buf(),
+    })?;
+    let text = rel.to_str().ok_or_else(|| PathFault::NotUtf8 {
+        path: rel.to_path_buf(),
+    })?;
     if text.is_empty() || rel.iter().any(is_git_dir_name) {
-        return Err(format!(
-            "{} is not a file path in the repo's work tree",
-            clean.display()
-        ));
+        return Err(PathFault::NotAFilePath { path: clean });
     }
-    track::check_expressible(text).map_err(|e| e.to_string())?;
+    track::check_expressible(text).map_err(PathFault::Inexpressible)?;
     Ok(text.to_string())
 }
 
@@ -153,44 +198,52 @@ fn is_git_dir_name(name: &std::ffi::OsStr) -> bool {
 /// (`linkout/x.bin` with `linkout -> /elsewhere`, or `-> sub`: git refuses
 /// paths beyond a link), a file where a folder should be, or a folder whose
 /// real place is not inside `top`, before anything is written.
-pub(super) fn check_inside(top: &Path, rel: &str) -> Result<(), String> {
+pub(super) fn check_inside(top: &Path, rel: &str) -> Result<(), PathFault> {
     let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
-    crate::safe_write::check_dirs(top, parent).map_err(|e| e.to_string())?;
+    crate::safe_write::check_dirs(top, parent).map_err(PathFault::Folders)?;
     // Belt and braces: the deepest folder that exists is really inside.
     let mut existing = top.join(parent);
     while !existing.exists() && existing != top {
         existing.pop();
     }
-    let real = existing
-        .canonicalize()
-        .map_err(|e| format!("checking {}: {e}", existing.display()))?;
+    let real = match existing.canonicalize() {
+        Ok(real) => real,
+        Err(error) => {
+            return Err(PathFault::Unchecked {
+                path: existing,
+                error,
+            })
+        }
+    };
     if !real.starts_with(top) {
-        return Err(format!(
-            "{} leads outside the repo {} (to {})",
-            top.join(rel).display(),
-            top.display(),
-            real.display()
-        ));
+        return Err(PathFault::LeadsOutside {
+            path: top.join(rel),
+            top: top.to_path_buf(),
+            real,
+        });
     }
     Ok(())
 }
 
 /// A file already at the path must be an LFS pointer, unless `force`.
-pub(super) fn check_existing(path: &Path, force: bool) -> Result<(), String> {
+pub(super) fn check_existing(path: &Path, force: bool) -> Result<(), PathFault> {
+    let path_buf = || path.to_path_buf();
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("checking {}: {e}", path.display())),
+        Err(error) => {
+            return Err(PathFault::Unchecked {
+                path: path_buf(),
+                error,
+            })
+        }
     };
     if meta.is_dir() {
-        return Err(format!("{} is a folder", path.display()));
+        return Err(PathFault::Folder { path: path_buf() });
     }
     if meta.file_type().is_symlink() {
         // Not even with --force: replacing a link is never what was meant.
-        return Err(format!(
-            "{} is a symbolic link; drsd does not write over links",
-            path.display()
-        ));
+        return Err(PathFault::Link { path: path_buf() });
     }
     let is_pointer = meta.is_file()
         && meta.len() < crate::lfs::MAX_POINTER_SIZE
@@ -198,18 +251,15 @@ pub(super) fn check_existing(path: &Path, force: bool) -> Result<(), String> {
     if is_pointer || force {
         return Ok(());
     }
-    Err(format!(
-        "{} exists and is not an LFS pointer; --force replaces it",
-        path.display()
-    ))
+    Err(PathFault::NotAPointer { path: path_buf() })
 }
 
 /// `--sha256 HEX`, in either case, as an oid.
-fn parse_sha256(hex: &str) -> Result<Oid, String> {
+fn parse_sha256(hex: &str) -> Result<Oid, BadSha256> {
     let lower = hex.trim().to_ascii_lowercase();
-    lower
-        .parse()
-        .map_err(|_| format!("--sha256 {hex:?} is not 64 hex digits"))
+    lower.parse().map_err(|_| BadSha256 {
+        given: hex.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -249,6 +299,6 @@ mod tests {
         assert_eq!(parse_sha256(&oid.to_hex().to_uppercase()), Ok(oid));
         assert_eq!(parse_sha256(&format!(" {oid} ")), Ok(oid));
         let err = parse_sha256("abc").unwrap_err();
-        assert_eq!(err, "--sha256 \"abc\" is not 64 hex digits");
+        assert_eq!(err.to_string(), "--sha256 \"abc\" is not 64 hex digits");
     }
 }

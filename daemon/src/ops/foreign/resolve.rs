@@ -13,7 +13,20 @@ use super::Refused;
 use crate::pool::Oid;
 use crate::registry::{self, Entry, ForeignObject, Registry};
 use crate::remote::Remote;
-use crate::stores::{ObjectMeta, ObjectUrl};
+use crate::stores::{ObjectMeta, ObjectUrl, RemoteError};
+
+/// Why a line's URL could not be named by its HEAD.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadFault {
+    /// The HEAD of `url` failed.
+    #[error(transparent)]
+    Head(RemoteError),
+    #[error("{url}: no such object (HTTP 404)")]
+    NoObject { url: String },
+    /// The store's `x-amz-checksum-sha256` (or like) is not an oid.
+    #[error("the store's SHA-256 checksum {given:?} is not 64 hex digits")]
+    BadChecksum { given: String },
+}
 
 /// HEADs in flight at once for a batch.
 const CONCURRENT_HEADS: usize = 32;
@@ -75,10 +88,10 @@ async fn head_all(
         }
         match meta {
             Ok(meta) => headed.push((t, meta)),
-            Err(message) => refused.push(Refused {
+            Err(fault) => refused.push(Refused {
                 line: t.no,
                 url: t.url.to_string(),
-                message,
+                message: fault.to_string(),
             }),
         }
     }
@@ -86,11 +99,13 @@ async fn head_all(
     headed
 }
 
-async fn head(remote: &Remote, url: &ObjectUrl) -> Result<ObjectMeta, String> {
+async fn head(remote: &Remote, url: &ObjectUrl) -> Result<ObjectMeta, HeadFault> {
     match remote.head(url).await {
         Ok(Some(meta)) => Ok(meta),
-        Ok(None) => Err(format!("{url}: no such object (HTTP 404)")),
-        Err(e) => Err(e.to_string()),
+        Ok(None) => Err(HeadFault::NoObject {
+            url: url.to_string(),
+        }),
+        Err(e) => Err(HeadFault::Head(e)),
     }
 }
 
@@ -125,7 +140,7 @@ fn pick_oid(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved
             .map_err(|e| fail(e.to_string()))?,
         None => None,
     };
-    let store = store_checksum(&meta).map_err(&fail)?;
+    let store = store_checksum(&meta).map_err(|e| fail(e.to_string()))?;
     let (content, oid_from) = match (t.sha256, store, known.and_then(|k| k.content_oid)) {
         (Some(user), _, _) => (Some(user), OidFrom::Sha256Option),
         (None, Some(store), _) => (Some(store), OidFrom::StoreChecksum),
@@ -170,13 +185,13 @@ fn pick_oid(registry: &Registry, t: Target, meta: ObjectMeta) -> Result<Resolved
 }
 
 /// The store's SHA-256 checksum as an oid, when it sent one.
-fn store_checksum(meta: &ObjectMeta) -> Result<Option<Oid>, String> {
+fn store_checksum(meta: &ObjectMeta) -> Result<Option<Oid>, HeadFault> {
     let Some(hex) = &meta.sha256 else {
         return Ok(None);
     };
     hex.parse()
         .map(Some)
-        .map_err(|_| format!("the store's SHA-256 checksum {hex:?} is not 64 hex digits"))
+        .map_err(|_| HeadFault::BadChecksum { given: hex.clone() })
 }
 
 fn no_identity(url: &ObjectUrl, meta: &ObjectMeta) -> String {

@@ -86,10 +86,10 @@ fn recheck(top: &Path, resolved: Vec<Resolved>, force: bool) -> (Vec<Resolved>, 
         let checked = check_inside(top, rel).and_then(|()| check_existing(&top.join(rel), force));
         match checked {
             Ok(()) => ok.push(r),
-            Err(message) => refused.push(Refused {
+            Err(fault) => refused.push(Refused {
                 line: r.target.no,
                 url: r.target.url.to_string(),
-                message,
+                message: fault.to_string(),
             }),
         }
     }

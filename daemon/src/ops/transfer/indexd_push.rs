@@ -22,16 +22,99 @@
 
 use md5::{Digest, Md5};
 
-use super::push::{PushOutcome, PushTarget};
+use super::push::{PushFailure, PushOutcome, PushTarget};
 use super::{TransferError, Transfers};
 use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
-use crate::pool::Oid;
-use crate::registry::Entry;
+use crate::pool::{Oid, PoolError};
+use crate::registry::{Entry, RegistryError};
 use crate::remote::Held;
-use crate::stores::drs::{IndexdClient, NewRecord};
+use crate::stores::drs::{DrsError, IndexdClient, NewRecord};
 use crate::stores::is_content_etag;
-use crate::stores::ObjectUrl;
+use crate::stores::{ObjectUrl, RemoteError};
+
+/// Why an object pushed to a repo with an Indexd fails: Indexd could not
+/// be asked before anything was sent, or the object, now in the object
+/// remote, could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexdPushError {
+    /// Asking Indexd for records of the object's sha256.
+    #[error(
+        "Indexd {base} could not be asked whether it holds the object: {error}; nothing was sent or registered"
+    )]
+    BySha256 {
+        base: String,
+        #[source]
+        error: DrsError,
+    },
+    /// Asking Indexd for records of the object's md5 and size.
+    #[error(
+        "Indexd {base} could not be asked whether it holds the object by its md5: {error}; nothing was sent or registered"
+    )]
+    ByMd5 {
+        base: String,
+        #[source]
+        error: DrsError,
+    },
+    /// Adding a version, naming the sha256, of record `did` (md5 only).
+    #[error(
+        "Indexd {base} holds object {oid} as {did} (md5 only; its bytes were shown here to have the sha256), but adding a version of it that names the sha256 failed: {error}; nothing was sent or registered, push again"
+    )]
+    AddVersion {
+        base: String,
+        oid: Oid,
+        did: String,
+        #[source]
+        error: DrsError,
+    },
+    /// An Indexd record names an `s3://` location (`indexd_target` refuses
+    /// any other object remote first).
+    #[error("an Indexd record needs an s3:// object remote, not {objects}")]
+    NeedsS3 { objects: String },
+    /// Registering `location`, in the object remote, with Indexd.
+    #[error(
+        "{location} is in the object remote, but registering it with Indexd {base} failed: {error}; push again to register it"
+    )]
+    Register {
+        location: String,
+        base: String,
+        #[source]
+        error: RegisterError,
+    },
+}
+
+/// What failed on the way to an Indexd record of an object in the object
+/// remote.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// Asking the object remote for the object's ETag.
+    #[error(transparent)]
+    Head(RemoteError),
+    #[error("it is not there any more")]
+    Gone,
+    /// Finding the object's md5.
+    #[error(transparent)]
+    Md5(#[from] Md5Error),
+    /// Recording in the registry that the registration begins.
+    #[error(transparent)]
+    Registry(RegistryError),
+    /// Indexd's answer to the new record.
+    #[error(transparent)]
+    Indexd(DrsError),
+}
+
+/// Why the md5 of an object's bytes on this machine is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum Md5Error {
+    /// Reading the pool's copy.
+    #[error(transparent)]
+    Pool(PoolError),
+    #[error("its md5 is not known and its bytes are not on this machine")]
+    NotHere,
+    /// Reading the pool's copy's bytes.
+    #[error("reading it for its md5: {0}")]
+    Read(#[source] std::io::Error),
+}
 
 /// The repo's Indexd, for one push.
 pub struct IndexdTarget<'a> {
@@ -112,7 +195,7 @@ impl Transfers {
     ) -> Registered {
         let pointer = &pushed.pointer;
         match self.held_in_indexd(target, indexd, foreign, pointer).await {
-            Err(why) => return Registered::Not(PushOutcome::Failed(why)),
+            Err(why) => return Registered::Not(PushOutcome::Failed(PushFailure::Indexd(why))),
             Ok(Some(did)) => {
                 self.remember_did(indexd, pointer.oid, &did).await;
                 self.confirmed.record(target.layout, pointer.oid);
@@ -135,7 +218,7 @@ impl Transfers {
         }
         match self.register(target, indexd, foreign, pushed).await {
             Ok(()) => Registered::Now(outcome),
-            Err(why) => Registered::Not(PushOutcome::Failed(why)),
+            Err(why) => Registered::Not(PushOutcome::Failed(PushFailure::Indexd(why))),
         }
     }
 
@@ -150,13 +233,15 @@ impl Transfers {
         indexd: &IndexdTarget<'_>,
         foreign: Option<&Entry>,
         pointer: &Pointer,
-    ) -> Result<Option<String>, String> {
-        let records = indexd.client.by_sha256(pointer.oid).await.map_err(|e| {
-            format!(
-                "Indexd {} could not be asked whether it holds the object: {e}; nothing was sent or registered",
-                indexd.base
-            )
-        })?;
+    ) -> Result<Option<String>, IndexdPushError> {
+        let records = indexd
+            .client
+            .by_sha256(pointer.oid)
+            .await
+            .map_err(|error| IndexdPushError::BySha256 {
+                base: indexd.base.clone(),
+                error,
+            })?;
         // Trusted at its word (`trust_claims`): a record at a location
         // that answers with the size counts, as the user asked.
         let mut ours = match self.remote.trusts(&indexd.base) {
@@ -199,7 +284,7 @@ impl Transfers {
         foreign: Option<&Entry>,
         pointer: &Pointer,
         ours: LocalMd5,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, IndexdPushError> {
         let mut ours = match ours {
             LocalMd5::Trusted => LocalMd5::Unknown,
             known => known,
@@ -211,11 +296,9 @@ impl Transfers {
             .client
             .by_md5_only(&md5, pointer.size)
             .await
-            .map_err(|e| {
-                format!(
-                    "Indexd {} could not be asked whether it holds the object by its md5: {e}; nothing was sent or registered",
-                    indexd.base
-                )
+            .map_err(|error| IndexdPushError::ByMd5 {
+                base: indexd.base.clone(),
+                error,
             })?;
         for record in records {
             for url in &record.urls {
@@ -229,11 +312,11 @@ impl Transfers {
                     .client
                     .add_sha256_version(&record, pointer.oid)
                     .await
-                    .map_err(|e| {
-                        format!(
-                            "Indexd {} holds object {} as {} (md5 only; its bytes were shown here to have the sha256), but adding a version of it that names the sha256 failed: {e}; nothing was sent or registered, push again",
-                            indexd.base, pointer.oid, record.did
-                        )
+                    .map_err(|error| IndexdPushError::AddVersion {
+                        base: indexd.base.clone(),
+                        oid: pointer.oid,
+                        did: record.did.clone(),
+                        error,
                     })?;
                 log::info!(
                     "Indexd {} held object {} as {} under its md5 only; its bytes at {} were shown to have the sha256, published as version {did}",
@@ -319,25 +402,26 @@ impl Transfers {
         indexd: &IndexdTarget<'_>,
         foreign: Option<&Entry>,
         pushed: &Pushed,
-    ) -> Result<(), String> {
+    ) -> Result<(), IndexdPushError> {
         let oid = pushed.pointer.oid;
         // `indexd_target` refuses any other object remote.
         let Some(layout) = target.layout.s3() else {
-            return Err(format!(
-                "an Indexd record needs an s3:// object remote, not {}",
-                target.layout
-            ));
+            return Err(IndexdPushError::NeedsS3 {
+                objects: target.layout.to_string(),
+            });
         };
         let key = layout.key(&oid);
         let location = format!("s3://{}/{key}", layout.bucket);
-        let failed = |why: String| {
-            format!("{location} is in the object remote, but registering it with Indexd {} failed: {why}; push again to register it", indexd.base)
+        let failed = |error: RegisterError| IndexdPushError::Register {
+            location: location.clone(),
+            base: indexd.base.clone(),
+            error,
         };
         let etag = self.remote_etag(layout, &key).await.map_err(&failed)?;
         let md5 = self
             .md5_of(foreign, oid, etag.as_deref())
             .await
-            .map_err(&failed)?;
+            .map_err(|e| failed(e.into()))?;
         let record = NewRecord {
             size: pushed.pointer.size,
             sha256: oid,
@@ -350,12 +434,12 @@ impl Transfers {
         let (registry, base) = (self.registry.clone(), indexd.base.clone());
         blocking(move || registry.indexd_begin(&base, oid))
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(RegisterError::Registry(e)))?;
         let did = indexd
             .client
             .register(&record)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(RegisterError::Indexd(e)))?;
         log::info!("registered {location} with Indexd {} as {did}", indexd.base);
         self.remember_did(indexd, oid, &did).await;
         Ok(())
@@ -375,13 +459,13 @@ impl Transfers {
         &self,
         layout: &crate::stores::ObjectLayout,
         key: &str,
-    ) -> Result<Option<String>, String> {
-        let client = self.remote.s3().map_err(|e| e.to_string())?;
+    ) -> Result<Option<String>, RegisterError> {
+        let client = self.remote.s3().map_err(RegisterError::Head)?;
         let meta = client
             .head(&layout.bucket, key)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("it is not there any more")?;
+            .map_err(RegisterError::Head)?
+            .ok_or(RegisterError::Gone)?;
         Ok(meta.etag.map(|e| e.trim_matches('"').to_string()))
     }
 
@@ -392,7 +476,7 @@ impl Transfers {
         foreign: Option<&Entry>,
         oid: Oid,
         etag: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Md5Error> {
         let known = foreign
             .filter(|e| e.object.content_oid == Some(oid))
             .and_then(|e| e.object.md5.clone());
@@ -406,16 +490,15 @@ impl Transfers {
     }
 
     /// The md5 of the pool's copy of `oid` (checked against the oid).
-    async fn pool_md5(&self, oid: Oid) -> Result<String, String> {
+    async fn pool_md5(&self, oid: Oid) -> Result<String, Md5Error> {
         let pool = self.pool.clone();
-        blocking(move || -> Result<String, String> {
+        blocking(move || -> Result<String, Md5Error> {
             let blob = pool
                 .get_verified(&oid)
-                .map_err(|e| e.to_string())?
-                .ok_or("its md5 is not known and its bytes are not on this machine")?;
+                .map_err(Md5Error::Pool)?
+                .ok_or(Md5Error::NotHere)?;
             let mut hasher = Md5::new();
-            std::io::copy(&mut blob.into_reader(), &mut hasher)
-                .map_err(|e| format!("reading it for its md5: {e}"))?;
+            std::io::copy(&mut blob.into_reader(), &mut hasher).map_err(Md5Error::Read)?;
             Ok(hex::encode(hasher.finalize()))
         })
         .await

@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 
 use futures_util::stream::{self, StreamExt};
 
-use super::indexd_push::{IndexdTarget, Registered};
+use super::indexd_push::{IndexdPushError, IndexdTarget, Registered};
 use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
-use crate::remote::{CopyOutcome, Held, ObjectRemote};
+use crate::remote::{CopyOutcome, Held, ObjectRemote, ResolveError, StoreError, UploadError};
 use crate::stores::{CopySource, ObjectUrl};
 use drsd_proto::{PushReport, RefusedPath};
 
@@ -32,10 +32,97 @@ pub enum PushOutcome {
     Copied,
     /// Could not be sent or checked now (the store unreachable, a disk
     /// full): the push fails with the reason; pushing again may succeed.
-    Failed(String),
+    Failed(PushFailure),
     /// Must not be pushed as it is: the reason says what to do.
-    Refused(String),
+    Refused(PushRefusal),
 }
+
+/// Why a pushed object could not be sent or checked now; pushing again
+/// may succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum PushFailure {
+    /// The server-side copy of a foreign object's source failed (the
+    /// store's reason, as the copy words it).
+    #[error("{0}")]
+    Copy(String),
+    /// Read from its source into the pool, then gone from it.
+    #[error("{url}: left the pool right after its download")]
+    LeftThePool { url: String },
+    /// Refused for `why`, unless the object remote holds it, which could
+    /// not be asked.
+    #[error("{why}; and the object remote could not be checked for it: {error}")]
+    Unchecked {
+        why: PushRefusal,
+        #[source]
+        error: StoreError,
+    },
+    /// Sending bytes read here, in a batch of small objects.
+    #[error("could not be sent to the object remote: {0}")]
+    SendBytes(#[source] UploadError),
+    /// Sending the repo's or the pool's copy.
+    #[error("could not be sent to the object remote: {0}")]
+    Send(#[source] TransferError),
+    /// Indexd could not be asked, or registering with it failed.
+    #[error(transparent)]
+    Indexd(#[from] IndexdPushError),
+}
+
+/// Why a pushed object must not be published as it is, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PushRefusal {
+    /// The pointer still names the ETag's provisional oid.
+    #[error(
+        "the pointer still carries the provisional oid of {url} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit"
+    )]
+    Provisional { url: String },
+    /// The repo's copy is not the object, or cannot be sent as set up.
+    #[error(
+        "{error}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it"
+    )]
+    BadCopy {
+        #[source]
+        error: TransferError,
+        remote: String,
+    },
+    /// A foreign object whose prefetch has not finished.
+    #[error(
+        "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side"
+    )]
+    NotYetHere,
+    /// Neither here, nor in the object remote, nor added by URL.
+    #[error(
+        "the object is in neither .git/lfs/objects, the pool, nor the object remote {layout}, and is not an object this repo added by URL: a clone could not get it. \
+         Fetch it here (git lfs fetch {remote} --all), or push it from a clone that has it (git lfs push --object-id {remote} {oid}), or remove the commit that adds it"
+    )]
+    Nowhere {
+        layout: String,
+        remote: String,
+        oid: Oid,
+    },
+    /// A foreign object not here whose source could not be read.
+    #[error("not on this machine, and reading it from {url} failed: {error}")]
+    Unreadable {
+        url: String,
+        #[source]
+        error: ResolveError,
+    },
+    /// The source of a server-side copy is no longer the version added.
+    #[error(transparent)]
+    SourceChanged(#[from] SourceChanged),
+    /// Refused for `why`, and the object remote holds something else under
+    /// its name (`other` says what).
+    #[error("{why}; and {other}")]
+    AndInRemote {
+        why: Box<PushRefusal>,
+        other: String,
+    },
+}
+
+/// The source of a foreign object's server-side copy is no longer the
+/// version added (the copy's words say how).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceChanged(String);
 
 /// Where the push's objects go and come from.
 pub struct PushTarget<'a> {
@@ -252,14 +339,12 @@ impl Transfers {
         foreign: Option<&Entry>,
         pointer: &Pointer,
     ) -> PushOutcome {
-        let oid_hex = pointer.oid.to_hex();
         if let Some(entry) = foreign {
             let o = &entry.object;
             if entry.is_provisional() {
-                return PushOutcome::Refused(format!(
-                    "the pointer still carries the provisional oid of {} (from its ETag): a clone could not verify it; wait for its hash (drsctl status), run drsctl promote and commit",
-                    o.url
-                ));
+                return PushOutcome::Refused(PushRefusal::Provisional {
+                    url: o.url.to_string(),
+                });
             }
             let url = ObjectUrl::parse(o.url.expose());
             // A server-side copy only of bytes shown to be the object: read
@@ -277,7 +362,7 @@ impl Transfers {
                     size: o.size,
                 };
                 let why = match self.copy(target, layout, &source, pointer).await {
-                    Err(why) => why,
+                    Err(changed) => PushRefusal::SourceChanged(changed),
                     Ok(outcome) => return outcome,
                 };
                 // The source changed or is gone; the bytes its prefetch
@@ -296,13 +381,12 @@ impl Transfers {
             return self.push_through_pool(target, &url, pointer).await;
         }
         let why = match foreign {
-            Some(_) => "not on this machine yet (its prefetch has not finished: drsctl status) and its source cannot be copied server-side".to_string(),
-            None => format!(
-                "the object is in neither .git/lfs/objects, the pool, nor the object remote {}, and is not an object this repo added by URL: a clone could not get it. \
-                 Fetch it here (git lfs fetch {remote} --all), or push it from a clone that has it (git lfs push --object-id {remote} {oid_hex}), or remove the commit that adds it",
-                target.layout,
-                remote = target.remote,
-            ),
+            Some(_) => PushRefusal::NotYetHere,
+            None => PushRefusal::Nowhere {
+                layout: target.layout.to_string(),
+                remote: target.remote.to_string(),
+                oid: pointer.oid,
+            },
         };
         self.unless_in_remote(target, pointer, why).await
     }
@@ -339,26 +423,29 @@ impl Transfers {
         match read {
             Ok(_) => match self.push_local(target, pointer).await {
                 Some(outcome) => outcome,
-                None => {
-                    PushOutcome::Failed(format!("{url}: left the pool right after its download"))
-                }
+                None => PushOutcome::Failed(PushFailure::LeftThePool {
+                    url: url.to_string(),
+                }),
             },
             Err(e) => {
-                let why = format!("not on this machine, and reading it from {url} failed: {e}");
+                let why = PushRefusal::Unreadable {
+                    url: url.to_string(),
+                    error: e,
+                };
                 self.unless_in_remote(target, pointer, why).await
             }
         }
     }
 
-    /// The server-side copy of a foreign object's source; `Err` with the
-    /// reason when the source is no longer the version added.
+    /// The server-side copy of a foreign object's source; `Err` when the
+    /// source is no longer the version added.
     async fn copy(
         &self,
         target: &PushTarget<'_>,
         layout: &crate::stores::ObjectLayout,
         source: &CopySource<'_>,
         pointer: &Pointer,
-    ) -> Result<PushOutcome, String> {
+    ) -> Result<PushOutcome, SourceChanged> {
         let copied = self
             .remote
             .copy_verified(source, layout, pointer.oid, self.upload)
@@ -372,8 +459,8 @@ impl Transfers {
                 self.confirmed.record(target.layout, pointer.oid);
                 PushOutcome::Copied
             }
-            CopyOutcome::Failed(why) => PushOutcome::Failed(why),
-            CopyOutcome::SourceChanged(why) => return Err(why),
+            CopyOutcome::Failed(why) => PushOutcome::Failed(PushFailure::Copy(why)),
+            CopyOutcome::SourceChanged(why) => return Err(SourceChanged(why)),
         })
     }
 
@@ -385,7 +472,7 @@ impl Transfers {
         &self,
         target: &PushTarget<'_>,
         pointer: &Pointer,
-        why: String,
+        why: PushRefusal,
     ) -> PushOutcome {
         let held = self
             .remote
@@ -401,10 +488,11 @@ impl Transfers {
                 PushOutcome::Trusted(target.layout.url())
             }
             Ok(Held::Absent) => PushOutcome::Refused(why),
-            Ok(Held::Other(other)) => PushOutcome::Refused(format!("{why}; and {other}")),
-            Err(e) => PushOutcome::Failed(format!(
-                "{why}; and the object remote could not be checked for it: {e}"
-            )),
+            Ok(Held::Other(other)) => PushOutcome::Refused(PushRefusal::AndInRemote {
+                why: Box::new(why),
+                other,
+            }),
+            Err(error) => PushOutcome::Failed(PushFailure::Unchecked { why, error }),
         }
     }
 
@@ -463,7 +551,7 @@ impl Transfers {
                     _ => PushOutcome::Uploaded,
                 }
             }
-            Err(e) => PushOutcome::Failed(format!("could not be sent to the object remote: {e}")),
+            Err(e) => PushOutcome::Failed(PushFailure::SendBytes(e)),
         }
     }
 
@@ -478,13 +566,11 @@ impl Transfers {
             Ok(true) => Some(PushOutcome::Present),
             Ok(false) => Some(PushOutcome::Uploaded),
             Err(TransferError::NotHere { .. }) => None,
-            Err(e) if e.refuses_the_object() => Some(PushOutcome::Refused(format!(
-                "{e}: get a good copy (git lfs fetch {remote}; git lfs fsck names bad ones), or remove the commit that adds it",
-                remote = target.remote
-            ))),
-            Err(e) => Some(PushOutcome::Failed(format!(
-                "could not be sent to the object remote: {e}"
-            ))),
+            Err(e) if e.refuses_the_object() => Some(PushOutcome::Refused(PushRefusal::BadCopy {
+                error: e,
+                remote: target.remote.to_string(),
+            })),
+            Err(e) => Some(PushOutcome::Failed(PushFailure::Send(e))),
         }
     }
 }
@@ -515,7 +601,7 @@ fn no_object_remote(p: Pushed) -> RefusedPath {
 }
 
 fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
-    let refused = |why| RefusedPath {
+    let refused = |why: String| RefusedPath {
         oid: pushed.pointer.oid,
         paths: pushed.paths,
         why,
@@ -531,8 +617,8 @@ fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
         }
         PushOutcome::Uploaded => report.uploaded += 1,
         PushOutcome::Copied => report.copied += 1,
-        PushOutcome::Failed(why) => report.failed.push(refused(why)),
-        PushOutcome::Refused(why) => report.refused.push(refused(why)),
+        PushOutcome::Failed(why) => report.failed.push(refused(why.to_string())),
+        PushOutcome::Refused(why) => report.refused.push(refused(why.to_string())),
     }
 }
 
