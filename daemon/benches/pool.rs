@@ -1,6 +1,11 @@
 //! Pool benchmark, printed as the markdown tables in docs/benchmarks.md.
 //!
-//!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large|readout]
+//!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large|readout|team]
+//!
+//! `team` (PostgreSQL, in a database of its own on the server of
+//! `DRSD_TEST_PG_URL`: run it under tests/with-servers.sh): the postgres kv
+//! engine against sqlite at 4 KiB, one put at a time and in batches of 512;
+//! the pg-lo engine against local files for one large put and ranged gets.
 //!
 //! Small blobs: puts/s and gets/s of the sqlite kv engine against the local
 //! files engine at 1-256 KiB, each engine alone behind a pool, so puts pay
@@ -14,7 +19,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsd::pool::{Backend, LocalEngine, Oid, Pool, SqliteEngine};
+use drsd::pool::{Backend, LocalEngine, Oid, PgKvEngine, PgLoEngine, PgServer, Pool, SqliteEngine};
 use rand::{Rng, SeedableRng};
 
 const BUDGET: Duration = Duration::from_millis(1500);
@@ -42,6 +47,147 @@ fn main() {
         read_out_large(dir.path(), large_mib);
         read_out_small(dir.path());
     }
+    if only.as_deref() == Some("team") {
+        let db = BenchDb::create();
+        team_small(dir.path(), &db.url);
+        team_large(dir.path(), &db.url, large_mib);
+    }
+}
+
+/// A database of the bench's own on the tests' server, dropped at the end.
+struct BenchDb {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl BenchDb {
+    fn create() -> BenchDb {
+        let admin = std::env::var("DRSD_TEST_PG_URL")
+            .expect("DRSD_TEST_PG_URL: run the team bench under tests/with-servers.sh");
+        let name = format!("drsd_bench_{}", std::process::id());
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{base}/{name}");
+        BenchDb { admin, name, url }
+    }
+}
+
+impl Drop for BenchDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// Puts/s of `pool.put_many` in batches of `batch`.
+fn batched_puts(pool: &Pool, len: usize, batch: usize) -> f64 {
+    let mut blobs = Blobs::new(len);
+    blobs.base[8] ^= 0x5a; // other contents than `measure` put in the same engine
+    let (mut n, mut spent) = (0usize, Duration::ZERO);
+    while spent < BUDGET * 2 && n < MAX_OPS * 4 {
+        let owned: Vec<(Oid, Vec<u8>)> = (0..batch)
+            .map(|_| {
+                let (oid, bytes) = blobs.next();
+                (oid, bytes.to_vec())
+            })
+            .collect();
+        let entries: Vec<(Oid, &[u8])> = owned.iter().map(|(o, b)| (*o, &b[..])).collect();
+        let t = Instant::now();
+        let puts = pool.put_many(&entries).unwrap();
+        spent += t.elapsed();
+        assert!(puts.iter().all(|p| p.stored));
+        n += batch;
+    }
+    n as f64 / spent.as_secs_f64()
+}
+
+fn team_small(dir: &Path, url: &str) {
+    let server = PgServer::open(url).unwrap();
+    let pg = || one_engine_pool(Arc::new(PgKvEngine::new(server.clone())), u64::MAX);
+    println!("\n### Team kv: postgres (loopback, fsync on) vs sqlite, 4 KiB, one thread\n");
+    println!("| what | sqlite /s | postgres /s | postgres / sqlite |");
+    println!("|---|---|---|---|");
+    let lite = measure(&sqlite_pool(dir, "team-1"), 4096);
+    let post = measure(&pg(), 4096);
+    let row = |what: &str, a: f64, b: f64| println!("| {what} | {a:.0} | {b:.0} | {:.2}× |", b / a);
+    row("puts, one at a time", lite.puts, post.puts);
+    row("gets, one at a time", lite.gets, post.gets);
+    let lite = batched_puts(&sqlite_pool(dir, "team-512"), 4096, 512);
+    let post = batched_puts(&pg(), 4096, 512);
+    row("puts, batches of 512", lite, post);
+}
+
+fn team_large(dir: &Path, url: &str, mib: u64) {
+    let src = dir.join("team-large.bin");
+    write_random(&src, mib);
+    // Threshold 1, not 0: a streamed put into a pool of threshold 0 ends at
+    // its empty in-memory prefix and stores nothing.
+    let local = one_engine_pool(
+        Arc::new(LocalEngine::open(&dir.join("large-team")).unwrap()),
+        1,
+    );
+    let lo = one_engine_pool(
+        Arc::new(PgLoEngine::open(url, &dir.join("team-spool")).unwrap()),
+        1,
+    );
+    println!("\n### Team large: pg-lo (loopback, fsync on) vs local files, {mib} MiB\n");
+    println!("| what | local MiB/s | pg-lo MiB/s | pg-lo / local |");
+    println!("|---|---|---|---|");
+    let mut rates = Vec::new();
+    for pool in [&local, &lo] {
+        run(&mut Command::new("sync"));
+        let t = Instant::now();
+        let put = pool.put_file(None, &src).unwrap();
+        assert_eq!(put.len, mib << 20);
+        let oid = put.oid;
+        let put = mib as f64 / t.elapsed().as_secs_f64();
+        // Whole value through 8 MiB ranges, then 200 random 1 MiB ranges.
+        let t = Instant::now();
+        let mut at = 0;
+        while at < mib << 20 {
+            let got = pool.read_range(&oid, at, 8 << 20).unwrap().unwrap().len();
+            assert!(got > 0, "a range inside the value read nothing");
+            at += got as u64;
+        }
+        let sequential = mib as f64 / t.elapsed().as_secs_f64();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let t = Instant::now();
+        for _ in 0..200 {
+            let offset = rng.gen_range(0..(mib << 20) - (1 << 20));
+            assert_eq!(
+                pool.read_range(&oid, offset, 1 << 20)
+                    .unwrap()
+                    .unwrap()
+                    .len(),
+                1 << 20
+            );
+        }
+        let random = 200.0 / t.elapsed().as_secs_f64();
+        // A whole get: a file handle (local), a spooled copy (pg-lo).
+        let t = Instant::now();
+        let blob = pool.get(&oid).unwrap().unwrap();
+        std::io::copy(&mut blob.into_reader(), &mut std::io::sink()).unwrap();
+        let get = mib as f64 / t.elapsed().as_secs_f64();
+        pool.delete(&oid).unwrap();
+        rates.push([put, sequential, random, get]);
+    }
+    let names = [
+        "put_file (read, sha256, stage, commit)",
+        "read_range, whole value in 8 MiB ranges",
+        "read_range, random 1 MiB ranges (ranges/s)",
+        "get and read through (pg-lo: spooled to a local file)",
+    ];
+    for (i, what) in names.iter().enumerate() {
+        let (a, b) = (rates[0][i], rates[1][i]);
+        println!("| {what} | {a:.0} | {b:.0} | {:.2}× |", b / a);
+    }
+    std::fs::remove_file(&src).unwrap();
 }
 
 fn machine() -> String {
