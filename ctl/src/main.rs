@@ -39,6 +39,7 @@ enum Command {
     Status,
     /// Set a repo up for drsd: git-lfs uses our transfer agent, hooks tell
     /// the daemon, the daemon watches it. Idempotent.
+    #[command(group(clap::ArgGroup::new("registry").args(["indexd", "gen3"])))]
     Init {
         /// The repo [default: the current folder]
         #[arg(value_name = "PATH")]
@@ -55,11 +56,18 @@ enum Command {
         /// with, in .gitattributes: a push skips what Indexd holds and registers the rest
         #[arg(long, value_name = "URL")]
         indexd: Option<String>,
+        /// Make the Gen3 commons at URL (https://host: Indexd at URL/index,
+        /// DRS at URL/ga4gh/drs/v1, Fence at URL/user) the object remote, in
+        /// .gitattributes as drs-remote=gen3+URL: pushes upload through Fence
+        /// with the Gen3 API key of DRSD_GEN3_CREDENTIALS (sent only to a
+        /// server named in DRSD_DRS_SERVERS); needs --authz /programs/P/projects/Q
+        #[arg(long, value_name = "URL", conflicts_with_all = ["remote", "no_remote", "indexd"], requires = "authz")]
+        gen3: Option<String>,
         /// Indexd authz resources for new records (/programs/P/projects/Q, comma-separated)
-        #[arg(long, value_name = "PATHS", requires = "indexd")]
+        #[arg(long, value_name = "PATHS", requires = "registry")]
         authz: Option<String>,
         /// Put git-lfs's own setup back and unregister the repo
-        #[arg(long, conflicts_with_all = ["remote", "indexd", "no_remote"])]
+        #[arg(long, conflicts_with_all = ["remote", "indexd", "no_remote", "gen3"])]
         undo: bool,
     },
     /// Clone a repo without smudging, set it up, fetch its objects through drsd, check out
@@ -251,11 +259,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 remote,
                 no_remote,
                 indexd,
+                gen3,
                 authz,
                 undo,
             } => {
                 let settings = cmd::init::Settings {
-                    remote,
+                    remote: gen3.map(|url| format!("gen3+{url}")).or(remote),
                     no_remote,
                     indexd,
                     authz,

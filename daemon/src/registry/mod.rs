@@ -16,6 +16,7 @@
 //! so running it twice, or after a partial run, changes nothing more.
 
 pub mod engine;
+mod fence_uploads;
 mod front;
 mod indexd_records;
 mod job_state;
@@ -35,9 +36,10 @@ use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
 pub use engine::{
-    ForeignObjects, IndexdRecords, JobQueue, OpenUploads, RegistryEngine, SentRecords,
-    SqliteRegistry,
+    FenceUploads, ForeignObjects, IndexdRecords, JobQueue, OpenUploads, RegistryEngine,
+    SentRecords, SqliteRegistry,
 };
+pub use fence_uploads::{FenceStep, FenceUpload};
 pub use front::Registry;
 pub use indexd_records::IndexdRegistration;
 pub use job_state::JobState;

@@ -3,7 +3,7 @@
 //! list knows the order; `PRAGMA user_version` counts the ones applied, so
 //! a step once shipped never changes and a new one goes at the end.
 
-use super::{indexd_records, queue, sent, sqlite, uploads};
+use super::{fence_uploads, indexd_records, queue, sent, sqlite, uploads};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts the
 /// applied ones.
@@ -31,4 +31,6 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Objects this daemon sent to an S3 object remote, with the ETag the
     // store answered: the same ETag at the key later proves the bytes.
     sent::SCHEMA,
+    // Uploads to a Gen3 commons through Fence, step by step (`fence_uploads.rs`).
+    fence_uploads::SCHEMA,
 ];

@@ -71,6 +71,7 @@ macro_rules! contract {
 }
 
 contract!(
+    each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept,
     recorded_objects_are_found_by_location_and_remember_their_content_oid,
     a_registry_reopens_with_its_contents,
     the_mirror_round_trips_and_restores_idempotently_without_overriding,
@@ -866,4 +867,31 @@ fn an_entry_counts_from_its_last_reference_or_its_first_sighting(f: Fixture) {
         .last_referenced(&listed, &HashSet::new(), 400, true)
         .unwrap();
     assert_eq!((last[&key(&a)], last[&key(&b)]), (100, 400));
+}
+
+fn each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept(mut f: Fixture) {
+    let oid = Oid::from_digest([3; 32]);
+    let c = "gen3+http://c";
+    f.reg
+        .fence_step(c, oid, FenceStep::Begun, Some("d-1"), None)
+        .unwrap();
+    f.reg
+        .fence_step(c, oid, FenceStep::Uploading, None, Some("up-1"))
+        .unwrap();
+    f.restart();
+    let got = f.reg.fence_upload(c, oid).unwrap().unwrap();
+    assert_eq!(got.did.as_deref(), Some("d-1"));
+    assert_eq!(got.step, FenceStep::Uploading);
+    assert_eq!(got.upload_id.as_deref(), Some("up-1"));
+    let open = f.reg.fence_unfinished().unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].0, c);
+    f.reg
+        .fence_step(c, oid, FenceStep::Done, None, None)
+        .unwrap();
+    assert!(f.reg.fence_unfinished().unwrap().is_empty());
+    assert_eq!(f.reg.fence_upload(c, oid).unwrap().unwrap().upload_id, None);
+    f.reg.fence_forget(c, oid).unwrap();
+    assert_eq!(f.reg.fence_upload(c, oid).unwrap(), None);
+    assert_eq!(f.reg.fence_upload("gen3+http://other", oid).unwrap(), None);
 }

@@ -9,6 +9,7 @@ use super::{
     fetch_into_file, Fetch, FetchOptions, ObjectRemote, Origin, PointerFetchError, Remote,
 };
 use crate::pool::Oid;
+use crate::stores::RemoteError;
 
 impl Remote {
     /// Object `oid` of `size` bytes from `remote` into a fresh file in
@@ -44,6 +45,13 @@ impl Remote {
                 return Ok(fetch_into_file(dir, req, opts, report).await?);
             }
             ObjectRemote::Dir(d) => d.clone(),
+            // Through DRS into the pool only: a DRS read resumes there.
+            ObjectRemote::Gen3(c) => return Err(PointerFetchError::Setup(RemoteError::Protocol {
+                op: "fetch",
+                object: c.url(),
+                why: "an object of a Gen3 commons is read into the pool, which cannot take it now"
+                    .into(),
+            })),
         };
         let to = dir.to_path_buf();
         let path = crate::blocking(move || dir_remote.fetch_into_file(&oid, size, &to))

@@ -23,6 +23,7 @@ mod answer;
 mod append;
 mod around_pool;
 mod clients;
+mod commons;
 mod copy;
 mod download;
 mod facade;
@@ -34,6 +35,7 @@ mod proof;
 mod resolved;
 mod upload;
 
+pub use commons::{project_of, BadCommons, CommonsError, Gen3Commons, GEN3_SCHEME};
 pub use copy::CopyOutcome;
 pub use download::{
     fetch_into_file, fetch_into_pool, read_small, Fetch, FetchError, FetchOptions, Fetched, Origin,

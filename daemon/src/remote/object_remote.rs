@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::commons::{CommonsError, Gen3Commons, GEN3_SCHEME};
 use super::{
     upload_from_file, upload_from_pool, FetchError, PointerFetchError, Presence, Remote,
     UploadError, UploadOptions, Uploaded,
@@ -22,6 +23,9 @@ pub enum ObjectRemote {
     S3(ObjectLayout),
     /// `file:///folder`.
     Dir(DirRemote),
+    /// `gen3+https://host`: a Gen3 commons, written through Fence
+    /// (`commons.rs`).
+    Gen3(Gen3Commons),
 }
 
 /// Why an object remote could not answer.
@@ -98,10 +102,23 @@ pub enum UnusableRemote {
     Refused { bucket: String, error: RemoteError },
     #[error("{bucket} could not be reached: {error}")]
     Unreached { bucket: String, error: RemoteError },
+    /// A Gen3 commons not named, or whose Indexd does not answer.
+    #[error(transparent)]
+    Commons(#[from] CommonsError),
 }
 
 const KINDS: &str =
-    "an object remote is s3://bucket[/prefix], file:///absolute/folder, or an absolute folder path";
+    "an object remote is s3://bucket[/prefix], file:///absolute/folder, an absolute folder path, or gen3+https://commons";
+
+/// What a Gen3 commons answers where a store's own path is asked for:
+/// its objects go and come through Fence and DRS, by the transfer layer.
+fn through_fence(commons: &Gen3Commons) -> RemoteError {
+    RemoteError::Protocol {
+        op: "upload",
+        object: commons.url(),
+        why: "a Gen3 commons takes objects through Fence, in a push (git push), not by a store's own upload".into(),
+    }
+}
 
 impl ObjectRemote {
     /// From what `drsctl init --remote` was given or `.gitattributes` records.
@@ -118,6 +135,11 @@ impl ObjectRemote {
                 .map(ObjectRemote::Dir)
                 .map_err(|why| bad(why.to_string()));
         }
+        if text.starts_with(GEN3_SCHEME) {
+            return Gen3Commons::parse(text)
+                .map(ObjectRemote::Gen3)
+                .map_err(|why| bad(why.to_string()));
+        }
         let why = match text.split_once("://") {
             Some((scheme, _)) => format!("unknown scheme {scheme:?}: {KINDS}"),
             None => format!("not a URL or an absolute path: {KINDS}"),
@@ -131,6 +153,7 @@ impl ObjectRemote {
             ObjectRemote::S3(l) if l.prefix.is_empty() => format!("s3://{}", l.bucket),
             ObjectRemote::S3(l) => format!("s3://{}/{}", l.bucket, l.prefix),
             ObjectRemote::Dir(d) => d.url(),
+            ObjectRemote::Gen3(c) => c.url(),
         }
     }
 
@@ -139,7 +162,7 @@ impl ObjectRemote {
     pub fn s3(&self) -> Option<&ObjectLayout> {
         match self {
             ObjectRemote::S3(l) => Some(l),
-            ObjectRemote::Dir(_) => None,
+            ObjectRemote::Dir(_) | ObjectRemote::Gen3(_) => None,
         }
     }
 
@@ -148,6 +171,7 @@ impl ObjectRemote {
         match self {
             ObjectRemote::S3(l) => format!("s3://{}/{}", l.bucket, l.key(oid)),
             ObjectRemote::Dir(d) => d.path_of(oid).display().to_string(),
+            ObjectRemote::Gen3(c) => c.location(oid),
         }
     }
 }
@@ -181,6 +205,7 @@ impl Remote {
                     false => Ok(Held::Absent),
                 };
             }
+            ObjectRemote::Gen3(c) => return Err(through_fence(c).into()),
         };
         let client = self.s3()?;
         let presence = super::presence(&client, layout, oid, size, None, 0).await;
@@ -264,6 +289,7 @@ impl Remote {
                     put => Ok(uploaded(put?, oid)),
                 }
             }
+            ObjectRemote::Gen3(c) => Err(through_fence(c).into()),
         }
     }
 
@@ -294,6 +320,7 @@ impl Remote {
                 let put = crate::blocking(move || dir.put_bytes(&oid, bytes));
                 Ok(uploaded(put.await?, oid))
             }
+            ObjectRemote::Gen3(c) => Err(through_fence(c).into()),
         }
     }
 
@@ -317,6 +344,8 @@ impl Remote {
                     .await
                     .ok()?
             }
+            // Through DRS, by the full path.
+            ObjectRemote::Gen3(_) => return None,
         };
         (bytes.len() as u64 == size && Oid::of(&bytes) == oid).then_some(bytes)
     }
@@ -349,6 +378,7 @@ impl Remote {
                     put => Ok(uploaded(put?, oid)),
                 }
             }
+            ObjectRemote::Gen3(c) => Err(through_fence(c).into()),
         }
     }
 
@@ -369,6 +399,11 @@ impl Remote {
                     .await
             }
             ObjectRemote::Dir(dir) => dir.clone(),
+            ObjectRemote::Gen3(commons) => {
+                return self
+                    .fetch_from_commons(pool, commons, oid, size, report)
+                    .await
+            }
         };
         crate::blocking(move || dir.fetch_into(&pool, &oid, size))
             .await
@@ -389,6 +424,7 @@ impl Remote {
                     .map_err(UnusableRemote::Folder)
             }
             ObjectRemote::S3(layout) => self.check_bucket(layout).await,
+            ObjectRemote::Gen3(commons) => self.check_commons(commons).await,
         }
     }
 

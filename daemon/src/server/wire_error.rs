@@ -62,7 +62,9 @@ fn transfer_code(e: &TransferError) -> ErrorCode {
         | E::S3Setup(_)
         | E::IndexdNeedsS3 { .. }
         | E::Drs(_)
-        | E::UntrustedIndexd { .. } => ErrorCode::InvalidArgument,
+        | E::UntrustedIndexd { .. }
+        | E::Commons(_)
+        | E::CommonsWithoutProject { .. } => ErrorCode::InvalidArgument,
         E::NotHere { .. } => ErrorCode::NotFound,
         E::LfsTmp(_)
         | E::HandOut(_)
@@ -87,6 +89,7 @@ impl From<RepoError> for WireError {
             RepoError::RemoteText(_)
             | RepoError::IndexdText(_)
             | RepoError::AuthzText(_)
+            | RepoError::Gen3WithoutProject
             | RepoError::Unusable { .. } => {
                 WireError::new(ErrorCode::InvalidArgument, e.to_string())
             }

@@ -34,6 +34,9 @@ pub enum RepoError {
     /// `--authz` is not a list of resource paths.
     #[error("--authz {0:?}: give resource paths like /programs/P/projects/Q, comma-separated")]
     AuthzText(String),
+    /// `--gen3` without the project (`--authz /programs/P/projects/Q`).
+    #[error("--gen3: give the project its records go to, --authz /programs/P/projects/Q")]
+    Gen3WithoutProject,
     /// The object remote asked for cannot be used: nothing was changed.
     #[error("object remote {remote}: {why}; nothing was changed")]
     Unusable { remote: String, why: String },

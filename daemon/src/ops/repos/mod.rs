@@ -59,6 +59,11 @@ impl SetupAsk {
             Some(text) => parse_authz(&text).ok_or(RepoError::AuthzText(text))?,
             None => Vec::new(),
         };
+        // A commons needs the project its records go to.
+        let gen3 = matches!(remote, Some(ObjectRemote::Gen3(_)));
+        if gen3 && crate::remote::project_of(&authz).is_none() {
+            return Err(RepoError::Gen3WithoutProject);
+        }
         Ok(SetupPlan {
             remote,
             indexd,

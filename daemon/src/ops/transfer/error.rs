@@ -10,7 +10,7 @@ use crate::lfs::scan::ScanError;
 use crate::lfs::setup::SetupError;
 use crate::pool::{Oid, PoolError};
 use crate::registry::RegistryError;
-use crate::remote::{PointerFetchError, UploadError};
+use crate::remote::{CommonsError, PointerFetchError, UploadError};
 use crate::safe_write::SafeWriteError;
 use crate::stores::drs::DrsError;
 use crate::stores::RemoteError;
@@ -110,6 +110,15 @@ pub enum TransferError {
     /// Reading the repo's foreign objects.
     #[error(transparent)]
     Registry(RegistryError),
+    /// The repo's Gen3 commons cannot be used (not named by the user, its
+    /// client not built).
+    #[error(transparent)]
+    Commons(CommonsError),
+    /// The repo's object remote is a commons and it records no project.
+    #[error(
+        "the repo's object remote is the Gen3 commons {commons}, whose records need a project: record one with drsctl init --gen3 {root} --authz /programs/P/projects/Q; nothing was pushed"
+    )]
+    CommonsWithoutProject { commons: String, root: String },
 }
 
 impl TransferError {
@@ -143,7 +152,9 @@ impl TransferError {
             | E::WrongSize { .. }
             | E::NotHere { .. }
             | E::IndexdNeedsS3 { .. }
-            | E::UntrustedIndexd { .. } => false,
+            | E::UntrustedIndexd { .. }
+            | E::Commons(_)
+            | E::CommonsWithoutProject { .. } => false,
         }
     }
 

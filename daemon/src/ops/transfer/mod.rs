@@ -22,6 +22,7 @@ mod elsewhere;
 mod error;
 mod facts;
 mod gates;
+mod gen3;
 mod hydrate;
 mod indexd_push;
 mod push;

@@ -65,6 +65,9 @@ pub enum PushFailure {
     /// Indexd could not be asked, or registering with it failed.
     #[error(transparent)]
     Indexd(#[from] IndexdPushError),
+    /// Asking, or sending to, the repo's Gen3 commons.
+    #[error(transparent)]
+    Commons(#[from] super::gen3::CommonsPushError),
 }
 
 /// Why a pushed object must not be published as it is, with what to do.
@@ -165,6 +168,22 @@ impl Transfers {
         }
         let layout = facts.object_remote(repo)?;
         let lfs_objects = facts.lfs.join("objects");
+        if let ObjectRemote::Gen3(commons) = &layout {
+            let (authz, objects_dir) = (facts.authz.as_slice(), lfs_objects.as_path());
+            return self
+                .pre_push_commons(
+                    commons,
+                    &layout,
+                    authz,
+                    objects_dir,
+                    objects,
+                    &foreign,
+                    &superseded,
+                    report,
+                    progress,
+                )
+                .await;
+        }
         let target = PushTarget {
             layout: &layout,
             lfs_objects: &lfs_objects,
@@ -600,7 +619,7 @@ fn no_object_remote(p: Pushed) -> RefusedPath {
     }
 }
 
-fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
+pub(super) fn tally(report: &mut PushReport, pushed: Pushed, outcome: PushOutcome) {
     let refused = |why: String| RefusedPath {
         oid: pushed.pointer.oid,
         paths: pushed.paths,

@@ -273,7 +273,7 @@ fn body_of(record: &NewRecord) -> serde_json::Value {
 /// The JSON body of a new version of `record` (Indexd's `POST /index/{did}`
 /// takes the same schema as a registration): its hashes with `sha256`
 /// added, the rest kept as they are.
-fn version_body(record: &IndexdRecord, sha256: Oid) -> serde_json::Value {
+pub(super) fn version_body(record: &IndexdRecord, sha256: Oid) -> serde_json::Value {
     let mut hashes: BTreeMap<String, String> = record
         .hashes
         .iter()

@@ -1,0 +1,164 @@
+//! Uploads to a Gen3 commons through Fence, step by step. Each step is
+//! recorded here before it is taken (as S3 multipart uploads are, in
+//! `uploads.rs`), so a push killed anywhere (kill -9) leaves the registry
+//! knowing which record it began: the next push finds that record (at most
+//! a blank one, since a record is completed only once its bytes are in)
+//! and finishes it, or begins again.
+//!
+//! Steps, in order: `begun` (a blank record is about to be asked for, under
+//! the content's own did where the commons takes it), `blank` (the record
+//! exists, blank: its did is known), `uploading` (a multipart upload of it
+//! begun: its id), `uploaded` (the bytes are in, the record to complete),
+//! `done` (completed with size, hashes and location).
+
+//!
+//! Here: the step types, and SQLite's [`FenceUploads`] ([`SqliteRegistry`])
+//! and its table.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::engine::FenceUploads;
+use super::oid_text::oid_column;
+use super::sqlite::{sql, SqliteRegistry};
+use super::{now, RegistryError};
+use crate::pool::Oid;
+
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE fence_uploads (
+        commons TEXT NOT NULL,
+        oid TEXT NOT NULL,
+        did TEXT,
+        step TEXT NOT NULL,
+        upload_id TEXT,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (commons, oid)
+    );
+";
+
+/// How far an upload through Fence got (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FenceStep {
+    Begun,
+    Blank,
+    Uploading,
+    Uploaded,
+    Done,
+}
+
+impl FenceStep {
+    fn as_str(self) -> &'static str {
+        match self {
+            FenceStep::Begun => "begun",
+            FenceStep::Blank => "blank",
+            FenceStep::Uploading => "uploading",
+            FenceStep::Uploaded => "uploaded",
+            FenceStep::Done => "done",
+        }
+    }
+
+    fn parse(text: &str) -> Option<FenceStep> {
+        Some(match text {
+            "begun" => FenceStep::Begun,
+            "blank" => FenceStep::Blank,
+            "uploading" => FenceStep::Uploading,
+            "uploaded" => FenceStep::Uploaded,
+            "done" => FenceStep::Done,
+            _ => return None,
+        })
+    }
+}
+
+/// What the registry knows of one object's upload to one commons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FenceUpload {
+    pub oid: Oid,
+    /// The record's did, once known.
+    pub did: Option<String>,
+    pub step: FenceStep,
+    /// The multipart upload's id, while one is open.
+    pub upload_id: Option<String>,
+}
+
+impl FenceUploads for SqliteRegistry {
+    fn fence_step(
+        &self,
+        commons: &str,
+        oid: Oid,
+        step: FenceStep,
+        did: Option<&str>,
+        upload_id: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        self.write("record a step of a Fence upload", |tx| {
+            tx.execute(
+                "INSERT INTO fence_uploads (commons, oid, did, step, upload_id, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (commons, oid) DO UPDATE SET
+                    did = COALESCE(excluded.did, fence_uploads.did),
+                    step = excluded.step, upload_id = excluded.upload_id,
+                    updated_at = excluded.updated_at",
+                params![
+                    commons,
+                    oid.to_hex(),
+                    did,
+                    step.as_str(),
+                    upload_id,
+                    now() as i64
+                ],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn fence_forget(&self, commons: &str, oid: Oid) -> Result<(), RegistryError> {
+        self.write("forget a Fence upload", |tx| {
+            tx.execute(
+                "DELETE FROM fence_uploads WHERE commons = ?1 AND oid = ?2",
+                params![commons, oid.to_hex()],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn fence_upload(&self, commons: &str, oid: Oid) -> Result<Option<FenceUpload>, RegistryError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT oid, did, step, upload_id FROM fence_uploads WHERE commons = ?1 AND oid = ?2",
+            params![commons, oid.to_hex()],
+            row,
+        )
+        .optional()
+        .map_err(sql(self.path(), "read a Fence upload"))
+    }
+
+    fn fence_unfinished(&self) -> Result<Vec<(String, FenceUpload)>, RegistryError> {
+        let conn = self.lock();
+        let err = sql(self.path(), "list unfinished Fence uploads");
+        let mut stmt = conn
+            .prepare(
+                "SELECT oid, did, step, upload_id, commons FROM fence_uploads
+                 WHERE step != 'done' ORDER BY updated_at",
+            )
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(4)?, row(r)?)))
+            .map_err(&err)?;
+        rows.collect::<Result<_, _>>().map_err(&err)
+    }
+}
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<FenceUpload> {
+    let step: String = r.get(2)?;
+    let step = FenceStep::parse(&step).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            2,
+            rusqlite::types::Type::Text,
+            format!("unknown Fence upload step {step:?}").into(),
+        )
+    })?;
+    Ok(FenceUpload {
+        oid: oid_column(r, 0)?,
+        did: r.get(1)?,
+        step,
+        upload_id: r.get(3)?,
+    })
+}

@@ -1,0 +1,490 @@
+//! A Gen3 commons' upload endpoints, for a commons as a repo's object
+//! remote: Fence (under `/user`) hands out signed PUT URLs for new records
+//! (`POST /user/data/upload`, `GET /user/data/upload/{guid}`, and the
+//! multipart `POST /user/data/multipart/{init,upload,complete}`), and the
+//! commons' Indexd (under `/index`) holds the records, which begin blank
+//! (no size, hashes or location) and are completed by `PUT
+//! /index/blank/{guid}?rev=R` once the bytes are in.
+//!
+//! Every call to Fence and Indexd goes through the DRS client's request
+//! path (`call.rs`): the Gen3 access token (from `DRSD_GEN3_CREDENTIALS`)
+//! only to a server the user named in `DRSD_DRS_SERVERS`, retries, a
+//! deadline, and the server's `{"error": ...}` quoted without secrets. The
+//! signed URLs are [`SecretUrl`]s: a PUT to one carries no credential of
+//! ours, and its errors name the record, never the URL.
+
+use std::collections::BTreeMap;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+use super::call::{self, Ask, Caller};
+use super::model::{nullable, quoted};
+use super::servers::below;
+use super::{DrsClient, DrsError, IndexdRecord};
+use crate::stores::transport::{send_retrying, Sent};
+use crate::stores::{shown_url, Permanence, SecretUrl};
+
+/// A Gen3 commons' Fence and Indexd, on the DRS client's connections and
+/// credentials.
+pub struct Fence<'a> {
+    caller: &'a Caller,
+    /// The commons' root (`https://host`): Fence under `/user`, Indexd
+    /// under `/index`.
+    root: url::Url,
+}
+
+/// An Indexd record of a commons, as the upload flow reads it: a blank one
+/// has no size and no hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CommonsRecord {
+    pub did: String,
+    /// Every change makes a new one; a completion must name the current.
+    #[serde(default)]
+    pub rev: Option<String>,
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default, deserialize_with = "nullable_map")]
+    pub hashes: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub urls: Vec<String>,
+}
+
+impl CommonsRecord {
+    /// An upload begun and not finished: nothing says what it holds.
+    pub fn is_blank(&self) -> bool {
+        self.size.is_none() && self.hashes.is_empty()
+    }
+
+    /// The hash `name` (`sha256`, `md5`), lowercased.
+    pub fn hash(&self, name: &str) -> Option<String> {
+        self.hashes.get(name).map(|h| h.to_ascii_lowercase())
+    }
+}
+
+/// What a blank record is completed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub size: u64,
+    pub sha256: String,
+    pub md5: String,
+    pub urls: Vec<String>,
+    pub authz: Vec<String>,
+}
+
+/// A new upload: the record's guid and where its bytes go.
+pub struct NewUpload {
+    pub guid: String,
+    pub url: SecretUrl,
+}
+
+/// A multipart upload begun through Fence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultipartStart {
+    pub guid: String,
+    pub upload_id: String,
+}
+
+#[derive(Deserialize)]
+struct UploadAnswer {
+    guid: String,
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct UrlAnswer {
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct InitAnswer {
+    guid: String,
+    #[serde(rename = "uploadId")]
+    upload_id: String,
+}
+
+#[derive(Deserialize)]
+struct PartAnswer {
+    presigned_url: String,
+}
+
+impl DrsClient {
+    /// The upload endpoints of the commons at `root`.
+    pub fn fence(&self, root: &url::Url) -> Fence<'_> {
+        Fence {
+            caller: &self.caller,
+            root: root.clone(),
+        }
+    }
+}
+
+impl Fence<'_> {
+    /// `POST /user/data/upload`: a new blank record (Fence chooses its
+    /// guid) and the signed URL its bytes go to.
+    pub async fn begin_upload(
+        &self,
+        file_name: &str,
+        authz: &[String],
+    ) -> Result<NewUpload, DrsError> {
+        let url = self.url(&["user", "data", "upload"])?;
+        let asked = format!("Fence upload of {}", quoted(file_name));
+        let body = serde_json::json!({"file_name": file_name, "authz": authz});
+        let answer: UploadAnswer = self.post(&asked, &url, &body).await?;
+        check_guid(&answer.guid).map_err(|why| self.bad(&asked, why.to_string()))?;
+        let url = self.signed(&asked, answer.url)?;
+        Ok(NewUpload {
+            guid: answer.guid,
+            url,
+        })
+    }
+
+    /// `GET /user/data/upload/{guid}`: a fresh signed URL for the bytes of
+    /// a record that exists (a blank one a push left).
+    pub async fn upload_url(&self, guid: &str, file_name: &str) -> Result<SecretUrl, DrsError> {
+        let mut url = self.url(&["user", "data", "upload", guid])?;
+        url.query_pairs_mut().append_pair("file_name", file_name);
+        let asked = format!("Fence upload URL of record {}", quoted(guid));
+        let answer: UrlAnswer = self.get(&asked, &url).await?;
+        self.signed(&asked, answer.url)
+    }
+
+    /// `POST /user/data/multipart/init`: a multipart upload into the
+    /// existing record `guid`, or into a new blank one Fence makes.
+    pub async fn multipart_init(
+        &self,
+        file_name: &str,
+        guid: Option<&str>,
+    ) -> Result<MultipartStart, DrsError> {
+        let url = self.url(&["user", "data", "multipart", "init"])?;
+        let asked = format!("Fence multipart upload of {}", quoted(file_name));
+        let mut body = serde_json::json!({"file_name": file_name});
+        if let Some(guid) = guid {
+            body["guid"] = serde_json::Value::from(guid);
+        }
+        let answer: InitAnswer = self.post(&asked, &url, &body).await?;
+        check_guid(&answer.guid).map_err(|why| self.bad(&asked, why.to_string()))?;
+        if answer.upload_id.trim().is_empty() {
+            return Err(self.bad(&asked, "the uploadId is empty".into()));
+        }
+        Ok(MultipartStart {
+            guid: answer.guid,
+            upload_id: answer.upload_id,
+        })
+    }
+
+    /// `POST /user/data/multipart/upload`: the signed URL of part `number`.
+    pub async fn part_url(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+    ) -> Result<SecretUrl, DrsError> {
+        let url = self.url(&["user", "data", "multipart", "upload"])?;
+        let asked = format!("Fence URL of part {number} of {}", quoted(key));
+        let body = serde_json::json!({"key": key, "uploadId": upload_id, "partNumber": number});
+        let answer: PartAnswer = self.post(&asked, &url, &body).await?;
+        self.signed(&asked, answer.presigned_url)
+    }
+
+    /// `POST /user/data/multipart/complete` with each part's ETag.
+    pub async fn multipart_complete(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), DrsError> {
+        let url = self.url(&["user", "data", "multipart", "complete"])?;
+        let asked = format!(
+            "Fence completion of the multipart upload of {}",
+            quoted(key)
+        );
+        let parts: Vec<serde_json::Value> = parts
+            .iter()
+            .map(|(n, etag)| serde_json::json!({"PartNumber": n, "ETag": etag}))
+            .collect();
+        let body = serde_json::json!({"key": key, "uploadId": upload_id, "parts": parts});
+        let body = body.to_string().into_bytes();
+        let ask = Ask {
+            asked: &asked,
+            server: &self.root,
+            accept: &[],
+            build: &|http| call::post_json(http, &url, &body),
+        };
+        self.caller.send(&ask).await.map(drop)
+    }
+
+    /// The commons' Indexd record `did`, or `None` when it has none.
+    pub async fn record(&self, did: &str) -> Result<Option<CommonsRecord>, DrsError> {
+        let asked = format!("Indexd record {}", quoted(did));
+        let url = self.index_url(did, None)?;
+        let ask = Ask {
+            asked: &asked,
+            server: &self.root,
+            accept: &[StatusCode::NOT_FOUND],
+            build: &|http| http.get(url.clone()),
+        };
+        let resp = self.caller.send(&ask).await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let record: CommonsRecord = call::read_json(resp, &ask).await?;
+        // Indexd answers a bare uuid with its prefixed did, and the other
+        // way round.
+        let same = record.did == did
+            || record.did.ends_with(&format!("/{did}"))
+            || did.ends_with(&format!("/{}", record.did));
+        if !same {
+            let why = format!("it is the record {}", quoted(&record.did));
+            return Err(call::bad_answer(&ask, why));
+        }
+        Ok(Some(record))
+    }
+
+    /// `POST /index/{did}`: a new version of `record` (same `baseid`)
+    /// naming `sha256` beside its own hashes; the new version's did. For a
+    /// record whose bytes were shown here to have that sha256.
+    pub async fn add_sha256_version(
+        &self,
+        record: &IndexdRecord,
+        sha256: crate::pool::Oid,
+    ) -> Result<String, DrsError> {
+        #[derive(Deserialize)]
+        struct Registered {
+            did: String,
+        }
+        let asked = format!(
+            "Indexd new version of {} with sha256 {sha256}",
+            quoted(&record.did)
+        );
+        let url = self.index_url(&record.did, None)?;
+        let body = super::indexd_client::version_body(record, sha256);
+        let answer: Registered = self.post(&asked, &url, &body).await?;
+        check_guid(&answer.did).map_err(|why| self.bad(&asked, why.to_string()))?;
+        if answer.did == record.did {
+            return Err(self.bad(
+                &asked,
+                "it answered the old version's did, not a new one".into(),
+            ));
+        }
+        Ok(answer.did)
+    }
+
+    /// `PUT /index/blank/{did}?rev=R`: the blank record `did` completed
+    /// with what the upload put there. A stale `rev` is refused (409).
+    pub async fn complete(
+        &self,
+        did: &str,
+        rev: &str,
+        completion: &Completion,
+    ) -> Result<(), DrsError> {
+        let asked = format!("Indexd completion of record {}", quoted(did));
+        let url = self.index_url(did, Some(rev))?;
+        let body = serde_json::json!({
+            "size": completion.size,
+            "hashes": {"sha256": completion.sha256, "md5": completion.md5},
+            "urls": completion.urls,
+            "authz": completion.authz,
+        })
+        .to_string()
+        .into_bytes();
+        let ask = Ask {
+            asked: &asked,
+            server: &self.root,
+            accept: &[],
+            build: &|http| {
+                http.put(url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            },
+        };
+        self.caller.send(&ask).await.map(drop)
+    }
+
+    /// A PUT of `body` to the signed URL `url`, with no credential of ours
+    /// (the URL carries its own); the ETag the store answered, unquoted.
+    /// Errors name `what` (the record, the part), never the URL.
+    pub async fn put(
+        &self,
+        what: &str,
+        url: &SecretUrl,
+        body: bytes::Bytes,
+    ) -> Result<Option<String>, DrsError> {
+        let shown = format!("the signed URL of {what}");
+        let parsed = url::Url::parse(url.expose()).map_err(|_| DrsError::BadAnswer {
+            asked: what.to_string(),
+            server: shown.clone(),
+            why: "the signed URL does not parse".into(),
+        })?;
+        let http = &self.caller.api.http;
+        let make = || http.put(parsed.clone()).body(body.clone());
+        let resp = match send_retrying(self.caller.api.retry, &[], make).await {
+            Sent::Answered(resp) => resp,
+            Sent::Refused { resp, attempt } => {
+                let status = resp.status().as_u16();
+                let said = call::error_message(resp, &[]).await;
+                return Err(DrsError::Http {
+                    asked: format!("upload of {what}"),
+                    server: shown,
+                    status,
+                    attempts: attempt,
+                    said,
+                });
+            }
+            Sent::Failed { error, attempt } => {
+                return Err(DrsError::Transport {
+                    asked: format!("upload of {what}"),
+                    server: shown,
+                    why: call::chain(&error),
+                    attempts: attempt,
+                    permanence: Permanence::of_transport(&error),
+                })
+            }
+        };
+        Ok(resp
+            .headers()
+            .get(reqwest::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(|e| e.trim_matches('"').to_string()))
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        asked: &str,
+        url: &url::Url,
+        body: &serde_json::Value,
+    ) -> Result<T, DrsError> {
+        let body = body.to_string().into_bytes();
+        let ask = Ask {
+            asked,
+            server: &self.root,
+            accept: &[],
+            build: &|http| call::post_json(http, url, &body),
+        };
+        self.caller.json(&ask).await
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        asked: &str,
+        url: &url::Url,
+    ) -> Result<T, DrsError> {
+        let ask = Ask {
+            asked,
+            server: &self.root,
+            accept: &[],
+            build: &|http| http.get(url.clone()),
+        };
+        self.caller.json(&ask).await
+    }
+
+    /// A signed URL answered: http(s) and parseable, else refused without
+    /// quoting it.
+    fn signed(&self, asked: &str, text: String) -> Result<SecretUrl, DrsError> {
+        match url::Url::parse(&text) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
+                Ok(SecretUrl::new(text))
+            }
+            _ => Err(self.bad(asked, "the signed URL is not an http(s) URL".into())),
+        }
+    }
+
+    fn bad(&self, asked: &str, why: String) -> DrsError {
+        DrsError::BadAnswer {
+            asked: asked.to_string(),
+            server: shown_url(&self.root),
+            why,
+        }
+    }
+
+    fn url(&self, segments: &[&str]) -> Result<url::Url, DrsError> {
+        below(&self.root, segments).map_err(|why| self.bad("a Fence request", why.to_string()))
+    }
+
+    /// `/index/index/{did}` (or `/index/index/blank/{did}?rev=R`): the
+    /// commons' Indexd is mounted at `/index`; a did's `/`s kept as
+    /// separators, each part encoded.
+    fn index_url(&self, did: &str, blank_rev: Option<&str>) -> Result<url::Url, DrsError> {
+        check_guid(did).map_err(|why| self.bad("an Indexd request", why.to_string()))?;
+        let mut segments = vec!["index", "index"];
+        if blank_rev.is_some() {
+            segments.push("blank");
+        }
+        segments.extend(did.split('/'));
+        let mut url = below(&self.root, &segments).map_err(|why| {
+            self.bad(
+                "an Indexd request",
+                format!("the did {}: {why}", quoted(did)),
+            )
+        })?;
+        if let Some(rev) = blank_rev {
+            url.query_pairs_mut().append_pair("rev", rev);
+        }
+        Ok(url)
+    }
+}
+
+/// A map that may be `null` (a blank record's hashes).
+fn nullable_map<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    Ok(Option::<BTreeMap<String, String>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A guid a server answered that is not a printable name.
+#[derive(Debug, thiserror::Error)]
+#[error("the guid {} is not a printable name", quoted(.0))]
+struct BadGuid(String);
+
+/// A guid is a printable name of a sensible length.
+fn check_guid(guid: &str) -> Result<(), BadGuid> {
+    let ok = !guid.is_empty()
+        && guid.len() <= 512
+        && !guid.chars().any(|c| c.is_control() || c.is_whitespace());
+    ok.then_some(()).ok_or_else(|| BadGuid(guid.to_string()))
+}
+
+/// The Indexd record did of content `sha256` in project `project` (`P-Q`),
+/// as calypr/git-drs derives it: UUIDv5 in the DNS namespace over
+/// `"<project>:<sha256>"`. Two machines (or drsd and git-drs) pushing the
+/// same content into the same project name the same record.
+pub fn content_did(project: &str, sha256: &str) -> String {
+    uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_DNS,
+        format!("{project}:{sha256}").as_bytes(),
+    )
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_did_of_content_is_uuid_v5_over_project_and_sha256() {
+        let a = content_did("P-Q", &"ab".repeat(32));
+        assert_eq!(a, content_did("P-Q", &"ab".repeat(32)), "deterministic");
+        assert_ne!(a, content_did("P-R", &"ab".repeat(32)));
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 5);
+        // The DNS namespace's v5 of a known name (RFC 4122's example, "www.example.com").
+        assert_eq!(
+            uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, b"www.example.com").to_string(),
+            "2ed6657d-e927-568b-95e1-2665a8aea6a2"
+        );
+    }
+
+    #[test]
+    fn a_record_with_no_size_and_no_hashes_is_blank() {
+        let blank: CommonsRecord = serde_json::from_str(
+            r#"{"did": "d", "rev": "r1", "size": null, "hashes": {}, "urls": []}"#,
+        )
+        .unwrap();
+        assert!(blank.is_blank());
+        let full: CommonsRecord = serde_json::from_str(
+            r#"{"did": "d", "rev": "r2", "size": 3, "hashes": {"sha256": "AB"}, "urls": ["s3://b/k"]}"#,
+        )
+        .unwrap();
+        assert!(!full.is_blank());
+        assert_eq!(full.hash("sha256").as_deref(), Some("ab"));
+    }
+}

@@ -1,0 +1,316 @@
+//! A Gen3 commons as a repo's object remote (`drsctl init --gen3 URL
+//! --authz /programs/P/projects/Q`), end to end: real git and git-lfs, the
+//! daemon, and the project's Gen3 server in this process (Indexd under
+//! `/index`, DRS, Fence under `/user` with its signed upload bucket). A push
+//! uploads through Fence's signed URLs (one PUT, or a multipart upload above
+//! the part size) into blank records it then completes; what the commons
+//! holds (by sha256, or by md5 with its bytes shown) is not sent; a push
+//! that failed half-way leaves a blank record the next one completes; a
+//! fresh clone restores every file through DRS with Fence-signed access.
+//! The API key and the signed URLs reach no log line and no file. The
+//! daemon reads `DRSD_DRS_SERVERS` and `DRSD_GEN3_CREDENTIALS` from this
+//! process's environment (one test per process).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use drsd_e2e::drs_server::{Auth, DrsServer, NewRecord};
+use drsd_e2e::{bin, spawn_ready};
+
+use super::add_url::{git, sha256_hex, text, World};
+use super::foreign::{bare_origin, clone_elsewhere, git_in, ok};
+
+const API_KEY: &str = "gen3-api-key-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+const AUTHZ: &str = "/programs/p/projects/q";
+
+fn content(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(43).wrapping_add(seed) ^ (i >> 10) as u8)
+        .collect()
+}
+
+/// The commons, named in `DRSD_DRS_SERVERS` by its host and port, with a
+/// Gen3 API key the daemons of this process use; DRS wants a token, and
+/// Indexd takes Fence's tokens (Arborist on), as in a commons.
+fn commons(keys: &Path) -> DrsServer {
+    let server = DrsServer::start();
+    server.set_api_key("key-1", API_KEY);
+    server.set_auth(Auth::Bearer);
+    server.set_arborist(true);
+    std::env::set_var(
+        "DRSD_DRS_SERVERS",
+        format!("127.0.0.1:{}={}", server.port(), server.base_url()),
+    );
+    let key_file = keys.join("credentials.json");
+    std::fs::write(
+        &key_file,
+        format!(r#"{{"api_key": "{API_KEY}", "key_id": "key-1"}}"#),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::env::set_var("DRSD_GEN3_CREDENTIALS", &key_file);
+    server
+}
+
+/// A repo whose object remote is the commons, `*.bin` tracked.
+fn gen3_repo(world: &World, server: &DrsServer, name: &str) -> PathBuf {
+    let repo = world.repo(name);
+    world.drsctl_ok(
+        &repo,
+        &["init", "--gen3", server.base_url(), "--authz", AUTHZ],
+    );
+    let attrs = std::fs::read_to_string(repo.join(".gitattributes")).unwrap();
+    assert!(
+        attrs.contains(&format!("drs-remote=gen3+{}", server.base_url()))
+            && attrs.contains(&format!("drs-authz={AUTHZ}")),
+        "{attrs}"
+    );
+    git(&repo, &["lfs", "track", "*.bin"]);
+    repo
+}
+
+fn commit(world: &World, repo: &Path, files: &[(&str, &[u8])], message: &str) {
+    for (name, bytes) in files {
+        std::fs::write(repo.join(name), bytes).unwrap();
+        git(repo, &["add", name]);
+    }
+    git(repo, &["add", ".gitattributes"]);
+    ok(git_in(world, repo, &["commit", "-qm", message]));
+}
+
+/// The commons' Indexd records of `hash` (`sha256:HEX`, `md5:HEX`), as a
+/// client asks (under `/index`, where a commons mounts Indexd).
+fn records(server: &DrsServer, hash: &str) -> Vec<serde_json::Value> {
+    let url = format!("{}/index/index?hash={hash}", server.base_url());
+    let answer: serde_json::Value = reqwest::blocking::get(url).unwrap().json().unwrap();
+    answer["records"].as_array().unwrap().clone()
+}
+
+/// The one complete record of `bytes`: size, sha256, md5 and a location in
+/// the commons' upload bucket holding exactly those bytes.
+fn completed_record(server: &DrsServer, bytes: &[u8]) -> serde_json::Value {
+    let oid = sha256_hex(bytes);
+    let found = records(server, &format!("sha256:{oid}"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let record = found[0].clone();
+    assert_eq!(record["size"], bytes.len() as u64, "{record}");
+    let md5 = hex::encode(<md5::Md5 as md5::Digest>::digest(bytes));
+    assert_eq!(record["hashes"]["md5"], md5.as_str(), "{record}");
+    assert_eq!(record["authz"], serde_json::json!([AUTHZ]), "{record}");
+    let url = record["urls"][0].as_str().unwrap();
+    let key = url
+        .strip_prefix("s3://commons-upload/")
+        .unwrap_or_else(|| panic!("not in the upload bucket: {record}"));
+    let (held, _etag) = server.bucket_object(key).unwrap();
+    assert!(held == bytes, "the bucket holds other bytes at {key}");
+    record
+}
+
+/// The world's daemon again, its log (standard error) in a file.
+fn logging_daemon(world: &mut World) -> (Child, PathBuf) {
+    world.kill();
+    let log = world.dir().join("daemon-stderr.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(bin("drsd"));
+    cmd.args(["serve", "--ready"])
+        .envs(world.env())
+        .env("RUST_LOG", "debug")
+        .env("DRSD_LOG", "debug")
+        .stderr(file);
+    (spawn_ready(&mut cmd), log)
+}
+
+/// No file under `dir` holds the API key, an access token or a signature.
+fn no_secret_kept(dir: &Path) {
+    for path in walk(dir) {
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in [API_KEY, "X-Amz-Signature", "&sig=", "Bearer "] {
+            assert!(!text.contains(secret), "{} holds {secret}", path.display());
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => out.extend(walk(&path)),
+            Ok(t) if t.is_file() => out.push(path),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_commons_takes_a_push_through_fence_once_and_a_fresh_clone_restores_every_file() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    // Parts of 5 MiB: the 12 MiB object goes up in three.
+    std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
+    let mut world = World::new();
+    let (daemon, log) = logging_daemon(&mut world);
+    let repo = gen3_repo(&world, &server, "r");
+    let small = content(150_001, 1);
+    let large = content(12 << 20, 2);
+    commit(
+        &world,
+        &repo,
+        &[("small.bin", &small), ("large.bin", &large)],
+        "data",
+    );
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let counts = server.counts();
+    assert_eq!(
+        counts.bucket_put,
+        1 + 3,
+        "one PUT and three parts: {counts:?}"
+    );
+    assert_eq!(
+        counts.bucket_bytes_in,
+        (small.len() + large.len()) as u64,
+        "{counts:?}"
+    );
+    assert_eq!(counts.index_update, 2, "two records completed: {counts:?}");
+    assert!(counts.token >= 1, "the key was exchanged: {counts:?}");
+    let small_record = completed_record(&server, &small);
+    completed_record(&server, &large);
+
+    // Pushing again (another commit, same objects) sends nothing.
+    std::fs::write(repo.join("note.txt"), "x").unwrap();
+    git(&repo, &["add", "note.txt"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.bucket_put, counts.index_update, counts.index_post),
+        (0, 0, 0),
+        "{counts:?}"
+    );
+    assert_eq!(
+        records(&server, &format!("sha256:{}", sha256_hex(&small)))[0]["did"],
+        small_record["did"]
+    );
+
+    // Another user, another machine: both files through DRS, Fence-signed.
+    assert_eq!(clone_elsewhere(&bare, "small.bin"), sha256_hex(&small));
+    assert_eq!(clone_elsewhere(&bare, "large.bin"), sha256_hex(&large));
+
+    daemon_stop(daemon);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains(API_KEY), "the API key is in the log");
+    no_secret_kept(world.dir());
+}
+
+fn daemon_stop(mut daemon: Child) -> std::process::ExitStatus {
+    let _ = daemon.kill();
+    daemon.wait().unwrap()
+}
+
+/// Most Gen3 records carry md5 only: one of our object's md5 and size,
+/// whose bytes (read through DRS, Fence-signed) are ours, is the object.
+/// Nothing is uploaded, no second record is made, and one version naming
+/// the sha256 is added, which the next push finds.
+#[test]
+fn an_object_the_commons_holds_under_its_md5_only_is_not_sent() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "md5");
+    let ours = content(70_007, 9);
+    let location = server.put_in_bucket("legacy/ours.bin", ours.clone());
+    let mut hashes = BTreeMap::new();
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(&ours)),
+    );
+    let did = server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: ours.len() as u64,
+            hashes,
+            urls: vec![location],
+            file_name: Some("ours.bin".into()),
+            authz: vec![AUTHZ.into()],
+            acl: Vec::new(),
+            did: None,
+        })
+        .unwrap();
+    commit(&world, &repo, &[("ours.bin", &ours)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let counts = server.counts();
+    assert_eq!(counts.bucket_put, 0, "nothing uploaded: {counts:?}");
+    assert_eq!(counts.index_version, 1, "{counts:?}");
+    let versions = records(&server, &format!("sha256:{}", sha256_hex(&ours)));
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    assert_ne!(versions[0]["did"], did.as_str());
+
+    std::fs::write(repo.join("note.txt"), "x").unwrap();
+    git(&repo, &["add", "note.txt"]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "note"]));
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.bucket_put, counts.index_version),
+        (0, 1),
+        "{counts:?}"
+    );
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
+}
+
+/// A push whose last step (the record's completion) Indexd refuses leaves
+/// one blank record and says why in Indexd's words; the next push finishes
+/// that very record instead of making a second.
+#[test]
+fn a_blank_record_a_failed_push_left_is_completed_by_the_next_push() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "blank");
+    let bytes = content(99_991, 4);
+    commit(&world, &repo, &[("one.bin", &bytes)], "data");
+    let (_remotes, _bare) = bare_origin(&repo);
+    // Indexd without Arborist: Fence takes the upload, Indexd refuses to
+    // complete the record.
+    server.set_arborist(false);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("Arborist is not configured"), "{said}");
+    assert!(!said.contains(API_KEY), "{said}");
+    assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+    let first = server.counts();
+    assert_eq!(first.bucket_put, 1, "{first:?}");
+
+    server.set_arborist(true);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let record = completed_record(&server, &bytes);
+    let guid = record["did"].as_str().unwrap();
+    // The key Fence signed names the record: the one the first push began.
+    assert!(
+        record["urls"][0].as_str().unwrap().contains(guid),
+        "{record}"
+    );
+    let counts = server.counts();
+    assert_eq!(counts.index_update, 1, "{counts:?}");
+}
