@@ -312,6 +312,18 @@ fn router(shared: Arc<Shared>) -> Router {
                 .post(indexd::add_version)
                 .put(update::update),
         )
+        // The same Indexd where a commons mounts it, under `/index`
+        // (`drsctl init --gen3`: `https://commons/index/index?hash=`).
+        .route("/index/index", get(indexd::query))
+        .route("/index/index/", get(indexd::query).post(indexd::create))
+        .route("/index/index/blank/", post(update::create_blank))
+        .route("/index/index/blank/{*did}", put(update::complete_blank))
+        .route(
+            "/index/index/{*did}",
+            get(indexd::read)
+                .post(indexd::add_version)
+                .put(update::update),
+        )
         .route(
             "/user/credentials/api/access_token",
             post(auth::access_token),

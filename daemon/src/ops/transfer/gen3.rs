@@ -256,8 +256,14 @@ impl Transfers {
         }
     }
 
-    /// Whether the commons' Indexd has a record of `pointer`'s sha256 and
-    /// size; `Err` when it cannot be asked.
+    /// Whether the commons holds `pointer`'s content under a record naming
+    /// its sha256 and size; `Err` when it cannot be asked. A record is a
+    /// claim (whoever may write the project's records chose its hashes and
+    /// its location, DESIGN.md "Trust"): it counts when the user trusts
+    /// the commons at its word (`trust_claims` names `gen3+https://host`),
+    /// when this daemon completed that very record after sending the bytes
+    /// (the registry's Fence journal says `done` under its did), or once
+    /// its bytes, read through DRS, hash to the oid.
     async fn held_in_commons(
         &self,
         target: &CommonsTarget<'_>,
@@ -272,7 +278,63 @@ impl Transfers {
                 by: "",
                 error,
             })?;
-        Ok(records.iter().any(|r| r.size == Some(pointer.size)))
+        let dids: Vec<String> = records
+            .into_iter()
+            .filter(|r| r.size == Some(pointer.size))
+            .map(|r| r.did)
+            .collect();
+        if dids.is_empty() {
+            return Ok(false);
+        }
+        if self.remote.trusts(&target.key) {
+            return Ok(true);
+        }
+        match self.journal_read(target, pointer.oid).await {
+            Ok(Some(sent)) if sent.step == FenceStep::Done => {
+                if sent.did.is_some_and(|did| dids.contains(&did)) {
+                    return Ok(true);
+                }
+            }
+            Ok(_) => {}
+            // Then the record is read instead: slower, as sure.
+            Err(e) => log::warn!("object {}: {e}", pointer.oid),
+        }
+        for did in &dids {
+            if self.record_proven(target, did, pointer).await {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether the record `did` of the commons holds `pointer`'s bytes:
+    /// read through DRS (Fence-signed) into the pool, hashed on the way
+    /// against the oid. A record that fails is logged and not counted.
+    async fn record_proven(&self, target: &CommonsTarget<'_>, did: &str, pointer: Pointer) -> bool {
+        let uri = match target.commons.drs_uri(did) {
+            Ok(uri) => uri,
+            Err(e) => {
+                log::warn!("the Gen3 commons' record {did:?} cannot be read by DRS: {e}");
+                return false;
+            }
+        };
+        let read = self
+            .remote
+            .fetch_verified(
+                self.pool.clone(),
+                &ObjectUrl::Drs(uri.clone()),
+                pointer.oid,
+                pointer.size,
+                &|_| {},
+            )
+            .await;
+        match read {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!("{uri} is said to be object {}, but reading it did not show the object: {e}; not counted as held", pointer.oid);
+                false
+            }
+        }
     }
 
     /// Whether a record naming `md5` and the size but no sha256 is the
@@ -296,21 +358,7 @@ impl Transfers {
             })?;
         let fence = target.drs.fence(target.commons.root());
         for record in records {
-            let Ok(uri) = target.commons.drs_uri(&record.did) else {
-                continue;
-            };
-            let read = self
-                .remote
-                .fetch_verified(
-                    self.pool.clone(),
-                    &ObjectUrl::Drs(uri.clone()),
-                    pointer.oid,
-                    pointer.size,
-                    &|_| {},
-                )
-                .await;
-            if let Err(e) = read {
-                log::warn!("{uri} names md5 {md5} of object {}, but reading it did not show the object: {e}; not counted as held", pointer.oid);
+            if !self.record_proven(target, &record.did, pointer).await {
                 continue;
             }
             let did = fence
@@ -408,13 +456,17 @@ impl Transfers {
         let fence = target.drs.fence(target.commons.root());
         let own_did = content_did(&target.project, &oid.to_hex());
         match fence.record(&own_did).await? {
-            Some(record) if !record.is_blank() && holds(&record, pointer) => {
+            Some(record)
+                if !record.is_blank()
+                    && holds(&record, pointer)
+                    && self.record_proven(target, &record.did, pointer).await =>
+            {
                 self.journal(target, oid, FenceStep::Done, Some(&record.did), None)
                     .await?;
                 return Ok(false);
             }
             Some(record) if !record.is_blank() => log::warn!(
-                "the record {} (the did of object {oid} in project {}) names other content (sha256 {}); uploading into a record of Fence's",
+                "the record {} (the did of object {oid} in project {}) names other content (sha256 {}), or its bytes are not the object; uploading into a record of Fence's",
                 record.did,
                 target.project,
                 record.hash("sha256").unwrap_or_else(|| "none".into())
@@ -493,6 +545,11 @@ impl Transfers {
     ) -> Result<Resume, FenceSendError> {
         let oid = pointer.oid;
         let recorded = self.journal_read(target, oid).await?;
+        // Bytes this daemon sent are in the record from `uploaded` on; one
+        // completed by another before that is shown like any other.
+        let sent_here = recorded
+            .as_ref()
+            .is_some_and(|r| r.step >= FenceStep::Uploaded);
         let Some(did) = recorded.and_then(|r| r.did) else {
             return Ok(Resume::Fresh);
         };
@@ -501,7 +558,10 @@ impl Transfers {
                 log::info!("object {oid}: finishing the blank record {did} a push before began");
                 Ok(Resume::Blank(record.did))
             }
-            Some(record) if holds(&record, pointer) => {
+            Some(record)
+                if holds(&record, pointer)
+                    && (sent_here || self.record_proven(target, &record.did, pointer).await) =>
+            {
                 self.journal(target, oid, FenceStep::Done, Some(&record.did), None)
                     .await?;
                 Ok(Resume::Held)
