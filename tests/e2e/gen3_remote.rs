@@ -276,6 +276,53 @@ fn an_object_the_commons_holds_under_its_md5_only_is_not_sent() {
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
 }
 
+/// A record naming our sha256, size and md5 is a claim (whoever may write
+/// the project's records chose them): one whose location holds other bytes
+/// is not taken as held. The object goes up into a record of its own, and
+/// a fresh clone, offered both records, gets our bytes.
+#[test]
+fn a_record_naming_our_sha256_over_other_bytes_is_not_taken_as_held_and_the_object_is_sent() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "liar");
+    let ours = content(80_021, 5);
+    let planted = content(80_021, 6);
+    let location = server.put_in_bucket("planted/ours.bin", planted);
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), sha256_hex(&ours));
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(&ours)),
+    );
+    let liar = server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: ours.len() as u64,
+            hashes,
+            urls: vec![location],
+            file_name: Some("ours.bin".into()),
+            authz: vec![AUTHZ.into()],
+            acl: Vec::new(),
+            did: None,
+        })
+        .unwrap();
+    commit(&world, &repo, &[("ours.bin", &ours)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(server.counts().bucket_put, 1, "{:?}", server.counts());
+    let found = records(&server, &format!("sha256:{}", sha256_hex(&ours)));
+    assert_eq!(found.len(), 2, "{found:?}");
+    let sent = found.iter().find(|r| r["did"] != liar.as_str()).unwrap();
+    let key = sent["urls"][0].as_str().unwrap();
+    let key = key.strip_prefix("s3://commons-upload/").unwrap();
+    assert!(server.bucket_object(key).unwrap().0 == ours);
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
+}
+
 /// A push whose last step (the record's completion) Indexd refuses leaves
 /// one blank record and says why in Indexd's words; the next push finishes
 /// that very record instead of making a second.
