@@ -365,6 +365,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
                     repos,
                     queue,
                     trusted_at_their_word: vec!["s3://lab/lfs".into()],
+                    commons_uploads: Vec::new(),
                 }
             },
         )

@@ -212,6 +212,22 @@ pub struct StatusReport {
     /// an object is there (the `trust_claims` setting; none by default).
     #[serde(default)]
     pub trusted_at_their_word: Vec<String>,
+    /// Uploads to a Gen3 commons begun and not finished (a push killed or
+    /// refused part-way): the next push of the object finishes them.
+    #[serde(default)]
+    pub commons_uploads: Vec<CommonsUploadLine>,
+}
+
+/// One object's upload to a Gen3 commons, not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommonsUploadLine {
+    /// The commons as recorded: `gen3+https://host`.
+    pub commons: String,
+    pub oid: Oid,
+    /// The record begun for it, once known.
+    pub did: Option<String>,
+    /// How far it got: `begun`, `blank`, `uploading`, `uploaded`.
+    pub step: String,
 }
 
 /// The pool's entries and bytes per tier (the pool's own report, made comparable).

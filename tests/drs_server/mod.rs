@@ -222,6 +222,14 @@ impl DrsServer {
             .did
     }
 
+    /// The dids of the blank records (uploads begun through Fence and not
+    /// completed).
+    pub fn blank_records(&self) -> Vec<String> {
+        let state = self.shared.lock();
+        let blank = state.records.values().filter(|r| r.size.is_none());
+        blank.map(|r| r.did.clone()).collect()
+    }
+
     /// A commons' Indexd: Arborist is configured, so Indexd's writes take a
     /// bearer token this server's Fence issued (besides Indexd's Basic
     /// login). Off by default: Indexd then answers a bearer token with

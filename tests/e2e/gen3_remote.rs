@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use drsd_e2e::drs_server::{Auth, DrsServer, NewRecord};
 use drsd_e2e::{bin, spawn_ready};
@@ -321,6 +322,63 @@ fn a_record_naming_our_sha256_over_other_bytes_is_not_taken_as_held_and_the_obje
     assert!(server.bucket_object(key).unwrap().0 == ours);
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
+}
+
+/// kill -9 of the daemon while its multipart upload through Fence is
+/// under way leaves one blank record and the registry's note of it
+/// (`drsctl status` names it after the restart); the next push, by a new
+/// daemon, finishes that very record: one complete record holding the
+/// bytes, no blank one left, no second record.
+#[test]
+fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
+    let mut world = World::new();
+    let repo = gen3_repo(&world, &server, "killed");
+    let bytes = content(40 << 20, 7);
+    commit(&world, &repo, &[("big.bin", &bytes)], "data");
+    let (_remotes, _bare) = bare_origin(&repo);
+    server.set_latency(Duration::from_millis(300));
+    let mut push = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["push", "-q", "origin", "main"])
+        .envs(world.env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(120);
+    while server.counts().bucket_put < 2 {
+        assert!(
+            Instant::now() < until,
+            "no part went up: {:?}",
+            server.counts()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    world.kill(); // SIGKILL, parts in the bucket, the record blank
+    assert!(!push.wait().unwrap().success());
+    server.set_latency(Duration::ZERO);
+    let blank = server.blank_records();
+    assert_eq!(blank.len(), 1, "{blank:?}");
+    assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+
+    world.start();
+    let status = world.drsctl_ok(&repo, &["status"]);
+    let open = status["commons_uploads"].as_array().unwrap();
+    assert_eq!(open.len(), 1, "{status}");
+    assert_eq!(open[0]["did"], blank[0].as_str(), "{status}");
+    assert_eq!(open[0]["step"], "uploading", "{status}");
+
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let record = completed_record(&server, &bytes);
+    assert_eq!(record["did"], blank[0].as_str(), "{record}");
+    assert!(server.blank_records().is_empty());
+    let status = world.drsctl_ok(&repo, &["status"]);
+    assert_eq!(status["commons_uploads"], serde_json::json!([]), "{status}");
 }
 
 /// A push whose last step (the record's completion) Indexd refuses leaves

@@ -89,6 +89,17 @@ fn print_status(s: &StatusReport) {
             s.trusted_at_their_word.join(", ")
         ),
     }
+    for u in &s.commons_uploads {
+        let record = u
+            .did
+            .as_deref()
+            .map(|d| format!(" record {d}"))
+            .unwrap_or_default();
+        println!(
+            "gen3    object {} to {}: unfinished ({}){record}; the next push of it finishes it",
+            u.oid, u.commons, u.step
+        );
+    }
     let q = &s.queue;
     println!(
         "queue   {} queued, {} running, {} retrying, {} failed, {} held, {} done",

@@ -45,6 +45,12 @@ pub enum FenceStep {
     Done,
 }
 
+impl std::fmt::Display for FenceStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FenceStep {
     fn as_str(self) -> &'static str {
         match self {

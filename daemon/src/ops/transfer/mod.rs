@@ -92,6 +92,27 @@ impl Transfers {
         self.remote.trusted_sources()
     }
 
+    /// Uploads to Gen3 commons begun and not finished, for `status`; none
+    /// when the registry cannot be read (logged: status still answers).
+    pub async fn unfinished_commons_uploads(&self) -> Vec<drsd_proto::CommonsUploadLine> {
+        let registry = self.registry.clone();
+        match crate::blocking(move || registry.fence_unfinished()).await {
+            Ok(open) => open
+                .into_iter()
+                .map(|(commons, up)| drsd_proto::CommonsUploadLine {
+                    commons,
+                    oid: up.oid,
+                    did: up.did,
+                    step: up.step.to_string(),
+                })
+                .collect(),
+            Err(e) => {
+                log::warn!("status: {e}");
+                Vec::new()
+            }
+        }
+    }
+
     /// The repo's facts, from git the first time and after `.gitattributes`
     /// changed.
     pub async fn facts(&self, repo: &Path) -> Result<RepoFacts, TransferError> {

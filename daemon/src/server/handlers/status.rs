@@ -19,5 +19,6 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         repos: shared.registrar.list(),
         queue: shared.workers.queue().await,
         trusted_at_their_word: shared.transfers.trusted_sources(),
+        commons_uploads: shared.transfers.unfinished_commons_uploads().await,
     })
 }
