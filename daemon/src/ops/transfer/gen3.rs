@@ -27,9 +27,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use sha2::Sha256;
 
@@ -599,34 +599,54 @@ impl Transfers {
         .await?;
         let key = format!("{}/{name}", start.guid);
         let part_size = self.upload.part_size.max(1);
-        let mut sha = Sha256::new();
-        let mut md = Md5::new();
-        let mut parts = Vec::new();
-        let mut location = None;
-        let mut offset = 0;
-        let mut number = 1u32;
-        while offset < pointer.size {
-            let len = part_size.min(pointer.size - offset);
-            let bytes = read_part(blob.clone(), offset, len).await?;
-            sha.update(&bytes);
-            md.update(&bytes);
-            let url = fence.part_url(&key, &start.upload_id, number).await?;
-            if location.is_none() {
-                location = location_of(&url, &key);
-            }
-            let what = format!("part {number} of object {oid}");
-            let etag = fence
-                .put(&what, &url, bytes::Bytes::from(bytes))
-                .await?
-                .ok_or(FenceSendError::NoEtag { number, oid })?;
-            parts.push((number, etag));
-            offset += len;
-            number += 1;
-        }
+        let count = pointer.size.div_ceil(part_size).max(1);
+        let spans = (1..=count).map(|n| {
+            let offset = (n - 1) * part_size;
+            (n as u32, offset, part_size.min(pointer.size - offset))
+        });
+        // Parts are read and hashed one after the other, in order (`then`),
+        // so the hashes are of the bytes sent; up to PARTS_AT_ONCE of them
+        // are on the wire meanwhile (`buffered`, which keeps their order).
+        let hashes = Arc::new(Mutex::new((Sha256::new(), Md5::new())));
+        let upload_id = start.upload_id.as_str();
+        let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
+            .then(|(number, offset, len)| {
+                let (blob, hashes) = (blob.clone(), hashes.clone());
+                async move {
+                    let bytes = blocking(move || -> Result<Vec<u8>, PoolError> {
+                        let bytes = blob.read_at(offset, len)?;
+                        let mut hashes = hashes.lock().expect("no panic while hashing");
+                        hashes.0.update(&bytes);
+                        hashes.1.update(&bytes);
+                        Ok(bytes)
+                    })
+                    .await?;
+                    Ok::<_, FenceSendError>((number, bytes))
+                }
+            })
+            .map(|read| {
+                let key = key.as_str();
+                async move {
+                    let (number, bytes) = read?;
+                    let url = fence.part_url(key, upload_id, number).await?;
+                    let what = format!("part {number} of object {oid}");
+                    let etag = fence
+                        .put(&what, &url, bytes::Bytes::from(bytes))
+                        .await?
+                        .ok_or(FenceSendError::NoEtag { number, oid })?;
+                    Ok::<_, FenceSendError>((number, etag, location_of(&url, key)))
+                }
+            })
+            .buffered(PARTS_AT_ONCE)
+            .try_collect()
+            .await?;
+        let (sha, md) = std::mem::take(&mut *hashes.lock().expect("no panic while hashing"));
         let got = Oid::from_digest(sha.finalize().into());
         if got != oid || hex::encode(md.finalize()) != md5 {
             return Err(FenceSendError::NotTheObject { oid, got });
         }
+        let location = sent.first().and_then(|(_, _, at)| at.clone());
+        let parts: Vec<(u32, String)> = sent.into_iter().map(|(n, etag, _)| (n, etag)).collect();
         fence
             .multipart_complete(&key, &start.upload_id, &parts)
             .await?;
@@ -702,6 +722,11 @@ impl Transfers {
         blocking(move || registry.fence_forget(&key, oid)).await
     }
 }
+
+/// Parts of a multipart upload through Fence on the wire at once: the
+/// next are read and sent while one is still going, at the memory of this
+/// many parts (`upload_part_size`, 64 MiB by default).
+const PARTS_AT_ONCE: usize = 3;
 
 /// What a push before left of an upload ([`Transfers::resumable`]).
 enum Resume {
