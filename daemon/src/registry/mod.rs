@@ -21,6 +21,7 @@ mod indexd_records;
 mod job_state;
 pub mod mirror;
 mod oid_text;
+pub mod postgres;
 mod queue;
 mod schema;
 mod sent;
@@ -35,8 +36,8 @@ use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
 pub use engine::{
-    ForeignObjects, IndexdRecords, JobQueue, OpenUploads, RegistryEngine, SentRecords,
-    SqliteRegistry,
+    ForeignObjects, IndexdRecords, JobQueue, OpenUploads, PgRegistry, RegistryEngine, SentRecords,
+    SqliteRegistry, TeamView,
 };
 pub use front::Registry;
 pub use indexd_records::IndexdRegistration;
@@ -156,6 +157,10 @@ pub enum RegistryError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A team registry's call; names the operation and the server (never
+    /// its password).
+    #[error("team registry: {0}")]
+    Team(#[from] crate::pool::PoolError),
     #[error(transparent)]
     Io(#[from] IoError),
     #[error("{path} line {line}: {why}")]
@@ -167,4 +172,4 @@ pub enum RegistryError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -19,5 +19,7 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         repos: shared.registrar.list(),
         queue: shared.workers.queue().await,
         trusted_at_their_word: shared.transfers.trusted_sources(),
+        registry_engine: shared.workers.registry_engine().to_string(),
+        team: shared.workers.team().await,
     })
 }
