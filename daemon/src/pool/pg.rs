@@ -97,6 +97,18 @@ impl PgServer {
         Ok(server)
     }
 
+    /// `url` as `drsctl config` shows it: host, port, database and user,
+    /// and whether a password is in it, never the password itself.
+    pub fn redacted(url: &str) -> String {
+        match postgres::Config::from_str(url) {
+            Ok(config) if config.get_password().is_some() => {
+                format!("{} (password {})", shown(&config), drsd_proto::SECRET_SHOWN)
+            }
+            Ok(config) => shown(&config),
+            Err(_) => "<not a PostgreSQL connection URL>".into(),
+        }
+    }
+
     /// The server as errors name it: host, port, database and user, never
     /// the password.
     pub fn shown(&self) -> &str {

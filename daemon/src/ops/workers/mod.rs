@@ -125,6 +125,11 @@ impl Workers {
         }
     }
 
+    /// This node's name, when the registry is a team's.
+    pub fn team_name(&self) -> Option<String> {
+        self.registry.team().map(|t| t.node)
+    }
+
     /// The registry's engine, for `status`.
     pub fn registry_engine(&self) -> &'static str {
         self.registry.name()
