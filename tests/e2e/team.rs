@@ -345,3 +345,78 @@ fn a_team_database_that_is_down_at_start_stops_the_daemon_with_an_error_naming_i
     assert!(said.contains("running without the team"), "{said}");
     assert!(!said.contains("hunter2"), "the password was shown: {said}");
 }
+
+impl Node {
+    /// `cmd` with this machine's environment (its daemon for the hooks).
+    fn ok(&self, cmd: &mut Command) -> String {
+        let out = cmd
+            .envs(self.env())
+            .env("DRSD_BIN", bin("drsd"))
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} {cmd:?}: {}",
+            self.name,
+            text(&out)
+        );
+        text(&out)
+    }
+}
+
+#[test]
+fn machine_b_clones_machine_a_s_push_from_the_team_pool_with_the_object_remote_gone() {
+    let db = TeamDb::create();
+    let (top, large) = world();
+    let top = top.path();
+    let folder = top.join("objects");
+    std::fs::create_dir(&folder).unwrap();
+    let mut a = Node::new(top, "alice@a", &db, &large, &[]);
+    let mut b = Node::new(top, "alice@b", &db, &large, &[]);
+    a.start();
+    b.start();
+    // Both tiers: one object under the threshold (kv, in the database), one
+    // over it (large, in the shared folder).
+    let files = [("big.bin", body(3 << 20)), ("small.bin", body(700))];
+    let ra = a.dir.join("ra");
+    std::fs::create_dir(&ra).unwrap();
+    a.ok(Command::new("git").arg("-C").arg(&ra).args(["init", "-q"]));
+    a.drsctl_ok(&ra, &["init", "--remote", folder.to_str().unwrap()]);
+    a.ok(Command::new("git")
+        .arg("-C")
+        .arg(&ra)
+        .args(["lfs", "track", "*.bin"]));
+    for (name, data) in &files {
+        std::fs::write(ra.join(name), data).unwrap();
+    }
+    a.ok(Command::new("git").arg("-C").arg(&ra).args(["add", "."]));
+    a.ok(Command::new("git")
+        .arg("-C")
+        .arg(&ra)
+        .args(["commit", "-qm", "data"]));
+    let bare = top.join("origin.git");
+    a.ok(Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare));
+    a.ok(Command::new("git")
+        .arg("-C")
+        .arg(&ra)
+        .args(["remote", "add", "origin"])
+        .arg(&bare));
+    a.ok(Command::new("git")
+        .arg("-C")
+        .arg(&ra)
+        .args(["push", "-q", "origin", "main"]));
+    // The object remote is gone: only the team's pool has the bytes.
+    std::fs::remove_dir_all(&folder).unwrap();
+    b.ok(Command::new(bin("drsctl")).current_dir(top).args([
+        "clone",
+        bare.to_str().unwrap(),
+        "rb",
+    ]));
+    for (name, data) in &files {
+        let got = std::fs::read(top.join("rb").join(name)).unwrap();
+        assert!(got == *data, "{name} on B is not A's bytes");
+    }
+}
