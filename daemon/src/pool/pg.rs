@@ -158,6 +158,16 @@ impl PgServer {
         }
     }
 
+    /// Closes every idle connection.
+    fn drop_idle(&self) {
+        let mut idle = lock(&self.idle);
+        let gone = std::mem::take(&mut idle.conns);
+        idle.open -= gone.len();
+        drop(idle);
+        drop(gone);
+        self.freed.notify_all();
+    }
+
     fn closed(&self) {
         lock(&self.idle).open -= 1;
         self.freed.notify_one();
@@ -180,6 +190,9 @@ impl PgServer {
                     self.shown
                 );
                 drop(conn);
+                // The others idle beside it are likely closed too (a
+                // restart closes them all): the retry takes a new one.
+                self.drop_idle();
                 let mut fresh = self.take(op)?;
                 f(&mut fresh).map_err(self.error(op))
             }

@@ -143,3 +143,27 @@ fn a_repo_s_paths_are_its_node_s_own() {
         "B's pointer waits for B's promotion"
     );
 }
+
+#[test]
+fn a_claim_after_the_server_closed_every_connection_is_made_on_a_new_one() {
+    let db = TestDb::create();
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
+    one_queued_job(&a);
+    assert_eq!(a.job_counts().unwrap().queued, 1);
+    // What a restart does to the pooled connections: closed server-side.
+    let mut admin = db.client();
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .unwrap();
+    sleep(Duration::from_millis(200));
+    let job = a
+        .claim(100)
+        .unwrap()
+        .expect("claimed on a fresh connection");
+    assert_eq!(a.job_counts().unwrap().running, 1);
+    a.job_done(&job, &crate::pool::Oid::of(b"x"), None, None)
+        .unwrap();
+}
