@@ -366,6 +366,18 @@ fn status() -> impl Strategy<Value = StatusReport> {
                     queue,
                     trusted_at_their_word: vec!["s3://lab/lfs".into()],
                     commons_uploads: Vec::new(),
+                    registry_engine: "postgres".into(),
+                    team: Some(Box::new(TeamReport {
+                        server: "postgresql://alice@db:5432/lab".into(),
+                        node: "alice@login1".into(),
+                        nodes: vec![TeamNode {
+                            name: "alice@login1".into(),
+                            host: "login1".into(),
+                            user: "alice".into(),
+                            last_seen: uptime_secs,
+                            seen_secs_ago: 3,
+                        }],
+                    })),
                 }
             },
         )

@@ -216,6 +216,13 @@ pub struct StatusReport {
     /// refused part-way): the next push of the object finishes them.
     #[serde(default)]
     pub commons_uploads: Vec<CommonsUploadLine>,
+    /// The registry's engine: `sqlite` (this machine's own) or `postgres`
+    /// (a team's); the pool's engines are in [`PoolStatsReport::tiers`].
+    #[serde(default)]
+    pub registry_engine: String,
+    /// The team this daemon is a node of (the `team_db` setting), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<Box<TeamReport>>,
 }
 
 /// One object's upload to a Gen3 commons, not finished.
@@ -228,6 +235,32 @@ pub struct CommonsUploadLine {
     pub did: Option<String>,
     /// How far it got: `begun`, `blank`, `uploading`, `uploaded`.
     pub step: String,
+}
+
+/// A lab's machines sharing one PostgreSQL database (issue 31).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamReport {
+    /// The team database, as `postgresql://user@host:port/db`: never its
+    /// password.
+    pub server: String,
+    /// This daemon's name among the nodes.
+    pub node: String,
+    /// Every node that joined, most recently seen first.
+    pub nodes: Vec<TeamNode>,
+}
+
+/// One daemon of a team: a user on a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamNode {
+    pub name: String,
+    pub host: String,
+    pub user: String,
+    /// When the node last renewed its leases (seconds since the epoch, by
+    /// the database's clock).
+    pub last_seen: u64,
+    /// How long ago that was, by the database's clock (the nodes' clocks
+    /// need not agree).
+    pub seen_secs_ago: u64,
 }
 
 /// The pool's entries and bytes per tier (the pool's own report, made comparable).

@@ -31,3 +31,4 @@ mod restored_mtime;
 mod s3;
 mod secrets;
 mod setup;
+mod team;

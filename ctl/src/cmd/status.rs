@@ -82,6 +82,7 @@ fn print_status(s: &StatusReport) {
             bytes(t.bytes)
         );
     }
+    print_engines(s);
     match s.trusted_at_their_word.is_empty() {
         true => println!("trust   no source at its word: every object shown by its bytes"),
         false => println!(
@@ -132,4 +133,31 @@ fn print_status(s: &StatusReport) {
     }
     println!("repos   {}", s.repos.len());
     repo_table(&s.repos);
+}
+
+/// `engines  kv postgres, large shared-dir, registry postgres`, then the
+/// team's nodes when the daemon is one of a team's.
+fn print_engines(s: &StatusReport) {
+    let mut engines: Vec<String> = s
+        .pool
+        .tiers
+        .iter()
+        .map(|t| format!("{} {}", t.tier, t.engine))
+        .collect();
+    if !s.registry_engine.is_empty() {
+        engines.push(format!("registry {}", s.registry_engine));
+    }
+    println!("engines {}", engines.join(", "));
+    let Some(team) = &s.team else { return };
+    println!("team    {}  (this node: {})", team.server, team.node);
+    println!("  {:<24} {:<20} {:<12} last seen", "node", "host", "user");
+    for n in &team.nodes {
+        println!(
+            "  {:<24} {:<20} {:<12} {} ago",
+            n.name,
+            n.host,
+            n.user,
+            duration(n.seen_secs_ago)
+        );
+    }
 }

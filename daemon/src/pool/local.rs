@@ -20,6 +20,8 @@ use super::error::{IoContext, PoolError, Result};
 pub struct LocalEngine {
     root: PathBuf,
     stage: PathBuf,
+    /// `local`, or `shared-dir` when opened as a team's shared folder.
+    name: &'static str,
     // A shared flock held while open: only an opener that gets it exclusive
     // (no other process has the engine open) may clear the stage folder.
     _lock: File,
@@ -58,7 +60,20 @@ impl LocalEngine {
         Ok(LocalEngine {
             root: root.to_path_buf(),
             stage,
+            name: "local",
             _lock: lock,
+        })
+    }
+
+    /// The same engine in a team's shared folder (NFS, Lustre, GPFS): what
+    /// it relies on there is close-to-open consistency (a file is read
+    /// whole after its writer closed it) and `rename` being atomic within
+    /// one folder, which those give; it never relies on `O_EXCL`. Named
+    /// `shared-dir` in `status`.
+    pub fn open_shared(root: &Path) -> Result<LocalEngine> {
+        Ok(LocalEngine {
+            name: "shared-dir",
+            ..LocalEngine::open(root)?
         })
     }
 
@@ -163,7 +178,7 @@ fn create_durable_dirs(root: &Path, dir: &Path) -> Result<()> {
 
 impl Backend for LocalEngine {
     fn name(&self) -> &'static str {
-        "local"
+        self.name
     }
 
     fn has(&self, key: &[u8]) -> Result<bool> {

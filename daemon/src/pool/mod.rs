@@ -28,7 +28,10 @@ pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
+pub(crate) use pg::create_tables as pg_create_tables;
 pub use pg::PgServer;
+#[cfg(test)]
+pub(crate) use pg::TestDb;
 pub use pg_kv::PgKvEngine;
 pub use pg_lo::PgLoEngine;
 pub use pins::{MemPins, Pin, PinTable};

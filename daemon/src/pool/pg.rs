@@ -97,6 +97,18 @@ impl PgServer {
         Ok(server)
     }
 
+    /// `url` as `drsctl config` shows it: host, port, database and user,
+    /// and whether a password is in it, never the password itself.
+    pub fn redacted(url: &str) -> String {
+        match postgres::Config::from_str(url) {
+            Ok(config) if config.get_password().is_some() => {
+                format!("{} (password {})", shown(&config), drsd_proto::SECRET_SHOWN)
+            }
+            Ok(config) => shown(&config),
+            Err(_) => "<not a PostgreSQL connection URL>".into(),
+        }
+    }
+
     /// The server as errors name it: host, port, database and user, never
     /// the password.
     pub fn shown(&self) -> &str {
@@ -146,6 +158,16 @@ impl PgServer {
         }
     }
 
+    /// Closes every idle connection.
+    fn drop_idle(&self) {
+        let mut idle = lock(&self.idle);
+        let gone = std::mem::take(&mut idle.conns);
+        idle.open -= gone.len();
+        drop(idle);
+        drop(gone);
+        self.freed.notify_all();
+    }
+
     fn closed(&self) {
         lock(&self.idle).open -= 1;
         self.freed.notify_one();
@@ -168,6 +190,9 @@ impl PgServer {
                     self.shown
                 );
                 drop(conn);
+                // The others idle beside it are likely closed too (a
+                // restart closes them all): the retry takes a new one.
+                self.drop_idle();
                 let mut fresh = self.take(op)?;
                 f(&mut fresh).map_err(self.error(op))
             }

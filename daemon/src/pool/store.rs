@@ -122,6 +122,27 @@ impl Pool {
         Ok(pool)
     }
 
+    /// A team's pool: `kv` and `large` shared with the other nodes, the
+    /// threshold recorded in `threshold_dir` (the shared folder, so every
+    /// node routes alike), and this node's own `partial` folder for
+    /// resumable downloads (on the large tier's file system when it has
+    /// one, so a finished download is adopted by a rename; one per node, so
+    /// two nodes never write one partial file).
+    pub fn open_team(
+        kv: Arc<dyn Backend>,
+        large: Arc<dyn Backend>,
+        threshold_dir: &Path,
+        partial: &Path,
+        threshold: Option<u64>,
+    ) -> Result<Pool> {
+        std::fs::create_dir_all(threshold_dir).at("create folder", threshold_dir)?;
+        let threshold = Self::recorded_threshold(threshold_dir, threshold)?;
+        crate::private::dir(partial).at("create folder", partial)?;
+        let mut pool = Pool::with_engines(kv, large, threshold);
+        pool.partial = Some(partial.to_path_buf());
+        Ok(pool)
+    }
+
     fn recorded_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
         let path = dir.join("pool.json");
         match std::fs::read(&path) {

@@ -62,6 +62,7 @@ use super::{
 use crate::pool::Oid;
 use crate::stores::{MultipartUpload, SentObject};
 
+pub use super::postgres::PgRegistry;
 pub use super::sqlite::SqliteRegistry;
 
 type Result<T, E = RegistryError> = std::result::Result<T, E>;
@@ -80,6 +81,25 @@ pub trait RegistryEngine:
 {
     /// The engine's name, as `status` may show it.
     fn name(&self) -> &'static str;
+
+    /// The team whose shared records these are, if any (a shared engine).
+    fn team(&self) -> Option<TeamView> {
+        None
+    }
+
+    /// The team's nodes, most recently seen first; none without a team.
+    fn team_nodes(&self) -> Result<Vec<drsd_proto::TeamNode>> {
+        Ok(Vec::new())
+    }
+}
+
+/// Which team a shared engine serves, as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamView {
+    /// The server, never its password.
+    pub server: String,
+    /// This daemon's node name.
+    pub node: String,
 }
 
 /// Foreign objects (remote objects added by URL) and, per repo, which paths

@@ -52,7 +52,7 @@ impl std::fmt::Display for FenceStep {
 }
 
 impl FenceStep {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             FenceStep::Begun => "begun",
             FenceStep::Blank => "blank",
@@ -62,7 +62,7 @@ impl FenceStep {
         }
     }
 
-    fn parse(text: &str) -> Option<FenceStep> {
+    pub(super) fn parse(text: &str) -> Option<FenceStep> {
         Some(match text {
             "begun" => FenceStep::Begun,
             "blank" => FenceStep::Blank,

@@ -22,6 +22,7 @@ mod indexd_records;
 mod job_state;
 pub mod mirror;
 mod oid_text;
+pub mod postgres;
 mod queue;
 mod schema;
 mod sent;
@@ -36,8 +37,8 @@ use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
 pub use engine::{
-    FenceUploads, ForeignObjects, IndexdRecords, JobQueue, OpenUploads, RegistryEngine,
-    SentRecords, SqliteRegistry,
+    FenceUploads, ForeignObjects, IndexdRecords, JobQueue, OpenUploads, PgRegistry, RegistryEngine,
+    SentRecords, SqliteRegistry, TeamView,
 };
 pub use fence_uploads::{FenceStep, FenceUpload};
 pub use front::Registry;
@@ -158,6 +159,10 @@ pub enum RegistryError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A team registry's call; names the operation and the server (never
+    /// its password).
+    #[error("team registry: {0}")]
+    Team(#[from] crate::pool::PoolError),
     #[error(transparent)]
     Io(#[from] IoError),
     #[error("{path} line {line}: {why}")]
@@ -169,4 +174,4 @@ pub enum RegistryError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -26,6 +26,8 @@ struct Fixture {
     /// Opens gc's records (the same ones at each call).
     gc_records: Box<dyn Fn() -> Box<dyn GcRecords>>,
     dir: tempfile::TempDir,
+    /// The database of a PostgreSQL fixture, dropped after the registry.
+    _db: Option<crate::pool::TestDb>,
 }
 
 impl Fixture {
@@ -51,7 +53,39 @@ fn sqlite() -> Fixture {
         pins: Arc::new(MemPins::default()),
         gc_records: Box::new(move || Box::new(SeenLog::open(&seen).unwrap())),
         dir,
+        _db: None,
     }
+}
+
+/// The PostgreSQL engine in a database of its own on the tests' server
+/// (`DRSD_TEST_PG_URL`; a test fails, naming it, when it is unset), as one
+/// node; a restart opens it again as the same node. Pins in memory and
+/// gc's records in SQLite until their PostgreSQL tables join this fixture.
+fn postgres() -> Fixture {
+    let db = crate::pool::TestDb::create();
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url.clone();
+    let reopen = Box::new(move || pg_registry(&url, "node-a", std::time::Duration::from_secs(60)));
+    let seen = dir.path().join("gc.sqlite");
+    Fixture {
+        reg: reopen(),
+        reopen,
+        pins: Arc::new(MemPins::default()),
+        gc_records: Box::new(move || Box::new(SeenLog::open(&seen).unwrap())),
+        dir,
+        _db: Some(db),
+    }
+}
+
+/// A registry over the PostgreSQL engine at `url`, as node `node`.
+pub(super) fn pg_registry(url: &str, node: &str, lease: std::time::Duration) -> Registry {
+    let server = crate::pool::PgServer::open(url).unwrap();
+    let name = postgres::NodeName {
+        name: node.into(),
+        host: "test-host".into(),
+        user: "test-user".into(),
+    };
+    Registry::with_engine(Arc::new(PgRegistry::open(server, name, lease).unwrap()))
 }
 
 /// One test per engine for a contract case: `<case>::<engine>`.
@@ -61,6 +95,10 @@ macro_rules! for_every_engine {
             #[test]
             fn sqlite() {
                 super::$case(super::sqlite());
+            }
+            #[test]
+            fn postgres() {
+                super::$case(super::postgres());
             }
         }
     };
@@ -94,13 +132,14 @@ contract!(
     a_key_pinned_twice_is_left_alone_until_both_pins_are_released,
     a_pin_of_a_key_being_swept_waits_until_the_sweep_of_it_is_done,
     an_entry_counts_from_its_last_reference_or_its_first_sighting,
+    two_claimers_at_once_never_get_the_same_job,
 );
 
 fn oid(hex: &str) -> Oid {
     hex.parse().unwrap()
 }
 
-fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
+pub(super) fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
     ForeignObject {
         url: url.into(),
         bucket: None,
@@ -118,7 +157,7 @@ fn object(url: &str, etag: &str, size: u64) -> ForeignObject {
     }
 }
 
-fn entry(path: &str, o: &ForeignObject) -> Entry {
+pub(super) fn entry(path: &str, o: &ForeignObject) -> Entry {
     Entry {
         path: path.into(),
         oid: o.content_oid.unwrap_or(o.provisional_oid),
@@ -894,4 +933,42 @@ fn each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept(mut f:
     f.reg.fence_forget(c, oid).unwrap();
     assert_eq!(f.reg.fence_upload(c, oid).unwrap(), None);
     assert_eq!(f.reg.fence_upload("gen3+http://other", oid).unwrap(), None);
+}
+
+fn two_claimers_at_once_never_get_the_same_job(f: Fixture) {
+    let objects: Vec<ForeignObject> = (0..40)
+        .map(|i| object(&format!("s3://b/k{i}"), &format!("{i:032x}"), 10 + i))
+        .collect();
+    let entries: Vec<Entry> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| entry(&format!("f{i}"), o))
+        .collect();
+    f.reg.record(Path::new("/r"), &entries).unwrap();
+    assert_eq!(f.reg.queue_unhashed(None).unwrap(), 40);
+    // A second opener of the same records: a second daemon, or a second
+    // machine on a shared database.
+    let other = (f.reopen)();
+    let claim_all = |reg: &Registry| {
+        let mut got = Vec::new();
+        while let Some(job) = reg.claim(100).unwrap() {
+            got.push(job.object.url.expose().to_string());
+        }
+        got
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| claim_all(&f.reg));
+        let b = s.spawn(|| claim_all(&other));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut all: Vec<String> = a.iter().chain(&b).cloned().collect();
+    all.sort();
+    let distinct: HashSet<&String> = all.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        all.len(),
+        "a job claimed twice: {a:?} / {b:?}"
+    );
+    assert_eq!(all.len(), 40, "every job claimed once");
+    assert_eq!(f.reg.job_counts().unwrap().running, 40);
 }

@@ -34,6 +34,17 @@ pub enum DaemonError {
     Watch(#[from] WatchError),
     #[error("opening the registry of foreign objects: {0}")]
     Registry(Box<crate::registry::RegistryError>),
+    /// `team_db` names a database that does not answer, and `team_required`
+    /// (the default) says not to run without it.
+    #[error(
+        "the team database {server} does not answer: {source}; start it (or fix team_db), \
+         or set team_required = false to run without the team"
+    )]
+    TeamDown {
+        server: String,
+        #[source]
+        source: Box<PoolError>,
+    },
 }
 
 impl DaemonError {

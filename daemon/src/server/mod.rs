@@ -10,6 +10,7 @@ mod error;
 mod handlers;
 mod idle;
 mod listen;
+mod team;
 pub(crate) mod wire_error;
 
 #[cfg(test)]
@@ -83,12 +84,13 @@ impl Daemon {
     /// Claims the socket and opens the pool and the repo book.
     pub async fn bind(config: Config) -> Result<Daemon, DaemonError> {
         let claimed = listen::claim(&config.socket)?;
-        let pool = open_pool(&config).await?;
+        let team = team::connect(&config).await?.map(Arc::new);
+        let pool = open_pool(&config, team.clone()).await?;
         let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state_file(&config.state_dir), pool.clone(), watcher)?;
         let repos = Arc::new(repos);
-        let registry = open_registry(&config).await?;
+        let registry = open_registry(&config, team).await?;
         let left = uploads::left_over(&registry).await;
         // Every multipart upload from now on is recorded in the registry.
         let journal: Arc<dyn crate::stores::UploadJournal> = registry.clone();
@@ -171,6 +173,7 @@ impl Daemon {
         } = self;
         let background = tokio::spawn(watch_loop(shared.clone(), changes));
         let measuring = tokio::spawn(measure_pool(shared.clone()));
+        let teamwork = tokio::spawn(team_loop(shared.clone()));
         let prefetching = tokio::spawn(crate::ops::workers::run(shared.workers.clone()));
         let restoring = shared.clone();
         tokio::spawn(async move { restoring.registrar.restore_saved().await });
@@ -187,24 +190,41 @@ impl Daemon {
         drain(&shared).await;
         background.abort();
         measuring.abort();
+        teamwork.abort();
         prefetching.abort();
         log::info!("drsd stopped");
         Ok(())
     }
 }
 
-async fn open_pool(config: &Config) -> Result<Arc<Pool>, DaemonError> {
-    let (dir, threshold) = (config.pool_dir.clone(), config.threshold);
-    let opened = crate::blocking(move || Pool::open(&dir, threshold)).await;
+/// This machine's own pool, or the team's (see [`team`]).
+async fn open_pool(
+    config: &Config,
+    team: Option<Arc<team::Team>>,
+) -> Result<Arc<Pool>, DaemonError> {
+    let cfg = config.clone();
+    let opened = crate::blocking(move || match team {
+        Some(team) => team.open_pool(&cfg),
+        None => Pool::open(&cfg.pool_dir, cfg.threshold),
+    })
+    .await;
     opened.map(Arc::new).map_err(|source| DaemonError::Pool {
         path: config.pool_dir.clone(),
         source: Box::new(source),
     })
 }
 
-async fn open_registry(config: &Config) -> Result<Arc<Registry>, DaemonError> {
+/// This machine's own registry, or the team's (see [`team`]).
+async fn open_registry(
+    config: &Config,
+    team: Option<Arc<team::Team>>,
+) -> Result<Arc<Registry>, DaemonError> {
     let path = config.state_dir.join("registry.sqlite");
-    let opened = crate::blocking(move || Registry::open(&path)).await;
+    let opened = crate::blocking(move || match team {
+        Some(team) => team.open_registry(),
+        None => Registry::open(&path),
+    })
+    .await;
     opened
         .map(Arc::new)
         .map_err(|e| DaemonError::Registry(Box::new(e)))
@@ -263,6 +283,26 @@ async fn measure_pool(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         shared.care.refresh().await;
+    }
+}
+
+/// How often a team's node looks for objects another node hashed.
+const TEAM_POLL: Duration = Duration::from_secs(2);
+
+/// Team mode only: promotes, in this node's repos, the objects another
+/// node's workers hashed (they promote their own node's repos only).
+/// Polling with a bound ([`TEAM_POLL`]) rather than LISTEN/NOTIFY: one
+/// indexed query per repo, and nothing to re-arm after a reconnect.
+async fn team_loop(shared: Arc<Shared>) {
+    if shared.workers.team_name().is_none() {
+        return;
+    }
+    let mut tick = tokio::time::interval(TEAM_POLL);
+    loop {
+        tick.tick().await;
+        for repo in shared.registrar.paths() {
+            shared.foreign.catch_up_if_hashed_elsewhere(&repo).await;
+        }
     }
 }
 

@@ -26,3 +26,15 @@ pub const DRS_WAIT_ENV: &str = "DRSD_DRS_WAIT_SECS";
 pub const METADATA_TIMEOUT_ENV: &str = "DRSD_METADATA_TIMEOUT";
 /// The `trust_claims` setting.
 pub const TRUST_CLAIMS_ENV: &str = "DRSD_TRUST_CLAIMS";
+/// The `team_db` setting: the team's PostgreSQL database (a libpq URL).
+pub const TEAM_DB_ENV: &str = "DRSD_TEAM_DB";
+/// The `team_large` setting: the team's large tier, a shared folder or `pg-lo`.
+pub const TEAM_LARGE_ENV: &str = "DRSD_TEAM_LARGE";
+/// The `team_required` setting: whether a team database that does not
+/// answer at start stops the daemon (true) or leaves it on its own (false).
+pub const TEAM_REQUIRED_ENV: &str = "DRSD_TEAM_REQUIRED";
+/// The `team_node` setting: this daemon's name among the team's nodes.
+pub const TEAM_NODE_ENV: &str = "DRSD_TEAM_NODE";
+/// The `team_lease_secs` setting: how long a claimed job stays this node's
+/// without a heartbeat.
+pub const TEAM_LEASE_ENV: &str = "DRSD_TEAM_LEASE_SECS";

@@ -5,7 +5,8 @@
 
 use super::env::{
     CA_FILE_ENV, DRS_SERVERS_ENV, DRS_TOKEN_FILE_ENV, DRS_WAIT_ENV, GEN3_CREDENTIALS_ENV,
-    METADATA_TIMEOUT_ENV, PARTIAL_MAX_ENV, STATE_DIR_ENV, TRUST_CLAIMS_ENV,
+    METADATA_TIMEOUT_ENV, PARTIAL_MAX_ENV, STATE_DIR_ENV, TEAM_DB_ENV, TEAM_LARGE_ENV,
+    TEAM_LEASE_ENV, TEAM_NODE_ENV, TEAM_REQUIRED_ENV, TRUST_CLAIMS_ENV,
 };
 
 /// A setting.
@@ -38,6 +39,11 @@ pub enum Key {
     S3SessionToken,
     S3Profile,
     S3CredentialsFile,
+    TeamDb,
+    TeamLarge,
+    TeamRequired,
+    TeamNode,
+    TeamLeaseSecs,
 }
 
 /// What values a setting takes.
@@ -55,6 +61,12 @@ pub enum Kind {
     /// `NAME=URL[,NAME=URL...]` (see `stores::drs::servers`).
     DrsServers,
     Text,
+    /// `true` or `false` (also `yes`/`no`, `on`/`off`, `1`/`0`).
+    Bool,
+    /// A PostgreSQL connection URL as libpq takes it (`postgresql://…` or
+    /// `key=value` pairs). Shown without its password, and never quoted in
+    /// an error (the password may be in it).
+    PgUrl,
 }
 
 impl Kind {
@@ -70,6 +82,10 @@ impl Kind {
                 "NAME=URL[,NAME=URL...] (a string), e.g. \"dg.TEST=https://data.example.org\""
             }
             Kind::Text => "a string",
+            Kind::Bool => "true or false",
+            Kind::PgUrl => {
+                "a PostgreSQL connection URL (a string), e.g. \"postgresql://alice@db.lab/drsd\""
+            }
         }
     }
 }
@@ -345,6 +361,37 @@ pub static SPECS: &[Spec] = &[
             Kind::Path,
         ),
         "~/.aws/credentials",
+    ),
+    // The team mode (a lab's machines on one PostgreSQL database).
+    default(
+        top(Key::TeamDb, "team_db", &[TEAM_DB_ENV], Kind::PgUrl),
+        "unset: this machine's own pool and registry (SQLite, local files)",
+    ),
+    default(
+        top(Key::TeamLarge, "team_large", &[TEAM_LARGE_ENV], Kind::Text),
+        "unset: with team_db, the large tier in pg-lo",
+    ),
+    default(
+        top(
+            Key::TeamRequired,
+            "team_required",
+            &[TEAM_REQUIRED_ENV],
+            Kind::Bool,
+        ),
+        "true: with team_db, no daemon starts while the database is down",
+    ),
+    default(
+        top(Key::TeamNode, "team_node", &[TEAM_NODE_ENV], Kind::Text),
+        "USER@HOSTNAME",
+    ),
+    default(
+        top(
+            Key::TeamLeaseSecs,
+            "team_lease_secs",
+            &[TEAM_LEASE_ENV],
+            Kind::Secs,
+        ),
+        "60",
     ),
 ];
 

@@ -39,6 +39,7 @@ pub enum Value {
     Path(PathBuf),
     /// Text, a URL, a DRS server map.
     Text(String),
+    Bool(bool),
 }
 
 impl fmt::Display for Value {
@@ -48,6 +49,7 @@ impl fmt::Display for Value {
             Value::Secs(d) => write!(f, "{}", d.as_secs_f64()),
             Value::Path(p) => write!(f, "{}", p.display()),
             Value::Text(t) => f.write_str(t),
+            Value::Bool(b) => write!(f, "{b}"),
         }
     }
 }
@@ -89,10 +91,7 @@ impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut map = f.debug_map();
         for (key, entry) in &self.entries {
-            let value = match spec(*key).secret {
-                true => SECRET_SHOWN.to_string(),
-                false => entry.value.to_string(),
-            };
+            let value = shown(spec(*key), &entry.value);
             map.entry(&spec(*key).dotted(), &(value, &entry.source));
         }
         map.finish()
@@ -203,7 +202,7 @@ impl Settings {
         };
         self.file_read = true;
         for (spec, value) in parse_file(&path, &read.text)? {
-            if spec.secret {
+            if spec.secret || has_password(spec, &value) {
                 file::check_private(&path, read.mode, &spec.dotted())?;
             }
             self.set(spec.key, value, Source::File(path.clone()));
@@ -246,6 +245,13 @@ impl Settings {
         }
     }
 
+    pub fn flag(&self, key: Key) -> Option<bool> {
+        match self.value(key)? {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
     pub fn text(&self, key: Key) -> Option<&str> {
         match self.value(key)? {
             Value::Text(t) => Some(t),
@@ -266,13 +272,7 @@ impl Settings {
     fn line(&self, spec: &Spec) -> SettingLine {
         let (value, source) = match self.entries.get(&spec.key) {
             None => (spec.default.to_string(), SettingSource::Default),
-            Some(entry) => {
-                let value = match spec.secret {
-                    true => SECRET_SHOWN.to_string(),
-                    false => entry.value.to_string(),
-                };
-                (value, wire_source(&entry.source))
-            }
+            Some(entry) => (shown(spec, &entry.value), wire_source(&entry.source)),
         };
         SettingLine {
             key: spec.dotted(),
@@ -281,6 +281,16 @@ impl Settings {
             secret: spec.secret,
             source,
         }
+    }
+}
+
+/// A value as `drsctl config`, `Debug` and the log may show it: a secret
+/// as `<set>`, a PostgreSQL URL without its password.
+fn shown(spec: &Spec, value: &Value) -> String {
+    match (spec.secret, spec.kind, value) {
+        (true, _, _) => SECRET_SHOWN.to_string(),
+        (false, Kind::PgUrl, Value::Text(url)) => crate::pool::PgServer::redacted(url),
+        _ => value.to_string(),
     }
 }
 
@@ -318,7 +328,7 @@ enum Refused {
 
 /// Why a text value was refused, quoting it unless it is a secret.
 fn shown_why(spec: &Spec, text: &str, why: Refused) -> String {
-    match spec.secret {
+    match spec.secret || spec.kind == Kind::PgUrl {
         true => why.to_string(),
         false => format!("{text:?}: {why}"),
     }
@@ -350,7 +360,22 @@ fn parse_text(spec: &Spec, text: &str) -> Result<Value, Refused> {
             Value::Text(text.to_string())
         }
         Kind::Text => Value::Text(text.to_string()),
+        Kind::Bool => Value::Bool(parse_bool(text).ok_or_else(want)?),
+        Kind::PgUrl => {
+            // Checked as the client reads it; its own message may quote
+            // the password, so only ours is given.
+            text.parse::<postgres::Config>().map_err(|_| want())?;
+            Value::Text(text.to_string())
+        }
     })
+}
+
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
 }
 
 /// A value from the file: numbers may be TOML numbers, sizes strings too.
@@ -367,8 +392,9 @@ fn parse_toml(spec: &Spec, value: &toml::Value) -> Result<Value, Refused> {
         (Kind::Secs, toml::Value::Float(x)) => Duration::try_from_secs_f64(*x)
             .map(Value::Secs)
             .map_err(|_| want()),
+        (Kind::Bool, toml::Value::Boolean(b)) => Ok(Value::Bool(*b)),
         (
-            Kind::Size | Kind::Path | Kind::Url | Kind::DrsServers | Kind::Text,
+            Kind::Size | Kind::Path | Kind::Url | Kind::DrsServers | Kind::Text | Kind::PgUrl,
             toml::Value::String(s),
         ) => {
             // The text's own problem, without quoting it (it may be a secret).
@@ -381,6 +407,17 @@ fn parse_toml(spec: &Spec, value: &toml::Value) -> Result<Value, Refused> {
             found: other.type_str(),
             kind,
         }),
+    }
+}
+
+/// Whether `value` is a PostgreSQL URL with a password in it: then the
+/// file holding it must be private, as for any secret.
+fn has_password(spec: &Spec, value: &Value) -> bool {
+    match (spec.kind, value) {
+        (Kind::PgUrl, Value::Text(url)) => url
+            .parse::<postgres::Config>()
+            .is_ok_and(|c| c.get_password().is_some()),
+        _ => false,
     }
 }
 

@@ -48,6 +48,11 @@ drs_wait_secs = 90
 metadata_timeout = 12.5
 trust_claims = "s3://lab/lfs"
 netrc = "/home/u/.netrc-drs"
+team_db = "postgresql://alice@db.lab:5433/drsd"
+team_large = "/lab/shared/drsd"
+team_required = false
+team_node = "alice@login1"
+team_lease_secs = 20
 
 [s3]
 endpoint = "http://127.0.0.1:7480"
@@ -401,4 +406,60 @@ fn the_s3_clients_settings_come_from_the_file() {
         creds.source,
         crate::stores::CredentialSource::SettingsFile { path }
     );
+}
+
+#[test]
+fn the_team_s_settings_are_read_and_the_database_password_is_never_shown() {
+    let s = Settings::from_pairs(&[
+        (
+            "DRSD_TEAM_DB",
+            "postgresql://alice:hunter2-secret@db.lab:5433/drsd?sslmode=require",
+        ),
+        ("DRSD_TEAM_LARGE", "pg-lo"),
+        ("DRSD_TEAM_REQUIRED", "no"),
+        ("DRSD_TEAM_LEASE_SECS", "2"),
+    ])
+    .unwrap();
+    assert_eq!(s.flag(Key::TeamRequired), Some(false));
+    assert_eq!(s.text(Key::TeamLarge), Some("pg-lo"));
+    assert_eq!(s.secs(Key::TeamLeaseSecs), Some(Duration::from_secs(2)));
+    assert!(
+        s.text(Key::TeamDb).unwrap().contains("hunter2"),
+        "the URL is kept whole"
+    );
+    let report = s.report();
+    let line = report.settings.iter().find(|l| l.key == "team_db").unwrap();
+    assert!(!line.value.contains("hunter2"), "{}", line.value);
+    assert!(
+        line.value.contains("alice@db.lab:5433/drsd"),
+        "{}",
+        line.value
+    );
+    assert!(!format!("{s:?}").contains("hunter2"));
+
+    // A value that is not a URL is refused without being quoted.
+    let err = Settings::from_pairs(&[("DRSD_TEAM_DB", "host=db password=hunter2 port=x")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("DRSD_TEAM_DB") && !err.contains("hunter2"),
+        "{err}"
+    );
+    let err = Settings::from_pairs(&[("DRSD_TEAM_REQUIRED", "maybe")])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("true or false"), "{err}");
+}
+
+#[test]
+fn a_team_database_url_with_a_password_must_be_in_a_private_file() {
+    let text = "team_db = \"postgresql://alice:hunter2@db.lab/drsd\"\n";
+    let (_dir, path) = file(text, 0o644);
+    let err = load(&path, &[]).unwrap_err().to_string();
+    assert!(err.contains("team_db") && !err.contains("hunter2"), "{err}");
+    let (_dir, path) = file(text, 0o600);
+    assert!(load(&path, &[]).is_ok());
+    // Without a password, a shared file is fine.
+    let (_dir, path) = file("team_db = \"postgresql://alice@db.lab/drsd\"\n", 0o644);
+    assert!(load(&path, &[]).is_ok());
 }

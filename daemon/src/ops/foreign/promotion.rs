@@ -316,6 +316,25 @@ impl ForeignObjects {
         }
     }
 
+    /// Team mode: another node hashed objects `repo`'s pointers still name
+    /// provisionally (its worker promoted its own repos only); they are
+    /// promoted here, from the shared pool, as [`Self::catch_up`] does.
+    /// One registry read when there is nothing to do.
+    pub async fn catch_up_if_hashed_elsewhere(&self, repo: &Path) {
+        let (registry, top) = (self.registry.clone(), repo.to_path_buf());
+        let waiting = crate::blocking(move || registry.provisional_for_repo(&top)).await;
+        match waiting {
+            Ok(entries) if entries.iter().any(|e| e.object.content_oid.is_some()) => {
+                self.catch_up(repo).await
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!(
+                "{}: looking for objects hashed elsewhere: {e}",
+                repo.display()
+            ),
+        }
+    }
+
     /// `drsctl promote`: the named (or all) provisional pointers of the repo
     /// containing `cwd` whose object was hashed become content pointers;
     /// those whose object is not hashed yet are reported waiting. With

@@ -24,7 +24,7 @@ use crate::config::PrefetchConfig;
 use crate::pool::Pool;
 use crate::registry::{now, Job, Registry};
 use crate::remote::{FetchOptions, Remote};
-use drsd_proto::{JobProgress, QueueReport};
+use drsd_proto::{JobProgress, QueueReport, TeamReport};
 
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
@@ -123,6 +123,33 @@ impl Workers {
             active: self.running.report(),
             open: open.into_iter().map(Into::into).collect(),
         }
+    }
+
+    /// This node's name, when the registry is a team's.
+    pub fn team_name(&self) -> Option<String> {
+        self.registry.team().map(|t| t.node)
+    }
+
+    /// The registry's engine, for `status`.
+    pub fn registry_engine(&self) -> &'static str {
+        self.registry.name()
+    }
+
+    /// The team and its nodes, when the registry is a team's. A database
+    /// that does not answer leaves the list empty and says so in the log:
+    /// status must answer even then.
+    pub async fn team(&self) -> Option<Box<TeamReport>> {
+        let registry = self.registry.clone();
+        let view = registry.team()?;
+        let nodes = blocking(move || registry.team_nodes())
+            .await
+            .inspect_err(|e| log::warn!("listing the team's nodes: {e}"))
+            .unwrap_or_default();
+        Some(Box::new(TeamReport {
+            server: view.server,
+            node: view.node,
+            nodes,
+        }))
     }
 
     /// The registry, for the in-process tests.

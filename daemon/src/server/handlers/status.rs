@@ -20,5 +20,7 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         queue: shared.workers.queue().await,
         trusted_at_their_word: shared.transfers.trusted_sources(),
         commons_uploads: shared.transfers.unfinished_commons_uploads().await,
+        registry_engine: shared.workers.registry_engine().to_string(),
+        team: shared.workers.team().await,
     })
 }

@@ -1,0 +1,264 @@
+//! [`PgRegistry`]: the registry's engine on PostgreSQL, for a team: every
+//! machine of a lab (a *node*: one user's daemon on one host) keeps its
+//! foreign objects, prefetch queue, sent objects and Indexd registrations
+//! in one database, so an object added on one node is downloaded once and
+//! its content oid, once learnt, serves every node.
+//!
+//! Owns its tables (`drsd_reg_*`, created at open under the pool engines'
+//! advisory lock), the node's row in `drsd_team_nodes`, and the lease of
+//! the jobs this node claimed. Connections, URL handling and the retry of a
+//! call whose pooled connection the server closed are [`PgServer`]'s.
+//!
+//! What is per node and what is shared:
+//! - shared: objects, jobs, sent objects, Indexd registrations and uploads
+//!   through a Gen3 commons' Fence (facts about stores and content, true on
+//!   every node: a blank record one node began, another finishes);
+//! - per node: the repos' paths (`drsd_reg_repo_refs` keyed by node: a repo
+//!   is a folder on one machine, and two machines may use one path for two
+//!   repos) and the multipart uploads in flight (only the node that began
+//!   one aborts it at its next start).
+//!
+//! **Leases.** A claim marks the job `running` with `claimed_by` = this
+//! node and `lease_until` = the server's clock + the lease. One thread per
+//! engine (the *heartbeat*) renews every lease of this node's running jobs
+//! and the node's `last_seen` every third of the lease, until the engine is
+//! dropped: a node that dies (kill -9, a power cut, a partition from the
+//! database) stops renewing, its leases lapse, and a claim on any node
+//! takes the job over. The server's clock alone decides a lease, so the
+//! nodes' clocks need not agree. Renewing by thread (not on each call)
+//! keeps a download of hours alive with no call to the engine in between.
+
+mod fence;
+mod nodes;
+mod objects;
+mod queue;
+mod records;
+mod rows;
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use postgres::Transaction;
+
+use super::engine::RegistryEngine;
+use super::RegistryError;
+use crate::pool::PgServer;
+
+pub use nodes::{NodeName, TeamNode};
+
+/// The lease of a claimed job when the settings name none.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+/// The tables, created once per database. Times the daemon gives (next
+/// tries, records) are seconds since the epoch by the node's clock, as in
+/// SQLite; leases and `last_seen` are the server's `timestamptz`.
+const DDL: &str = "
+    CREATE TABLE IF NOT EXISTS drsd_reg_objects (
+        id bigserial PRIMARY KEY,
+        url text NOT NULL,
+        bucket text,
+        key text,
+        version_id text,
+        etag text NOT NULL,
+        size bigint NOT NULL,
+        provisional_oid text NOT NULL,
+        content_oid text,
+        drs_id text,
+        last_modified text,
+        recorded_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        md5 text,
+        content_read boolean NOT NULL DEFAULT false,
+        UNIQUE (url, etag, size)
+    );
+    CREATE INDEX IF NOT EXISTS drsd_reg_objects_provisional ON drsd_reg_objects (provisional_oid);
+    CREATE INDEX IF NOT EXISTS drsd_reg_objects_content ON drsd_reg_objects (content_oid);
+    CREATE TABLE IF NOT EXISTS drsd_reg_repo_refs (
+        node text NOT NULL,
+        repo text NOT NULL,
+        path text NOT NULL,
+        oid text NOT NULL,
+        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
+        added_at bigint NOT NULL,
+        PRIMARY KEY (node, repo, path)
+    );
+    CREATE INDEX IF NOT EXISTS drsd_reg_repo_refs_object ON drsd_reg_repo_refs (object_id);
+    CREATE TABLE IF NOT EXISTS drsd_reg_jobs (
+        object_id bigint PRIMARY KEY REFERENCES drsd_reg_objects (id),
+        state text NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        next_at bigint NOT NULL DEFAULT 0,
+        error text,
+        updated_at bigint NOT NULL,
+        claimed_by text,
+        lease_until timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS drsd_reg_jobs_due ON drsd_reg_jobs (state, next_at);
+    CREATE TABLE IF NOT EXISTS drsd_reg_uploads (
+        node text NOT NULL,
+        endpoint text NOT NULL,
+        bucket text NOT NULL,
+        key text NOT NULL,
+        upload_id text NOT NULL,
+        started bigint NOT NULL,
+        PRIMARY KEY (node, endpoint, bucket, upload_id)
+    );
+    CREATE TABLE IF NOT EXISTS drsd_reg_sent (
+        endpoint text NOT NULL,
+        bucket text NOT NULL,
+        key text NOT NULL,
+        oid text NOT NULL,
+        size bigint NOT NULL,
+        etag text NOT NULL,
+        at bigint NOT NULL,
+        PRIMARY KEY (endpoint, bucket, key)
+    );
+    CREATE TABLE IF NOT EXISTS drsd_reg_indexd (
+        indexd text NOT NULL,
+        oid text NOT NULL,
+        did text,
+        updated_at bigint NOT NULL,
+        PRIMARY KEY (indexd, oid)
+    );
+    CREATE TABLE IF NOT EXISTS drsd_reg_fence_uploads (
+        commons text NOT NULL,
+        oid text NOT NULL,
+        did text,
+        step text NOT NULL,
+        upload_id text,
+        updated_at bigint NOT NULL,
+        PRIMARY KEY (commons, oid)
+    );
+    CREATE TABLE IF NOT EXISTS drsd_team_nodes (
+        name text PRIMARY KEY,
+        host text NOT NULL,
+        username text NOT NULL,
+        started timestamptz NOT NULL DEFAULT now(),
+        last_seen timestamptz NOT NULL DEFAULT now()
+    );
+";
+
+/// The registry's engine on a PostgreSQL database shared by a team.
+pub struct PgRegistry {
+    server: Arc<PgServer>,
+    node: NodeName,
+    /// The lease, in milliseconds (what the SQL adds to the server's clock).
+    lease_ms: i64,
+    /// Dropped with the engine: the heartbeat thread then stops.
+    _heartbeat: Heartbeat,
+}
+
+impl PgRegistry {
+    /// The engine on `server` as node `node`, claims held for `lease`:
+    /// creates the tables if needed, records the node, and starts its
+    /// heartbeat.
+    pub fn open(
+        server: Arc<PgServer>,
+        node: NodeName,
+        lease: Duration,
+    ) -> Result<PgRegistry, RegistryError> {
+        server.with("create the registry's tables", |conn| {
+            crate::pool::pg_create_tables(conn, DDL)
+        })?;
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
+        nodes::beat(&server, &node, lease_ms)?;
+        let heartbeat = Heartbeat::start(server.clone(), node.clone(), lease, lease_ms);
+        Ok(PgRegistry {
+            server,
+            node,
+            lease_ms,
+            _heartbeat: heartbeat,
+        })
+    }
+
+    /// The server as errors name it (never the password).
+    pub fn server(&self) -> &str {
+        self.server.shown()
+    }
+
+    pub fn node(&self) -> &NodeName {
+        &self.node
+    }
+
+    /// One transaction on a pooled connection, named `op` in errors. Run
+    /// again whole on a fresh connection when the server closed the pooled
+    /// one (a restart): nothing of the first try was committed.
+    fn tx<T>(
+        &self,
+        op: &'static str,
+        mut f: impl FnMut(&mut Transaction) -> Result<T, postgres::Error>,
+    ) -> Result<T, RegistryError> {
+        Ok(self.server.with(op, |conn| {
+            let mut tx = conn.client.transaction()?;
+            let out = f(&mut tx)?;
+            tx.commit()?;
+            Ok(out)
+        })?)
+    }
+}
+
+impl RegistryEngine for PgRegistry {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn team(&self) -> Option<super::engine::TeamView> {
+        Some(super::engine::TeamView {
+            server: self.server.shown().to_string(),
+            node: self.node.name.clone(),
+        })
+    }
+
+    fn team_nodes(&self) -> Result<Vec<TeamNode>, RegistryError> {
+        nodes::list(&self.server)
+    }
+}
+
+/// The thread that renews this node's leases and `last_seen`.
+struct Heartbeat {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(server: Arc<PgServer>, node: NodeName, lease: Duration, lease_ms: i64) -> Heartbeat {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let every = (lease / 3).max(Duration::from_millis(100));
+        let thread = std::thread::Builder::new()
+            .name("drsd-team-heartbeat".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    // The engine was dropped (or asked us to stop).
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                if let Err(e) = nodes::beat(&server, &node, lease_ms) {
+                    // The database is away: claims lapse if it stays away,
+                    // which is what a lease is for. Said once per beat.
+                    log::warn!("renewing {}'s leases: {e}", node.name);
+                }
+            })
+            .ok();
+        if thread.is_none() {
+            log::warn!("no heartbeat thread: this node's claims lapse after the lease");
+        }
+        Heartbeat {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

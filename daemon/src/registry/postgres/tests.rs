@@ -1,0 +1,169 @@
+//! What only a shared engine has: the nodes, and the leases of their
+//! claims. The rest of [`PgRegistry`] is held to the registry's contract
+//! suite (`registry/tests.rs`).
+
+use std::path::Path;
+use std::thread::sleep;
+use std::time::Duration;
+
+use crate::pool::TestDb;
+use crate::registry::tests::{entry, object, pg_registry};
+use crate::registry::{ForeignObject, JobState, Registry};
+
+fn one_queued_job(reg: &Registry) -> ForeignObject {
+    let o = object("s3://b/big.bam", "0123456789abcdef0123456789abcdef", 1000);
+    reg.record(Path::new("/r"), &[entry("big.bam", &o)])
+        .unwrap();
+    assert_eq!(reg.queue_unhashed(None).unwrap(), 1);
+    o
+}
+
+#[test]
+fn a_live_node_s_claim_is_neither_taken_nor_requeued_by_another_node() {
+    let db = TestDb::create();
+    let lease = Duration::from_millis(600);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    let b = pg_registry(&db.url, "alice@b", lease);
+    one_queued_job(&a);
+    let job = a.claim(100).unwrap().expect("A takes the job");
+    // Past several leases: A's heartbeat keeps renewing its claim.
+    sleep(lease * 3);
+    assert!(b.claim(100).unwrap().is_none(), "B took a live node's job");
+    assert_eq!(
+        b.requeue_running().unwrap(),
+        0,
+        "B's start put back A's claim"
+    );
+    assert_eq!(b.job_counts().unwrap().running, 1);
+    let repos = a
+        .job_done(&job, &crate::pool::Oid::of(b"x"), None, None)
+        .unwrap();
+    assert_eq!(repos, vec![Path::new("/r").to_path_buf()]);
+    assert_eq!(
+        b.job_state("s3://b/big.bam", &job.object.etag, 1000)
+            .unwrap(),
+        Some((JobState::Done, None))
+    );
+}
+
+#[test]
+fn a_lapsed_lease_is_taken_over_by_another_node() {
+    let db = TestDb::create();
+    let lease = Duration::from_millis(500);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    let b = pg_registry(&db.url, "alice@b", lease);
+    let o = one_queued_job(&a);
+    let job = a.claim(100).unwrap().expect("A takes the job");
+    assert_eq!(job.object.url, o.url.expose());
+    // A dies: no more heartbeats.
+    drop(a);
+    assert!(
+        b.claim(100).unwrap().is_none(),
+        "the lease is still running"
+    );
+    let due = b
+        .next_due()
+        .unwrap()
+        .expect("B looks again when the lease ends");
+    assert!(due <= crate::registry::now() + 2, "due {due}");
+    sleep(lease * 2);
+    let taken = b.claim(100).unwrap().expect("the lapsed claim is B's now");
+    assert_eq!(taken.id, job.id);
+    // B's own claim is live: a third node does not take it.
+    let c = pg_registry(&db.url, "bob@c", lease);
+    sleep(lease * 2);
+    assert!(c.claim(100).unwrap().is_none());
+}
+
+#[test]
+fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
+    let db = TestDb::create();
+    let lease = Duration::from_millis(500);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    let b = pg_registry(&db.url, "alice@b", lease);
+    for i in 0..3 {
+        let o = object(&format!("s3://b/{i}"), &format!("{i:032x}"), 10);
+        a.record(Path::new("/r"), &[entry(&format!("{i}"), &o)])
+            .unwrap();
+    }
+    a.queue_unhashed(None).unwrap();
+    let _mine = a.claim(100).unwrap().unwrap();
+    let _theirs = b.claim(100).unwrap().unwrap();
+    // A restarts (its old engine gone, a new one as the same node).
+    drop(a);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    assert_eq!(a.requeue_running().unwrap(), 1, "its own claim only");
+    sleep(lease * 2);
+    assert_eq!(
+        a.job_counts().unwrap().running,
+        1,
+        "B's claim is still live"
+    );
+}
+
+#[test]
+fn every_node_that_opened_the_team_is_listed_with_when_it_was_last_seen() {
+    let db = TestDb::create();
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
+    let _b = pg_registry(&db.url, "bob@b", Duration::from_secs(60));
+    let nodes = a.team_nodes().unwrap();
+    let mut names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["alice@a", "bob@b"]);
+    assert!(nodes.iter().all(|n| n.seen_secs_ago < 30), "{nodes:?}");
+    assert_eq!(nodes[0].host, "test-host");
+    let team = a.team().expect("a team engine");
+    assert_eq!(team.node, "alice@a");
+    assert!(!team.server.contains("password"), "{}", team.server);
+}
+
+#[test]
+fn a_repo_s_paths_are_its_node_s_own() {
+    let db = TestDb::create();
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
+    let b = pg_registry(&db.url, "alice@b", Duration::from_secs(60));
+    let o = one_queued_job(&a);
+    // The same path on B is another repo: it sees none of A's entries...
+    assert!(b.for_repo(Path::new("/r")).unwrap().is_empty());
+    b.record(Path::new("/r"), &[entry("other.bam", &o)])
+        .unwrap();
+    // ...but the object is one: hashed on A, known on B.
+    let job = a.claim(100).unwrap().unwrap();
+    let content = crate::pool::Oid::of(b"content");
+    assert_eq!(
+        a.job_done(&job, &content, None, None).unwrap(),
+        vec![Path::new("/r").to_path_buf()]
+    );
+    let on_b = b.for_repo(Path::new("/r")).unwrap();
+    assert_eq!(on_b.len(), 1);
+    assert_eq!(on_b[0].path, "other.bam");
+    assert_eq!(on_b[0].object.content_oid, Some(content));
+    assert!(
+        on_b[0].is_provisional(),
+        "B's pointer waits for B's promotion"
+    );
+}
+
+#[test]
+fn a_claim_after_the_server_closed_every_connection_is_made_on_a_new_one() {
+    let db = TestDb::create();
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
+    one_queued_job(&a);
+    assert_eq!(a.job_counts().unwrap().queued, 1);
+    // What a restart does to the pooled connections: closed server-side.
+    let mut admin = db.client();
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .unwrap();
+    sleep(Duration::from_millis(200));
+    let job = a
+        .claim(100)
+        .unwrap()
+        .expect("claimed on a fresh connection");
+    assert_eq!(a.job_counts().unwrap().running, 1);
+    a.job_done(&job, &crate::pool::Oid::of(b"x"), None, None)
+        .unwrap();
+}

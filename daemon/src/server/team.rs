@@ -1,0 +1,119 @@
+//! The one place the daemon chooses where its pool and registry live: its
+//! own (SQLite and local files in its folders, the default) or a team's,
+//! when the `team_db` setting names a PostgreSQL database. A team's pool is
+//! the postgres kv engine and, per `team_large`, the local engine in a
+//! shared folder (`shared-dir`) or large objects in the database (`pg-lo`);
+//! its registry is [`PgRegistry`], as this node (`team_node`, else
+//! `USER@HOST`), its claims leased for `team_lease_secs`.
+//!
+//! A database that does not answer at start stops the daemon with an error
+//! naming the server (never its password), unless `team_required` is
+//! false: then the daemon runs on its own and says so.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::DaemonError;
+use crate::config::Config;
+use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgServer, Pool, PoolError};
+use crate::registry::postgres::{NodeName, DEFAULT_LEASE};
+use crate::registry::{PgRegistry, Registry, RegistryError};
+use crate::settings::Key;
+
+/// The `team_large` value that keeps large blobs in the database.
+const PG_LO: &str = "pg-lo";
+
+/// Where a team's large tier lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Large {
+    SharedDir(PathBuf),
+    PgLo,
+}
+
+/// A team database that answered, and how this node joins it.
+pub(super) struct Team {
+    server: Arc<PgServer>,
+    large: Large,
+    node: NodeName,
+    lease: Duration,
+}
+
+/// The team the settings name, connected; `None` without `team_db`, or
+/// when it does not answer and `team_required` is false.
+pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError> {
+    let settings = &config.settings;
+    let Some(url) = settings.text(Key::TeamDb).map(str::to_string) else {
+        return Ok(None);
+    };
+    let required = settings.flag(Key::TeamRequired).unwrap_or(true);
+    let shown = PgServer::redacted(&url);
+    match crate::blocking(move || PgServer::open(&url)).await {
+        Ok(server) => {
+            let large = match settings.text(Key::TeamLarge) {
+                None | Some(PG_LO) => Large::PgLo,
+                Some(dir) => Large::SharedDir(PathBuf::from(dir)),
+            };
+            let node = NodeName::here(settings.text(Key::TeamNode));
+            let lease = settings.secs(Key::TeamLeaseSecs).unwrap_or(DEFAULT_LEASE);
+            log::info!(
+                "team mode: node {} on {} (large tier: {large:?})",
+                node.name,
+                server.shown()
+            );
+            Ok(Some(Team {
+                server,
+                large,
+                node,
+                lease,
+            }))
+        }
+        Err(source) if required => Err(DaemonError::TeamDown {
+            server: shown,
+            source: Box::new(source),
+        }),
+        Err(e) => {
+            log::warn!(
+                "the team database {shown} does not answer ({e}); running without the team \
+                 (team_required = false): this machine's own pool and registry"
+            );
+            Ok(None)
+        }
+    }
+}
+
+impl Team {
+    /// The team's pool: postgres kv, the large tier per `team_large`.
+    pub(super) fn open_pool(&self, config: &Config) -> Result<Pool, PoolError> {
+        let kv = Arc::new(PgKvEngine::new(self.server.clone()));
+        match &self.large {
+            Large::SharedDir(dir) => {
+                let large = Arc::new(LocalEngine::open_shared(&dir.join("large"))?);
+                let partial = dir.join(format!("partial-{}", safe_name(&self.node.name)));
+                Pool::open_team(kv, large, dir, &partial, config.threshold)
+            }
+            Large::PgLo => {
+                let spool = config.pool_dir.join("spool");
+                let large = Arc::new(PgLoEngine::new(self.server.clone(), &spool)?);
+                let partial = config.pool_dir.join("partial");
+                Pool::open_team(kv, large, &config.pool_dir, &partial, config.threshold)
+            }
+        }
+    }
+
+    pub(super) fn open_registry(&self) -> Result<Registry, RegistryError> {
+        let engine = PgRegistry::open(self.server.clone(), self.node.clone(), self.lease)?;
+        Ok(Registry::with_engine(Arc::new(engine)))
+    }
+}
+
+/// A node's name as a file name: anything but letters, digits, `.`, `-`,
+/// `_` and `@` becomes `_`.
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' | '@' => c,
+            _ => '_',
+        })
+        .collect()
+}
