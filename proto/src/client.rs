@@ -73,7 +73,7 @@ impl Client {
     pub async fn status(&mut self) -> Result<StatusReport, IpcError> {
         let reply = self.call(Request::Status).await?;
         match reply {
-            Reply::Status(report) => Ok(report),
+            Reply::Status(report) => Ok(*report),
             other => Err(self.unexpected(&other)),
         }
     }

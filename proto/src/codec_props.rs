@@ -414,7 +414,7 @@ fn reply() -> impl Strategy<Value = Reply> {
                 pid
             }
         )),
-        status().prop_map(Reply::Status),
+        status().prop_map(|s| Reply::Status(Box::new(s))),
         proptest::collection::vec(repo_report(), 0..3).prop_map(|repos| Reply::Repos { repos }),
         repo_report().prop_map(|repo| Reply::Repo { repo }),
         (

@@ -14,7 +14,7 @@ use crate::{ConfigReport, FileStamp, Oid};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     Hello(HelloReply),
-    Status(StatusReport),
+    Status(Box<StatusReport>),
     Repos { repos: Vec<RepoReport> },
     Repo { repo: RepoReport },
     Verify(VerifyReport),

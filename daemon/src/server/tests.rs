@@ -61,7 +61,7 @@ impl TestDaemon {
 
     async fn status(&self) -> StatusReport {
         match self.client().await.call(Request::Status).await.unwrap() {
-            Reply::Status(s) => s,
+            Reply::Status(s) => *s,
             other => panic!("status answered {other:?}"),
         }
     }

@@ -8,7 +8,7 @@ use drsd_proto::{Reply, StatusReport};
 
 /// Daemon, pool per tier (last background measurement), repos, queue.
 pub(crate) async fn handle(shared: &Shared) -> Reply {
-    Reply::Status(StatusReport {
+    Reply::Status(Box::new(StatusReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
         uptime_secs: shared.started.elapsed().as_secs(),
@@ -22,5 +22,5 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         commons_uploads: shared.transfers.unfinished_commons_uploads().await,
         registry_engine: shared.workers.registry_engine().to_string(),
         team: shared.workers.team().await,
-    })
+    }))
 }
