@@ -42,6 +42,27 @@ pub trait GcRecords: Send {
     ) -> Result<HashMap<Vec<u8>, u64>>;
 }
 
+/// For each of the `listed` keys, when it was last seen referenced: `now`
+/// for those in `live`, else its `recorded` time, else `now` (first seen).
+/// What every [`GcRecords`] engine answers from what it has recorded.
+pub(crate) fn sightings(
+    listed: &HashSet<Vec<u8>>,
+    live: &HashSet<Oid>,
+    recorded: &HashMap<Vec<u8>, u64>,
+    now: u64,
+) -> HashMap<Vec<u8>, u64> {
+    let mut last = HashMap::with_capacity(listed.len());
+    for key in listed {
+        let referenced = Oid::from_key(key).is_some_and(|o| live.contains(&o));
+        let at = match recorded.get(key) {
+            Some(&at) if !referenced => at,
+            _ => now,
+        };
+        last.insert(key.clone(), at);
+    }
+    last
+}
+
 /// The record of when each pool entry was last seen referenced, in SQLite.
 pub struct SeenLog {
     path: PathBuf,
@@ -81,15 +102,7 @@ impl SeenLog {
             source,
         };
         let recorded = self.recorded().map_err(err)?;
-        let mut last = HashMap::with_capacity(listed.len());
-        for key in listed {
-            let referenced = Oid::from_key(key).is_some_and(|o| live.contains(&o));
-            let at = match recorded.get(key) {
-                Some(&at) if !referenced => at,
-                _ => now,
-            };
-            last.insert(key.clone(), at);
-        }
+        let last = sightings(listed, live, &recorded, now);
         if record {
             self.write(&recorded, &last).map_err(err)?;
         }
