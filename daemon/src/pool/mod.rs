@@ -30,6 +30,7 @@ pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
+pub(crate) use pg::create_tables;
 pub use pg::PgServer;
 #[cfg(test)]
 pub(crate) use pg::TestDb;
