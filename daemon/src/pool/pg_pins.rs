@@ -202,6 +202,49 @@ impl PinTable for PgPins {
         tx.commit().map_err(&err)?;
         Ok(true)
     }
+
+    /// One transaction for the batch: the keys' locks taken in order (two
+    /// sweeps never wait on each other in a cycle; a pin takes one lock),
+    /// the pinned among them read in one query.
+    fn unless_pinned_many(
+        &self,
+        oids: &[Oid],
+        then: &mut dyn FnMut(&[Oid]) -> Result<()>,
+    ) -> Result<Vec<bool>> {
+        let err = self.server.error("sweep under the pins' lock");
+        let mut conn = self.server.take("sweep under the pins' lock")?;
+        let mut tx = conn.client.transaction().map_err(&err)?;
+        let mut locks: Vec<i32> = oids.iter().map(lock_key).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        tx.execute(
+            "SELECT count(pg_advisory_xact_lock($1, k)) FROM \
+             (SELECT k FROM unnest($2::int4[]) k ORDER BY k) locks",
+            &[&LOCK_SPACE, &locks],
+        )
+        .map_err(&err)?;
+        let keys: Vec<&[u8]> = oids.iter().map(|o| o.as_bytes().as_slice()).collect();
+        let pinned: std::collections::HashSet<Vec<u8>> = tx
+            .query(
+                "SELECT DISTINCT key FROM drsd_pins \
+                 WHERE key = ANY($1::bytea[]) AND n > 0 AND until > now()",
+                &[&keys],
+            )
+            .map_err(&err)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let free: Vec<bool> = keys.iter().map(|k| !pinned.contains(*k)).collect();
+        let unpinned: Vec<Oid> = oids
+            .iter()
+            .zip(&free)
+            .filter(|(_, f)| **f)
+            .map(|(o, _)| *o)
+            .collect();
+        then(&unpinned)?;
+        tx.commit().map_err(&err)?;
+        Ok(free)
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! transaction per gc, so a kill at any point leaves the last gc's record
 //! or the new one. An entry never seen referenced counts from the first gc
 //! that listed it (no later than its storing: it is kept at least as long).
-//! A table shared by a lab's daemons (issue 31) implements the same trait
-//! and passes the same contract (`registry/tests.rs`).
+//! [`super::PgGcRecords`] (`pg_seen.rs`) is the table a lab's daemons
+//! share (issue 31), held to the same contract (`registry/tests.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
