@@ -64,7 +64,10 @@ pub trait TeamRoots: Send + Sync {
 /// The roots of one machine's gc, in memory: with no team there is no one
 /// else to tell, and the gc computes them afresh each time.
 #[derive(Default)]
-pub struct LocalRoots(Mutex<BTreeMap<(String, String), (HashSet<Oid>, u64)>>);
+pub struct LocalRoots(Mutex<BTreeMap<NodeRepo, (HashSet<Oid>, u64)>>);
+
+/// A published set's key: node, then repo.
+type NodeRepo = (String, String);
 
 fn now() -> u64 {
     std::time::SystemTime::now()
