@@ -174,6 +174,9 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = cmd::gc::parse_grace)]
         grace: u64,
     },
+    /// A lab's team mode: the nodes sharing one pool
+    #[command(subcommand)]
+    Team(TeamCommand),
     /// Stop the daemon (it drains requests in flight first)
     Shutdown,
     /// The settings in force in the daemon and where each came from (flag,
@@ -217,6 +220,17 @@ enum ReposCommand {
     },
     /// The registered repos and their last scan (when, and what it found)
     List,
+}
+
+#[derive(Subcommand)]
+enum TeamCommand {
+    /// Remove the roots a node gone for good published, so a gc on the
+    /// shared pool no longer keeps what its repos held
+    Forget {
+        /// The node's name, as `drsctl status` lists the team's nodes
+        #[arg(value_name = "NODE")]
+        node: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -318,6 +332,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 grace,
             } => cmd::gc::run(&socket, dry_run, force, grace, &out).await,
             Command::Fetch { paths, all } => cmd::fetch::run(&socket, paths, all, &out).await,
+            Command::Team(TeamCommand::Forget { node }) => {
+                cmd::team::forget(&socket, node, &out).await
+            }
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Config { .. } => cmd::config::run(&socket, &out).await,
             Command::Service(_) | Command::Completions { .. } | Command::Man { .. } => {

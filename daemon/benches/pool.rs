@@ -2,6 +2,10 @@
 //!
 //!     cargo bench -p drsd --bench pool [-- --large-mib N] [--only small|large|readout|team]
 //!
+//! `team-gc` (PostgreSQL too; `--gc-kv N --gc-large M`, default 1,000,000
+//! and 10,000): gc of a lab's shared pool, 10 repos' roots on 2 nodes
+//! (`pool/team_gc.rs`).
+//!
 //! `team` (PostgreSQL, in a database of its own on the server of
 //! `DRSD_TEST_PG_URL`: run it under tests/with-servers.sh): the postgres kv
 //! engine against sqlite at 4 KiB, one put at a time and in batches of 512;
@@ -21,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use drsd::pool::{Backend, LocalEngine, Oid, PgKvEngine, PgLoEngine, PgServer, Pool, SqliteEngine};
 use rand::{Rng, SeedableRng};
+
+#[path = "pool/team_gc.rs"]
+mod team_gc;
 
 const BUDGET: Duration = Duration::from_millis(1500);
 const MAX_OPS: usize = 20_000;
@@ -46,6 +53,21 @@ fn main() {
     if wants("readout") {
         read_out_large(dir.path(), large_mib);
         read_out_small(dir.path());
+    }
+    if only.as_deref() == Some("team-gc") {
+        let arg = |name: &str, default: usize| {
+            std::env::args()
+                .skip_while(|a| a != name)
+                .nth(1)
+                .map_or(default, |n| n.parse().expect("a count"))
+        };
+        let db = BenchDb::create();
+        team_gc::team_gc(
+            dir.path(),
+            &db.url,
+            arg("--gc-kv", 1_000_000),
+            arg("--gc-large", 10_000),
+        );
     }
     if only.as_deref() == Some("team") {
         let db = BenchDb::create();

@@ -130,6 +130,17 @@ impl Client {
         }
     }
 
+    /// Removes what node `node` published as its repos' roots.
+    pub async fn team_forget(&mut self, node: String) -> Result<TeamForgetReport, IpcError> {
+        let reply = self
+            .call(Request::TeamForget(TeamForgetRequest { node }))
+            .await?;
+        match reply {
+            Reply::TeamForgot(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// The settings in force in the daemon and where each came from.
     pub async fn config(&mut self) -> Result<ConfigReport, IpcError> {
         let reply = self.call(Request::Config(ConfigRequest {})).await?;

@@ -248,6 +248,7 @@ fn request() -> impl Strategy<Value = Request> {
             any::<bool>()
         )
             .prop_map(|(cwd, paths, all)| Request::Fetch(FetchRequest { cwd, paths, all })),
+        text().prop_map(|node| Request::TeamForget(TeamForgetRequest { node })),
     ]
 }
 
@@ -584,6 +585,11 @@ fn reply() -> impl Strategy<Value = Reply> {
                 hashed,
             })
         }),
+        (text(), any::<[u64; 2]>()).prop_map(|(node, n)| Reply::TeamForgot(TeamForgetReport {
+            node,
+            repos: n[0],
+            roots: n[1],
+        })),
         Just(Reply::Done),
     ]
 }

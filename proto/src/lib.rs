@@ -47,6 +47,7 @@ pub mod pointer;
 mod reply;
 mod request;
 pub mod stamp;
+mod team;
 
 pub use autostart::{
     autostart_disabled, connect_or_start, Autostart, DRSD_BIN_ENV, EXIT_ALREADY_RUNNING,
@@ -64,6 +65,7 @@ pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use reply::*;
 pub use request::*;
 pub use stamp::FileStamp;
+pub use team::{TeamForgetReport, TeamForgetRequest};
 
 /// The longest response line a client reads (a status with thousands of repos
 /// or a verify naming many bad entries is still far below it).

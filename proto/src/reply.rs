@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigReport, FileStamp, Oid};
+use crate::{ConfigReport, FileStamp, Oid, TeamForgetReport};
 
 /// A request's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,7 @@ pub enum Reply {
     Provisional(ProvisionalReport),
     Config(ConfigReport),
     Fetched(FetchReport),
+    TeamForgot(TeamForgetReport),
     Done,
 }
 

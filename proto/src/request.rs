@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigRequest, ErrorCode, Oid, WireError};
+use crate::{ConfigRequest, ErrorCode, Oid, TeamForgetRequest, WireError};
 
 /// Bumped on any change a peer of the previous version would misread.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -63,6 +63,8 @@ pub enum Request {
     /// The settings in force in the daemon and where each came from.
     Config(ConfigRequest),
     Fetch(FetchRequest),
+    /// Remove a gone node's published roots (`drsctl team forget NODE`).
+    TeamForget(TeamForgetRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,6 +260,7 @@ impl Request {
             Request::CheckOut(_) => "check_out",
             Request::Config(_) => "config",
             Request::Fetch(_) => "fetch",
+            Request::TeamForget(_) => "team_forget",
         }
     }
 

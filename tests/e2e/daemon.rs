@@ -544,6 +544,27 @@ fn gc_lists_then_removes_what_no_registered_repo_references() {
     assert!(!gone.status.success() && stderr(&gone).contains("no entry"));
 }
 
+#[test]
+fn team_forget_refuses_this_node_and_names_the_known_nodes_for_an_unknown_one() {
+    let home = Home::new();
+    // One machine's daemon publishes its roots as node "local".
+    let own = home.drsctl(&["team", "forget", "local"]);
+    assert!(!own.status.success());
+    assert!(
+        stderr(&own).contains("that is this node"),
+        "{}",
+        stderr(&own)
+    );
+    let unknown = home.drsctl(&["team", "forget", "gone-node"]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("no node of that name published roots (known: none)"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert!(home.drsctl(&["shutdown"]).status.success());
+}
+
 fn walk_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

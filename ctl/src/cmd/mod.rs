@@ -11,6 +11,7 @@ pub mod promote;
 pub mod repos;
 pub mod shutdown;
 pub mod status;
+pub mod team;
 pub mod url_list;
 
 use std::path::Path;

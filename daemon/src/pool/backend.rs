@@ -53,6 +53,17 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Removes each of `keys` (a sweep's batch), in one write transaction
+    /// where the engine has them; for each, its size when this call removed
+    /// it. A key gone already is `None`.
+    fn delete_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<u64>>> {
+        keys.iter()
+            .map(|k| match self.size(k)? {
+                Some(bytes) => Ok(self.delete(k)?.then_some(bytes)),
+                None => Ok(None),
+            })
+            .collect()
+    }
     /// Moves `key`'s entry aside, out of every lookup (`has`, `get`,
     /// `list`, `stats`), keeping its bytes for a person to look at: they no
     /// longer match the key. Returns where they went; `None` when the key

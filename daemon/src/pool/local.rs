@@ -22,6 +22,10 @@ pub struct LocalEngine {
     stage: PathBuf,
     /// `local`, or `shared-dir` when opened as a team's shared folder.
     name: &'static str,
+    /// The group of a lab's shared folder (several users, one group): its
+    /// files are made group-readable and its folders setgid to it. `None`
+    /// for a user's own pool: owner only.
+    group: Option<u32>,
     // A shared flock held while open: only an opener that gets it exclusive
     // (no other process has the engine open) may clear the stage folder.
     _lock: File,
@@ -36,8 +40,41 @@ impl LocalEngine {
     /// Opens or creates the engine at `root`, removing whatever a crash left
     /// in the stage folder (nothing there was ever committed).
     pub fn open(root: &Path) -> Result<LocalEngine> {
+        LocalEngine::open_as(root, None)
+    }
+
+    /// Opens or creates the engine in a folder several users of one group
+    /// share (a lab's `team_large` on NFS, Lustre, GPFS): committed files
+    /// are read-only to the owner and the group (0440), folders group-
+    /// writable and setgid (2770) so what any member makes stays the
+    /// group's. The group is `group`, else the folder's own. A member can
+    /// still plant or replace a file (the folders are the group's to write):
+    /// what leaves the pool is checked against its oid
+    /// ([`super::Pool::get_verified`]), and a bad file is moved aside.
+    /// What it relies on there is close-to-open consistency (a file is read
+    /// whole after its writer closed it) and `rename` being atomic within
+    /// one folder, which those give; it never relies on `O_EXCL`. Named
+    /// `shared-dir` in `status`.
+    pub fn open_shared(root: &Path, group: Option<u32>) -> Result<LocalEngine> {
+        use std::os::unix::fs::MetadataExt;
+        fs::create_dir_all(root).at("create folder", root)?;
+        let gid = match group {
+            Some(gid) => gid,
+            None => fs::metadata(root).at("stat", root)?.gid(),
+        };
+        share_dir(root, gid)?;
+        Ok(LocalEngine {
+            name: "shared-dir",
+            ..LocalEngine::open_as(root, Some(gid))?
+        })
+    }
+
+    fn open_as(root: &Path, group: Option<u32>) -> Result<LocalEngine> {
         let stage = root.join(STAGE);
-        fs::create_dir_all(&stage).at("create folder", &stage)?;
+        match group {
+            Some(gid) => create_durable_dirs(root, &stage, Some(gid))?,
+            None => fs::create_dir_all(&stage).at("create folder", &stage)?,
+        }
         let lock_path = root.join("stage.lock");
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -45,6 +82,10 @@ impl LocalEngine {
             .write(true)
             .open(&lock_path)
             .at("open", &lock_path)?;
+        if let Some(gid) = group {
+            // Every member opens it to write (for its lock): the group's.
+            share_lock_file(&lock, &lock_path, gid)?;
+        }
         if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             for entry in fs::read_dir(&stage).at("list stage folder", &stage)? {
                 let path = entry.at("list stage folder", &stage)?.path();
@@ -61,19 +102,8 @@ impl LocalEngine {
             root: root.to_path_buf(),
             stage,
             name: "local",
+            group,
             _lock: lock,
-        })
-    }
-
-    /// The same engine in a team's shared folder (NFS, Lustre, GPFS): what
-    /// it relies on there is close-to-open consistency (a file is read
-    /// whole after its writer closed it) and `rename` being atomic within
-    /// one folder, which those give; it never relies on `O_EXCL`. Named
-    /// `shared-dir` in `status`.
-    pub fn open_shared(root: &Path) -> Result<LocalEngine> {
-        Ok(LocalEngine {
-            name: "shared-dir",
-            ..LocalEngine::open(root)?
         })
     }
 
@@ -118,6 +148,37 @@ impl LocalEngine {
     }
 }
 
+/// A shared folder's mode and group: setgid, group-writable (2770). A
+/// folder that already gives the group that (made by another member, or
+/// by the lab's admin) is left as it is.
+fn share_dir(dir: &Path, gid: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(dir).at("stat", dir)?;
+    let wanted = 0o2770;
+    if meta.gid() == gid && meta.mode() & wanted == wanted {
+        return Ok(());
+    }
+    // The lab's bytes are the group's, not every user's of the machine.
+    std::os::unix::fs::chown(dir, None, Some(gid)).at("give the team's group", dir)?;
+    fs::set_permissions(dir, Permissions::from_mode(wanted)).at("share with the group", dir)
+}
+
+/// The stage lock of a shared folder, group-writable (0660) and the
+/// group's, when we made it; one another member made is theirs to set.
+fn share_lock_file(file: &File, path: &Path, gid: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().at("stat", path)?;
+    // SAFETY: geteuid cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() }
+        || (meta.gid() == gid && meta.mode() & 0o660 == 0o660)
+    {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, None, Some(gid)).at("give the team's group", path)?;
+    file.set_permissions(Permissions::from_mode(0o660))
+        .at("share with the group", path)
+}
+
 fn is_shard(name: &str) -> bool {
     name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -144,11 +205,19 @@ fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Re
     let dest = engine.path_for(key)?;
     file.sync_all().at("fsync", path)?;
     // Read-only, and for the user alone (a hard link into a repo's
-    // `.git/lfs/objects` shares the mode; git-lfs only reads it).
-    file.set_permissions(Permissions::from_mode(0o400))
+    // `.git/lfs/objects` shares the mode; git-lfs only reads it); in a
+    // team's shared folder, for the group too.
+    let mode = match engine.group {
+        Some(gid) => {
+            std::os::unix::fs::fchown(file, None, Some(gid)).at("give the team's group", path)?;
+            0o440
+        }
+        None => 0o400,
+    };
+    file.set_permissions(Permissions::from_mode(mode))
         .at("make read-only", path)?;
     let dir = dest.parent().expect("blob paths have a shard folder");
-    create_durable_dirs(&engine.root, dir)?;
+    create_durable_dirs(&engine.root, dir, engine.group)?;
     // The same key means the same bytes: a concurrent commit that got there
     // first is as good as ours.
     fs::rename(path, &dest).at("commit (rename) into", &dest)?;
@@ -162,16 +231,20 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 }
 
 /// Creates `dir` and its parents up to `root`, fsyncing each parent that
-/// gained an entry so the new folders survive a power cut.
-fn create_durable_dirs(root: &Path, dir: &Path) -> Result<()> {
+/// gained an entry so the new folders survive a power cut; in a shared
+/// folder (`group`), each one the group's, setgid.
+fn create_durable_dirs(root: &Path, dir: &Path, group: Option<u32>) -> Result<()> {
     if dir.is_dir() || dir == root {
         return Ok(());
     }
     let parent = dir.parent().unwrap_or(root);
-    create_durable_dirs(root, parent)?;
+    create_durable_dirs(root, parent, group)?;
     match fs::create_dir(dir) {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(()),
         other => other.at("create folder", dir)?,
+    }
+    if let Some(gid) = group {
+        share_dir(dir, gid)?;
     }
     fsync_dir(parent)
 }
@@ -235,7 +308,7 @@ impl Backend for LocalEngine {
     fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {
         let path = self.path_for(key)?;
         let dir = self.root.join(QUARANTINE);
-        create_durable_dirs(&self.root, &dir)?;
+        create_durable_dirs(&self.root, &dir, self.group)?;
         let moved = tempfile::Builder::new()
             .prefix(&format!("{}.", hex::encode(key)))
             .rand_bytes(12)
@@ -345,5 +418,110 @@ impl Staged for LocalStage<'_> {
         commit_file(engine, file.as_file(), file.path(), key)?;
         let _ = file.into_temp_path().keep();
         Ok(())
+    }
+}
+
+/// A lab's shared folder: several users of one group. The tests run as
+/// root in CI containers, so "another member" is a file given another
+/// owner; as an ordinary user they check the modes and the planted bytes.
+#[cfg(test)]
+mod shared_folder {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::pool::{Oid, Pool, PoolError};
+
+    const THRESHOLD: u64 = 16;
+
+    /// A group of ours: root's tests take any, a user's its own first one.
+    fn our_group() -> u32 {
+        // SAFETY: getegid cannot fail.
+        let gid = unsafe { libc::getegid() };
+        if unsafe { libc::geteuid() } == 0 {
+            4242
+        } else {
+            gid
+        }
+    }
+
+    fn shared_pool(root: &Path, gid: u32) -> Pool {
+        let large = LocalEngine::open_shared(root, Some(gid)).unwrap();
+        let kv = Arc::new(crate::pool::MemEngine::default());
+        Pool::with_engines(kv, Arc::new(large), THRESHOLD)
+    }
+
+    #[test]
+    fn files_in_a_shared_folder_are_group_readable_and_folders_setgid_to_the_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("team");
+        let gid = our_group();
+        let pool = shared_pool(&root, gid);
+        let bytes = b"a large entry for the whole lab".repeat(4);
+        let oid = Oid::of(&bytes);
+        pool.put(&oid, &bytes).unwrap();
+        let hex = oid.to_hex();
+        let file = root.join(&hex[0..2]).join(&hex[2..4]).join(&hex);
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o440, "file mode");
+        assert_eq!(meta.gid(), gid, "file group");
+        for dir in [
+            root.clone(),
+            root.join(&hex[0..2]),
+            root.join(&hex[0..2]).join(&hex[2..4]),
+            root.join(STAGE),
+        ] {
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert_eq!(
+                meta.permissions().mode() & 0o7777,
+                0o2770,
+                "{}",
+                dir.display()
+            );
+            assert_eq!(meta.gid(), gid, "{}", dir.display());
+        }
+        let lock = std::fs::metadata(root.join("stage.lock")).unwrap();
+        assert_eq!(lock.permissions().mode() & 0o777, 0o660);
+    }
+
+    #[test]
+    fn bytes_planted_by_another_member_are_moved_aside_and_never_served() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("team");
+        let pool = shared_pool(&root, our_group());
+        let real = b"the bytes git asked for, and nothing else".to_vec();
+        let oid = Oid::of(&real);
+        // Another member writes other bytes under that oid's name first
+        // (the folders are the group's to write).
+        let hex = oid.to_hex();
+        let shard = root.join(&hex[0..2]).join(&hex[2..4]);
+        std::fs::create_dir_all(&shard).unwrap();
+        let planted = shard.join(&hex);
+        std::fs::write(&planted, b"someone else's bytes, same length as real!").unwrap();
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&planted, Some(65534), None).unwrap();
+        }
+        // Our put finds the name taken and stores nothing...
+        assert!(!pool.put(&oid, &real).unwrap().stored);
+        // ...but the read-out hashes it, moves it aside and hands out nothing.
+        match pool.get_verified(&oid) {
+            Err(PoolError::Corrupt { oid: bad, .. }) => assert_eq!(bad, oid),
+            Err(other) => panic!("planted bytes: {other}"),
+            Ok(Some(_)) => panic!("the planted bytes were served"),
+            Ok(None) => panic!("the planted file was not seen"),
+        }
+        assert!(
+            pool.get_verified(&oid).unwrap().is_none(),
+            "served after the move"
+        );
+        let aside = std::fs::read_dir(root.join(QUARANTINE)).unwrap().count();
+        assert_eq!(
+            aside, 1,
+            "the planted file is kept aside for a person to see"
+        );
+        // The real bytes go in now and are what comes out.
+        assert!(pool.put(&oid, &real).unwrap().stored);
+        let blob = pool.get_verified(&oid).unwrap().unwrap();
+        assert_eq!(blob.to_vec().unwrap(), real);
     }
 }

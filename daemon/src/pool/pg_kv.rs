@@ -149,6 +149,23 @@ impl Backend for PgKvEngine {
         })
     }
 
+    /// One statement: the batch is one commit.
+    fn delete_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<u64>>> {
+        let gone: std::collections::HashMap<Vec<u8>, u64> =
+            self.read("delete", Default::default(), |c| {
+                let stmt = c.prepare(
+                    "DELETE FROM drsd_kv WHERE key = ANY($1::bytea[]) \
+                 RETURNING key, octet_length(value)::bigint",
+                )?;
+                let rows = c.client.query(&stmt, &[&keys])?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, i64>(1) as u64))
+                    .collect())
+            })?;
+        Ok(keys.iter().map(|k| gone.get(*k).copied()).collect())
+    }
+
     /// Moves the row into `drsd_kv_quarantine`, in one statement (one
     /// transaction): it is in exactly one of the two tables at any time.
     fn quarantine(&self, key: &[u8]) -> Result<Option<String>> {

@@ -6,9 +6,10 @@
 //!
 //! Kept by a [`PinTable`], the pins' engine: [`MemPins`] in memory (pins
 //! live as long as the put or batch, and a sweep runs in the same daemon);
-//! a table shared by several daemons (issue 31: one pool for a lab's
-//! machines) implements the same trait and passes the same contract
-//! (`registry/tests.rs`, where the registry's engines are held to theirs).
+//! [`super::PgPins`] (`pg_pins.rs`) is the table a lab's daemons share
+//! (issue 31: one pool for a lab's machines), under leases, and passes the
+//! same contract (`registry/tests.rs`, where the registry's engines are
+//! held to theirs).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,19 @@ pub trait PinTable: Send + Sync + 'static {
     /// Runs `then` (a sweep's delete of `oid`) unless `oid` is pinned, with
     /// new pins of `oid` held off until it returns. True when `then` ran.
     fn unless_pinned(&self, oid: Oid, then: &mut dyn FnMut() -> Result<()>) -> Result<bool>;
+    /// [`PinTable::unless_pinned`] for a sweep's batch: runs `then` on
+    /// those of `oids` not pinned, with new pins of them held off until it
+    /// returns (a shared table: one transaction, not one per key). For each
+    /// oid, true when `then` was given it. By default, one key at a time.
+    fn unless_pinned_many(
+        &self,
+        oids: &[Oid],
+        then: &mut dyn FnMut(&[Oid]) -> Result<()>,
+    ) -> Result<Vec<bool>> {
+        oids.iter()
+            .map(|&oid| self.unless_pinned(oid, &mut || then(&[oid])))
+            .collect()
+    }
 }
 
 /// The pins of one daemon, in memory.
@@ -68,6 +82,24 @@ impl PinTable for MemPins {
         then()?;
         drop(map);
         Ok(true)
+    }
+
+    fn unless_pinned_many(
+        &self,
+        oids: &[Oid],
+        then: &mut dyn FnMut(&[Oid]) -> Result<()>,
+    ) -> Result<Vec<bool>> {
+        let map = lock(&self.0);
+        let free: Vec<bool> = oids.iter().map(|o| !map.contains_key(o)).collect();
+        let unpinned: Vec<Oid> = oids
+            .iter()
+            .zip(&free)
+            .filter(|(_, f)| **f)
+            .map(|(o, _)| *o)
+            .collect();
+        then(&unpinned)?;
+        drop(map);
+        Ok(free)
     }
 }
 

@@ -8,8 +8,8 @@
 //! transaction per gc, so a kill at any point leaves the last gc's record
 //! or the new one. An entry never seen referenced counts from the first gc
 //! that listed it (no later than its storing: it is kept at least as long).
-//! A table shared by a lab's daemons (issue 31) implements the same trait
-//! and passes the same contract (`registry/tests.rs`).
+//! [`super::PgGcRecords`] (`pg_seen.rs`) is the table a lab's daemons
+//! share (issue 31), held to the same contract (`registry/tests.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,27 @@ pub trait GcRecords: Send {
         now: u64,
         record: bool,
     ) -> Result<HashMap<Vec<u8>, u64>>;
+}
+
+/// For each of the `listed` keys, when it was last seen referenced: `now`
+/// for those in `live`, else its `recorded` time, else `now` (first seen).
+/// What every [`GcRecords`] engine answers from what it has recorded.
+pub(crate) fn sightings(
+    listed: &HashSet<Vec<u8>>,
+    live: &HashSet<Oid>,
+    recorded: &HashMap<Vec<u8>, u64>,
+    now: u64,
+) -> HashMap<Vec<u8>, u64> {
+    let mut last = HashMap::with_capacity(listed.len());
+    for key in listed {
+        let referenced = Oid::from_key(key).is_some_and(|o| live.contains(&o));
+        let at = match recorded.get(key) {
+            Some(&at) if !referenced => at,
+            _ => now,
+        };
+        last.insert(key.clone(), at);
+    }
+    last
 }
 
 /// The record of when each pool entry was last seen referenced, in SQLite.
@@ -81,15 +102,7 @@ impl SeenLog {
             source,
         };
         let recorded = self.recorded().map_err(err)?;
-        let mut last = HashMap::with_capacity(listed.len());
-        for key in listed {
-            let referenced = Oid::from_key(key).is_some_and(|o| live.contains(&o));
-            let at = match recorded.get(key) {
-                Some(&at) if !referenced => at,
-                _ => now,
-            };
-            last.insert(key.clone(), at);
-        }
+        let last = sightings(listed, live, &recorded, now);
         if record {
             self.write(&recorded, &last).map_err(err)?;
         }

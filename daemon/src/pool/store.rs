@@ -84,6 +84,10 @@ pub struct BadEntry {
     pub quarantined: Option<String>,
 }
 
+/// Entries a sweep deletes per batch: one pin-table transaction and one
+/// engine delete each, where the engines have transactions.
+const SWEEP_BATCH: usize = 1000;
+
 /// The two-tier content-addressed pool. Routing is a pure function of length:
 /// `len < threshold` goes to kv, the rest to large, whatever path put it, so
 /// one content never sits in two tiers and nothing ever migrates.
@@ -512,40 +516,78 @@ impl Pool {
     ) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         for (tier, engine) in self.tiers() {
+            let mut doomed = Vec::new();
             for key in engine.list()? {
-                let oid = Oid::from_key(&key);
-                if oid.is_some_and(|o| live.contains(&o)) {
+                if Oid::from_key(&key).is_some_and(|o| live.contains(&o)) {
                     report.kept += 1;
-                    continue;
-                }
-                if listed.is_some_and(|l| !l.contains(&key)) {
+                } else if listed.is_some_and(|l| !l.contains(&key)) {
                     report.newer += 1;
-                    continue;
-                }
-                let mut swept = None;
-                let mut check_and_delete = || {
-                    let Some(bytes) = engine.size(&key)? else {
-                        return Ok(()); // gone since the listing
-                    };
-                    if !delete || engine.delete(&key)? {
-                        swept = Some(bytes);
+                } else {
+                    match Oid::from_key(&key) {
+                        Some(oid) => doomed.push(oid),
+                        None => self.sweep_unkeyed(engine, tier, key, delete, &mut report)?,
                     }
-                    Ok(())
-                };
-                let ran = match oid {
-                    // The pin table holds off new pins of the key while the
-                    // delete runs.
-                    Some(oid) => self.pins.unless_pinned(oid, &mut check_and_delete)?,
-                    None => check_and_delete().map(|()| true)?,
-                };
-                if !ran {
-                    report.pinned += 1;
-                } else if let Some(bytes) = swept {
-                    report.deleted.push(Swept { key, tier, bytes });
                 }
+            }
+            for batch in doomed.chunks(SWEEP_BATCH) {
+                self.sweep_batch(engine, tier, batch, delete, &mut report)?;
             }
         }
         Ok(report)
+    }
+
+    /// Deletes (or, without `delete`, sizes) a batch of unreferenced
+    /// entries under the pin table's lock, so a put that pinned one of them
+    /// first keeps it.
+    fn sweep_batch(
+        &self,
+        engine: &dyn Backend,
+        tier: Tier,
+        batch: &[Oid],
+        delete: bool,
+        report: &mut SweepReport,
+    ) -> Result<()> {
+        let mut gone = Vec::new();
+        let ran = self.pins.unless_pinned_many(batch, &mut |free| {
+            let keys: Vec<&[u8]> = free.iter().map(|o| o.as_bytes().as_slice()).collect();
+            let sizes = match delete {
+                true => engine.delete_many(&keys)?,
+                false => keys.iter().map(|k| engine.size(k)).collect::<Result<_>>()?,
+            };
+            gone.extend(
+                free.iter()
+                    .zip(sizes)
+                    .filter_map(|(o, s)| s.map(|b| (*o, b))),
+            );
+            Ok(())
+        })?;
+        report.pinned += ran.iter().filter(|ran| !**ran).count();
+        report
+            .deleted
+            .extend(gone.into_iter().map(|(oid, bytes)| Swept {
+                key: oid.as_bytes().to_vec(),
+                tier,
+                bytes,
+            }));
+        Ok(())
+    }
+
+    /// A key that is no sha256 cannot be pinned: swept on its own.
+    fn sweep_unkeyed(
+        &self,
+        engine: &dyn Backend,
+        tier: Tier,
+        key: Vec<u8>,
+        delete: bool,
+        report: &mut SweepReport,
+    ) -> Result<()> {
+        let Some(bytes) = engine.size(&key)? else {
+            return Ok(()); // gone since the listing
+        };
+        if !delete || engine.delete(&key)? {
+            report.deleted.push(Swept { key, tier, bytes });
+        }
+        Ok(())
     }
 
     /// Gives deleted entries' space back to the file system (after a

@@ -88,6 +88,44 @@ pub(super) fn pg_registry(url: &str, node: &str, lease: std::time::Duration) -> 
     Registry::with_engine(Arc::new(PgRegistry::open(server, name, lease).unwrap()))
 }
 
+/// The pins and gc's records of a lab's team database (`pool/pg_pins.rs`,
+/// `pool/pg_seen.rs`), in a database of their own on the tests' server
+/// (`DRSD_TEST_PG_URL`: the tests fail without it); the registry beside
+/// them is SQLite's, which the cases run here do not touch.
+fn team_pool_tables() -> Fixture {
+    let mut f = sqlite();
+    let db = crate::pool::TestDb::create();
+    let server = crate::pool::PgServer::open(&db.url).unwrap();
+    f.pins = Arc::new(crate::pool::PgPins::new(server.clone(), "test-node").unwrap());
+    // The closure owns the database: it is dropped with the fixture.
+    f.gc_records = Box::new(move || {
+        let _owner = &db;
+        Box::new(crate::pool::PgGcRecords::new(server.clone()).unwrap())
+    });
+    f
+}
+
+/// The cases of pins and gc's records, over the team database's tables:
+/// `team_tables::<case>`.
+macro_rules! for_the_team_tables {
+    ($($case:ident),* $(,)?) => {
+        mod team_tables {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(super::team_pool_tables());
+                }
+            )*
+        }
+    };
+}
+
+for_the_team_tables!(
+    a_key_pinned_twice_is_left_alone_until_both_pins_are_released,
+    a_pin_of_a_key_being_swept_waits_until_the_sweep_of_it_is_done,
+    an_entry_counts_from_its_last_reference_or_its_first_sighting,
+);
+
 /// One test per engine for a contract case: `<case>::<engine>`.
 macro_rules! for_every_engine {
     ($case:ident) => {

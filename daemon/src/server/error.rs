@@ -34,6 +34,10 @@ pub enum DaemonError {
     Watch(#[from] WatchError),
     #[error("opening the registry of foreign objects: {0}")]
     Registry(Box<crate::registry::RegistryError>),
+    /// The team's gc tables (published roots, grace records) could not be
+    /// opened.
+    #[error("opening the team's gc records: {0}")]
+    TeamGc(Box<crate::ops::gc::GcError>),
     /// `team_db` names a database that does not answer, and `team_required`
     /// (the default) says not to run without it.
     #[error(

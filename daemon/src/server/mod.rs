@@ -90,7 +90,7 @@ impl Daemon {
         let watcher = Watcher::start(config.debounce, tx)?;
         let repos = RepoBook::load(state_file(&config.state_dir), pool.clone(), watcher)?;
         let repos = Arc::new(repos);
-        let registry = open_registry(&config, team).await?;
+        let registry = open_registry(&config, team.clone()).await?;
         let left = uploads::left_over(&registry).await;
         // Every multipart upload from now on is recorded in the registry.
         let journal: Arc<dyn crate::stores::UploadJournal> = registry.clone();
@@ -133,6 +133,13 @@ impl Daemon {
             &config.pool_dir,
             &config.state_dir,
         );
+        let gc = match &team {
+            Some(team) => gc.with_team(
+                team.gc_team()
+                    .map_err(|e| DaemonError::TeamGc(Box::new(e)))?,
+            ),
+            None => gc,
+        };
         let shared = Arc::new(Shared {
             config,
             care,
@@ -289,6 +296,10 @@ async fn measure_pool(shared: Arc<Shared>) {
 /// How often a team's node looks for objects another node hashed.
 const TEAM_POLL: Duration = Duration::from_secs(2);
 
+/// How often a team's node publishes the roots its repos hold, so a gc on
+/// another node keeps them (a multiple of [`TEAM_POLL`]).
+const TEAM_PUBLISH: Duration = Duration::from_secs(60);
+
 /// Team mode only: promotes, in this node's repos, the objects another
 /// node's workers hashed (they promote their own node's repos only).
 /// Polling with a bound ([`TEAM_POLL`]) rather than LISTEN/NOTIFY: one
@@ -298,8 +309,15 @@ async fn team_loop(shared: Arc<Shared>) {
         return;
     }
     let mut tick = tokio::time::interval(TEAM_POLL);
-    loop {
+    for n in 0u64.. {
         tick.tick().await;
+        // This node's roots, for a gc on any node: at start, then each
+        // TEAM_PUBLISH (a gc here publishes them first thing too).
+        if n % (TEAM_PUBLISH.as_secs() / TEAM_POLL.as_secs()) == 0 {
+            if let Err(e) = shared.gc.publish_roots().await {
+                log::warn!("publishing this node's roots to the team: {e}");
+            }
+        }
         for repo in shared.registrar.paths() {
             shared.foreign.catch_up_if_hashed_elsewhere(&repo).await;
         }

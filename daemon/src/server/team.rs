@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use super::DaemonError;
 use crate::config::Config;
-use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgServer, Pool, PoolError};
+use crate::ops::gc::{GcError, GcTeam};
+use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
 use crate::registry::postgres::{NodeName, DEFAULT_LEASE};
 use crate::registry::{PgRegistry, Registry, RegistryError};
 use crate::settings::Key;
@@ -86,9 +87,11 @@ impl Team {
     /// The team's pool: postgres kv, the large tier per `team_large`.
     pub(super) fn open_pool(&self, config: &Config) -> Result<Pool, PoolError> {
         let kv = Arc::new(PgKvEngine::new(self.server.clone()));
-        match &self.large {
+        // Pins are the lab's: another node's gc keeps what this one writes.
+        let pins = Arc::new(PgPins::new(self.server.clone(), &self.node.name)?);
+        let pool = match &self.large {
             Large::SharedDir(dir) => {
-                let large = Arc::new(LocalEngine::open_shared(&dir.join("large"))?);
+                let large = Arc::new(LocalEngine::open_shared(&dir.join("large"), None)?);
                 let partial = dir.join(format!("partial-{}", safe_name(&self.node.name)));
                 Pool::open_team(kv, large, dir, &partial, config.threshold)
             }
@@ -98,7 +101,14 @@ impl Team {
                 let partial = config.pool_dir.join("partial");
                 Pool::open_team(kv, large, &config.pool_dir, &partial, config.threshold)
             }
-        }
+        }?;
+        Ok(pool.with_pins(pins))
+    }
+
+    /// gc across the lab: this node's roots published, every node's kept,
+    /// grace records in the database.
+    pub(super) fn gc_team(&self) -> Result<GcTeam, GcError> {
+        GcTeam::postgres(&self.server, &self.node.name)
     }
 
     pub(super) fn open_registry(&self) -> Result<Registry, RegistryError> {

@@ -6,7 +6,7 @@
 
 use crate::io_error::out_of_space;
 use crate::ops::foreign::ForeignError;
-use crate::ops::gc::GcError;
+use crate::ops::gc::{ForgetError, GcError};
 use crate::ops::repos::RepoError;
 use crate::ops::transfer::TransferError;
 use crate::remote::{PointerFetchError, UploadError};
@@ -117,6 +117,17 @@ impl From<GcError> for WireError {
             GcError::Unreadable { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
             GcError::Pool(_) | GcError::Registry(_) => wire_error(ErrorCode::Internal, &e),
             GcError::Partials(_) => WireError::new(ErrorCode::Internal, e.to_string()),
+            GcError::Roots(_) => wire_error(ErrorCode::Internal, &e),
+        }
+    }
+}
+
+impl From<ForgetError> for WireError {
+    fn from(e: ForgetError) -> WireError {
+        match &e {
+            ForgetError::Own { .. } => WireError::new(ErrorCode::InvalidArgument, e.to_string()),
+            ForgetError::Unknown { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
+            ForgetError::Roots(_) => wire_error(ErrorCode::Internal, &e),
         }
     }
 }

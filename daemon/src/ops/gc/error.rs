@@ -8,6 +8,8 @@ use crate::pool::PoolError;
 use crate::registry::RegistryError;
 use crate::remote::partials::PartialsError;
 
+use super::roots::RootsError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GcError {
     /// No repo is registered: every entry would look unreferenced.
@@ -37,6 +39,9 @@ pub enum GcError {
     /// Reading what the registry records for the repos.
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// Publishing this node's roots or reading every node's.
+    #[error("gc stopped before deleting anything: {0}")]
+    Roots(#[from] RootsError),
     /// Sweeping the partial downloads no job will resume.
     #[error("gc of partial downloads: {0}")]
     Partials(#[source] PartialsSweepError),
@@ -51,4 +56,22 @@ pub enum PartialsSweepError {
     /// Listing or removing the files.
     #[error(transparent)]
     Files(#[from] PartialsError),
+}
+
+/// Why `drsctl team forget NODE` removed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    /// The node asked to forget is this one.
+    #[error(
+        "team forget {node}: that is this node; its roots would be published again at its \
+         next gc. Unregister its repos instead (`drsctl repos remove PATH`)"
+    )]
+    Own { node: String },
+    /// No node of that name published roots.
+    #[error("team forget {node}: no node of that name published roots (known: {})",
+        if known.is_empty() { "none".to_string() } else { known.join(", ") })]
+    Unknown { node: String, known: Vec<String> },
+    /// Reading or removing the roots.
+    #[error("team forget: {0}")]
+    Roots(#[from] RootsError),
 }

@@ -19,9 +19,22 @@
 //! grace period (see [`SeenLog`]: the grace records), and a gc with no repo
 //! registered at all (a lost `repos.json` looks just like that) is refused
 //! unless forced.
+//!
+//! On a lab's shared pool (issue 31) a node's repos are on that node only,
+//! so each gc publishes this node's roots per repo ([`TeamRoots`]) and
+//! keeps whatever any node published, even with no grace; the grace
+//! records and the pins are the team database's too ([`GcTeam`]). The
+//! order of a gc's steps is what keeps a live entry's bytes: this node's
+//! roots are committed before every node's are read, the grace records are
+//! committed before anything is deleted, and each delete runs under the
+//! pins' lock (see [`collect`]).
 
 mod error;
 pub(crate) mod partials;
+mod pg_roots;
+mod roots;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -32,11 +45,13 @@ use super::pool::PoolCare;
 use super::repos::{state_file, RepoBook};
 use crate::blocking;
 use crate::lfs::stored_pointers;
-use crate::pool::{Oid, Pool, SeenLog, SweepReport};
+use crate::pool::{GcRecords, Oid, PgGcRecords, PgServer, Pool, PoolError, SeenLog, SweepReport};
 use crate::registry::Registry;
 use drsd_proto::{GcEntry, GcReport, PartialsRemoved};
 
-pub use error::{GcError, PartialsSweepError};
+pub use error::{ForgetError, GcError, PartialsSweepError};
+pub use pg_roots::PgRoots;
+pub use roots::{Forgotten, LocalRoots, PublishedRepo, RootsError, TeamRoots};
 
 /// The record of sightings, beside the pool.
 const SEEN_FILE: &str = "gc.sqlite";
@@ -64,14 +79,55 @@ impl Plan {
     }
 }
 
+/// Opens gc's grace records, once per gc.
+pub type RecordsOpener = Box<dyn Fn() -> Result<Box<dyn GcRecords>, PoolError> + Send + Sync>;
+
+/// What a gc shares with the other nodes of a lab (or, on one machine,
+/// keeps to itself): where roots are published and the grace records.
+pub struct GcTeam {
+    /// This node's name among the published roots.
+    pub node: String,
+    pub roots: Box<dyn TeamRoots>,
+    pub records: RecordsOpener,
+}
+
+impl GcTeam {
+    /// One machine: roots in memory, the grace records in `gc.sqlite` in
+    /// the pool folder.
+    pub fn local(pool_dir: &Path) -> GcTeam {
+        let seen = pool_dir.join(SEEN_FILE);
+        GcTeam {
+            node: "local".into(),
+            roots: Box::new(LocalRoots::default()),
+            records: Box::new(move || Ok(Box::new(SeenLog::open(&seen)?) as Box<dyn GcRecords>)),
+        }
+    }
+
+    /// A lab: roots and grace records in the team database on `server`,
+    /// this node publishing as `node`. (The pins go with the pool:
+    /// `Pool::with_pins(PgPins::new(server, node))`.)
+    pub fn postgres(server: &Arc<PgServer>, node: &str) -> Result<GcTeam, GcError> {
+        let roots = PgRoots::new(server.clone())?;
+        PgGcRecords::new(server.clone())?;
+        let server = server.clone();
+        Ok(GcTeam {
+            node: node.to_string(),
+            roots: Box::new(roots),
+            records: Box::new(move || {
+                Ok(Box::new(PgGcRecords::new(server.clone())?) as Box<dyn GcRecords>)
+            }),
+        })
+    }
+}
+
 /// The gc service.
 pub struct Gc {
     pool: Arc<Pool>,
     registry: Arc<Registry>,
     book: Arc<RepoBook>,
     care: Arc<PoolCare>,
-    /// The grace records (`gc.sqlite` in the pool folder).
-    seen: PathBuf,
+    /// Roots and grace records: this machine's, or the team's.
+    team: Arc<GcTeam>,
     /// The repo book's file, named when a gc is refused for want of repos.
     state_file: PathBuf,
 }
@@ -90,9 +146,53 @@ impl Gc {
             registry,
             book,
             care,
-            seen: pool_dir.join(SEEN_FILE),
+            team: Arc::new(GcTeam::local(pool_dir)),
             state_file: state_file(state_dir),
         }
+    }
+
+    /// The same gc with its roots and grace records in `team` (a lab's
+    /// database: [`GcTeam::postgres`]).
+    pub fn with_team(mut self, team: GcTeam) -> Gc {
+        self.team = Arc::new(team);
+        self
+    }
+
+    /// Publishes the roots of this node's registered repos now (a gc does
+    /// it first thing; a daemon in a team also does it after its scans, so
+    /// a gc elsewhere sees repos this node has not gc'd lately). Returns the
+    /// roots published.
+    pub async fn publish_roots(&self) -> Result<usize, GcError> {
+        let (registry, team, repos) = (self.registry.clone(), self.team.clone(), self.book.paths());
+        blocking(move || {
+            let own = own_roots(&registry, &repos)?;
+            publish(&team, &own)
+        })
+        .await
+    }
+
+    /// Removes what node `node` published, so its repos no longer hold
+    /// entries in the shared pool. This node is refused: its next gc would
+    /// publish its roots again.
+    pub async fn forget_node(&self, node: String) -> Result<Forgotten, ForgetError> {
+        if node == self.team.node {
+            return Err(ForgetError::Own { node });
+        }
+        let team = self.team.clone();
+        blocking(move || {
+            let known = roots::node_names(&team.roots.nodes()?);
+            if !known.contains(&node) {
+                return Err(ForgetError::Unknown { node, known });
+            }
+            Ok(team.roots.forget(&node)?)
+        })
+        .await
+    }
+
+    /// What each node has published, by node then repo.
+    pub async fn published(&self) -> Result<Vec<PublishedRepo>, RootsError> {
+        let team = self.team.clone();
+        blocking(move || team.roots.nodes()).await
     }
 
     /// The gc `sweep` asks for, over the repos registered now; refused with
@@ -120,9 +220,17 @@ impl Gc {
             repos,
         } = plan;
         let count = repos.len();
-        let (pool, registry, seen) = (self.pool.clone(), self.registry.clone(), self.seen.clone());
-        let (swept, waiting, compacted) =
-            blocking(move || sweep_pool(&pool, &registry, &repos, &seen, dry_run, grace)).await?;
+        let (pool, registry, team) = (self.pool.clone(), self.registry.clone(), self.team.clone());
+        let Collected {
+            swept,
+            waiting,
+            compacted,
+            ..
+        } = blocking(move || {
+            let own = || own_roots(&registry, &repos);
+            collect(&pool, &team, own, dry_run, grace)
+        })
+        .await?;
         let mut report = report(dry_run, count, swept, compacted);
         // The sweep counted the waiting entries with those stored after the
         // listing.
@@ -151,27 +259,54 @@ impl Gc {
     }
 }
 
-/// The pool's sweep of the entries unreferenced for `grace` seconds:
-/// what was swept, how many wait for their grace to pass, and the bytes
-/// compaction freed. Blocking.
-fn sweep_pool(
+/// What [`collect`] did.
+pub struct Collected {
+    pub swept: SweepReport,
+    /// Unreferenced entries still within their grace.
+    pub waiting: usize,
+    /// Bytes compaction gave back.
+    pub compacted: u64,
+    /// Oids any node's roots named.
+    pub live: usize,
+}
+
+/// The pool's side of a gc: the entries no node's roots name and none has
+/// referenced for `grace` seconds are deleted (with `dry_run`, counted).
+/// `own` reads this node's roots, per repo; they are published even by a
+/// dry run (what a node's repos hold is a fact to share, not a deletion).
+/// Blocking.
+///
+/// The order is what keeps every live entry's bytes, whatever step a kill
+/// stops it at:
+/// 1. the pool is listed first: an entry stored while the roots are read
+///    may be for a pointer that came after its repo was read; it waits for
+///    the next gc;
+/// 2. this node's roots are published (each repo's set replaced whole,
+///    committed) before every node's are read, so what this node holds is
+///    never judged by an older copy of itself;
+/// 3. the grace records are committed before anything is deleted: a kill
+///    after them deletes nothing, and the next gc starts over from them;
+/// 4. each delete runs under the pins' lock, after the check that no put
+///    pinned the key. A kill between two deletes (a kv row deleted, a large
+///    file not yet unlinked) leaves only garbage behind: every key deleted
+///    was unnamed by all roots, and the rest are left as they were.
+pub fn collect(
     pool: &Pool,
-    registry: &Registry,
-    repos: &[PathBuf],
-    seen_path: &Path,
+    team: &GcTeam,
+    own: impl FnOnce() -> Result<Vec<(String, HashSet<Oid>)>, GcError>,
     dry_run: bool,
     grace: u64,
-) -> Result<(SweepReport, usize, u64), GcError> {
-    // Listed first: an entry stored while the repos are read may be for
-    // a pointer that arrived after its repo was read; it waits for the
-    // next gc.
+) -> Result<Collected, GcError> {
     let listed: HashSet<Vec<u8>> = pool.list()?.into_iter().collect();
-    let live = live_set(registry, repos)?;
+    let own = own()?;
+    publish(team, &own)?;
+    let mut live = team.roots.all_live()?;
+    live.extend(own.into_iter().flat_map(|(_, oids)| oids));
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut seen = SeenLog::open(seen_path)?;
-    let last = seen.last_referenced(&listed, &live, now, !dry_run)?;
+    let mut records = (team.records)()?;
+    let last = records.last_referenced(&listed, &live, now, !dry_run)?;
     // Only entries past the grace are offered to the sweep; the others
     // are left as if listed after it began.
     let expired: HashSet<Vec<u8>> = listed
@@ -188,14 +323,34 @@ fn sweep_pool(
         true => 0,
         false => pool.compact()?,
     };
-    Ok((swept, waiting, compacted))
+    Ok(Collected {
+        swept,
+        waiting,
+        compacted,
+        live: live.len(),
+    })
 }
 
-/// Every oid a registered repo can need.
-fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, GcError> {
+/// Replaces this node's published roots with `own`, repo by repo, and
+/// drops those of repos no longer registered. Returns the roots published.
+fn publish(team: &GcTeam, own: &[(String, HashSet<Oid>)]) -> Result<usize, GcError> {
+    for (repo, oids) in own {
+        team.roots.publish(&team.node, repo, oids)?;
+    }
+    let repos: Vec<String> = own.iter().map(|(repo, _)| repo.clone()).collect();
+    team.roots.retain(&team.node, &repos)?;
+    Ok(own.iter().map(|(_, oids)| oids.len()).sum())
+}
+
+/// Every oid each registered repo can need, per repo (named by its path).
+fn own_roots(
+    registry: &Registry,
+    repos: &[PathBuf],
+) -> Result<Vec<(String, HashSet<Oid>)>, GcError> {
     let hashed = registry.hashed()?;
-    let mut live = HashSet::new();
+    let mut out = Vec::with_capacity(repos.len());
     for repo in repos {
+        let mut live = HashSet::new();
         let pointers = stored_pointers(repo).map_err(|source| GcError::Unreadable {
             repo: repo.clone(),
             source,
@@ -207,8 +362,9 @@ fn live_set(registry: &Registry, repos: &[PathBuf]) -> Result<HashSet<Oid>, GcEr
         for entry in registry.for_repo(repo)? {
             live.extend(entry.object.content_oid);
         }
+        out.push((repo.display().to_string(), live));
     }
-    Ok(live)
+    Ok(out)
 }
 
 fn report(dry_run: bool, repos: usize, swept: SweepReport, compacted: u64) -> GcReport {

@@ -13,6 +13,7 @@ mod push;
 mod repos;
 mod shutdown;
 mod status;
+mod team;
 mod transfer;
 mod verify;
 
@@ -85,6 +86,7 @@ pub(crate) async fn handle(
         Request::CheckOut(request) => check_out::handle(&shared, request).await,
         Request::AddUrl(request) => add_url::handle(&shared, request, &progress).await,
         Request::Config(_) => Ok(config::handle(&shared)),
+        Request::TeamForget(request) => team::forget(&shared, request).await,
         Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
