@@ -613,7 +613,8 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; DROP TABLE indexd_records;
-         ALTER TABLE objects DROP COLUMN content_read; DROP TABLE sent; PRAGMA user_version = 3;",
+         ALTER TABLE objects DROP COLUMN content_read; DROP TABLE sent; DROP TABLE fence_uploads;
+         PRAGMA user_version = 3;",
     )
         .unwrap();
     drop(conn);

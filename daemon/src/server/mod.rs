@@ -133,11 +133,12 @@ impl Daemon {
             &config.pool_dir,
             &config.state_dir,
         );
-        let gc = match &team {
-            Some(team) => gc.with_team(
-                team.gc_team()
-                    .map_err(|e| DaemonError::TeamGc(Box::new(e)))?,
-            ),
+        let gc = match team.clone() {
+            // Opening the team's gc tables blocks: off the async threads.
+            Some(team) => {
+                let gc_team = crate::blocking(move || team.gc_team()).await;
+                gc.with_team(gc_team.map_err(|e| DaemonError::TeamGc(Box::new(e)))?)
+            }
             None => gc,
         };
         let shared = Arc::new(Shared {
