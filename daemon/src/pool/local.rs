@@ -151,16 +151,29 @@ impl LocalEngine {
 /// A shared folder's mode and group: setgid, group-writable (2770). A
 /// folder that already gives the group that (made by another member, or
 /// by the lab's admin) is left as it is.
+///
+/// The folder is opened without following a symbolic link and changed
+/// through that handle: another member who may write the shared folder
+/// could replace it with a link to a folder of ours (`~/.ssh`), which a
+/// chown and chmod by path would then hand to the group. A link is
+/// refused (`ELOOP`), naming the folder.
 fn share_dir(dir: &Path, gid: u32) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = fs::metadata(dir).at("stat", dir)?;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let handle = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .at("open the shared folder (not through a link)", dir)?;
+    let meta = handle.metadata().at("stat", dir)?;
     let wanted = 0o2770;
     if meta.gid() == gid && meta.mode() & wanted == wanted {
         return Ok(());
     }
     // The lab's bytes are the group's, not every user's of the machine.
-    std::os::unix::fs::chown(dir, None, Some(gid)).at("give the team's group", dir)?;
-    fs::set_permissions(dir, Permissions::from_mode(wanted)).at("share with the group", dir)
+    std::os::unix::fs::fchown(&handle, None, Some(gid)).at("give the team's group", dir)?;
+    handle
+        .set_permissions(Permissions::from_mode(wanted))
+        .at("share with the group", dir)
 }
 
 /// The stage lock of a shared folder, group-writable (0660) and the
@@ -482,6 +495,22 @@ mod shared_folder {
         }
         let lock = std::fs::metadata(root.join("stage.lock")).unwrap();
         assert_eq!(lock.permissions().mode() & 0o777, 0o660);
+    }
+
+    #[test]
+    fn a_shared_folder_replaced_by_a_link_is_refused_and_the_links_target_keeps_its_mode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let private = tmp.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::set_permissions(&private, Permissions::from_mode(0o700)).unwrap();
+        let planted = tmp.path().join("team");
+        std::os::unix::fs::symlink(&private, &planted).unwrap();
+        let err = LocalEngine::open_shared(&planted, Some(our_group()))
+            .err()
+            .expect("a link is not a shared folder");
+        assert!(err.to_string().contains("team"), "{err}");
+        let meta = std::fs::metadata(&private).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o700);
     }
 
     #[test]
