@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL server (Debian's `postgresql` package) for the tests:
 # initdb in DIR, one server on 127.0.0.1:PORT and a unix socket in DIR/sock,
-# fsync on (what a lab's server does), trust authentication on loopback only.
+# fsync on (what a lab's server does), trust authentication on loopback only
+# (but for the role drsd_password_test, which must give its password).
 # Starts in a few seconds.
 #   usage: pg-up.sh DIR [PORT]      stop: pg-down.sh DIR
 # Writes DIR/env with DRSD_TEST_PG_URL, a libpq connection URL of a superuser
@@ -24,6 +25,12 @@ fi
 "${as[@]}" "$bin/initdb" --pgdata="$C/data" --username=postgres --auth=trust \
   --encoding=UTF8 --locale=C.UTF-8 --no-sync >"$C/initdb.log" 2>&1 \
   || { cat "$C/initdb.log" >&2; exit 1; }
+# One role must give its password (scram), so that the tests can show a
+# password read from ~/.pgpass or a service file really is sent; the first
+# matching line wins, so it goes above initdb's trust lines.
+{ echo "host all drsd_password_test 127.0.0.1/32 scram-sha-256"; cat "$C/data/pg_hba.conf"; } > "$C/data/pg_hba.new"
+mv "$C/data/pg_hba.new" "$C/data/pg_hba.conf"
+[ "$(id -u)" = 0 ] && chown "$user" "$C/data/pg_hba.conf"
 cat >> "$C/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
 port = $PORT

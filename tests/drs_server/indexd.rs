@@ -313,11 +313,17 @@ struct Filter {
     hashes: Vec<(String, String)>,
     size: Option<u64>,
     urls: Vec<String>,
+    /// Records answered at most: Indexd's `limit`, 100 unless asked,
+    /// 1024 at most.
+    limit: usize,
 }
 
 impl Filter {
     fn parse(query: &str) -> Result<Filter, Refusal> {
-        let mut filter = Filter::default();
+        let mut filter = Filter {
+            limit: 100,
+            ..Filter::default()
+        };
         for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
             match &*key {
                 "hash" => {
@@ -333,6 +339,10 @@ impl Filter {
                     filter.size = Some(size);
                 }
                 "url" => filter.urls.push(value.into_owned()),
+                "limit" => match value.parse::<usize>() {
+                    Ok(n) if n <= 1024 => filter.limit = n,
+                    _ => return Err(bad_request("limit must be between 0 and 1024")),
+                },
                 _ => {}
             }
         }
@@ -362,6 +372,7 @@ pub(crate) async fn query(
         .records
         .values()
         .filter(|r| filter.matches(r))
+        .take(filter.limit)
         .map(IndexRecord::json)
         .collect();
     Ok(Json(json!({ "records": records })).into_response())

@@ -25,6 +25,8 @@ pub enum PoolError {
         #[source]
         source: postgres::Error,
     },
+    #[error(transparent)]
+    ConnInfo(#[from] super::pg_conninfo::ConnInfoError),
     #[error("the stage of {what} was removed before its commit (its writer was silent past the lease); nothing stored")]
     StageLost { what: String },
     #[error("reading the source stream after {at} bytes: {source}")]

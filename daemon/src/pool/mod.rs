@@ -10,6 +10,7 @@ mod files;
 mod local;
 mod mem;
 mod pg;
+mod pg_conninfo;
 mod pg_kv;
 mod pg_lo;
 mod pg_pins;
@@ -35,6 +36,7 @@ pub(crate) use pg::create_tables;
 pub use pg::PgServer;
 #[cfg(test)]
 pub(crate) use pg::TestDb;
+pub use pg_conninfo::{ConnInfo, ConnInfoError, Environment, ProcessEnv};
 pub use pg_kv::PgKvEngine;
 pub use pg_lo::PgLoEngine;
 pub use pg_pins::{PgPins, PIN_LEASE};

@@ -8,7 +8,6 @@
 //! threads (`crate::blocking`), like SQLite and file I/O are.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::error::{PoolError, Result};
+use super::pg_conninfo::{ConnInfo, Environment, ProcessEnv};
 use crate::lock::lock;
 
 /// Connections one engine opens at most; a caller past it waits for one.
@@ -62,33 +62,27 @@ impl PgConn {
 }
 
 impl PgServer {
-    /// Reads `url` (a `postgresql://` URL or `key=value` pairs, as libpq
-    /// takes them; the password, when the URL has none, from `PGPASSWORD`)
-    /// and connects once, so a server that is down or refuses us is an error
+    /// Reads `url` as libpq does ([`ConnInfo`]: a URL or `key=value`
+    /// pairs, a service, the `PG…` variables, the password file) and
+    /// connects once, so a server that is down or refuses us is an error
     /// here, naming it.
     pub fn open(url: &str) -> Result<Arc<PgServer>> {
-        let mut config = postgres::Config::from_str(url).map_err(|e| PoolError::Postgres {
-            op: "read the connection URL",
-            server: "the team database URL".into(),
-            source: e,
-        })?;
-        if config.get_password().is_none() {
-            if let Ok(password) = std::env::var("PGPASSWORD") {
-                config.password(password);
-            }
-        }
-        if config.get_user().is_none() {
-            if let Ok(user) = std::env::var("PGUSER").or_else(|_| std::env::var("USER")) {
-                config.user(&user);
-            }
-        }
+        PgServer::open_in(url, &ProcessEnv)
+    }
+
+    /// [`PgServer::open`] with the variables and home folder of `env`.
+    pub fn open_in(url: &str, env: &dyn Environment) -> Result<Arc<PgServer>> {
+        let ConnInfo {
+            mut config,
+            root_cert,
+        } = ConnInfo::read(url, env)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         let server = Arc::new(PgServer {
             shown: shown(&config),
             config,
-            tls: tls(),
+            tls: tls(root_cert.as_deref()),
             idle: Mutex::new(Idle::default()),
             freed: Condvar::new(),
         });
@@ -100,7 +94,7 @@ impl PgServer {
     /// `url` as `drsctl config` shows it: host, port, database and user,
     /// and whether a password is in it, never the password itself.
     pub fn redacted(url: &str) -> String {
-        match postgres::Config::from_str(url) {
+        match ConnInfo::read(url, &ProcessEnv).map(|info| info.config) {
             Ok(config) if config.get_password().is_some() => {
                 format!("{} (password {})", shown(&config), drsd_proto::SECRET_SHOWN)
             }
@@ -275,20 +269,22 @@ fn shown(config: &postgres::Config) -> String {
 /// extra roots of `DRSD_CA_FILE`; the certificate is always checked
 /// (`sslmode=prefer`, the default, falls back to plain only when the server
 /// offers no TLS at all; `sslmode=disable` never tries it).
-fn tls() -> MakeRustlsConnect {
+fn tls(root_cert: Option<&std::path::Path>) -> MakeRustlsConnect {
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
-    // The variable `remote::http` reads too (the pool does not depend on remote/).
-    if let Ok(path) = std::env::var("DRSD_CA_FILE") {
+    // The variable `remote::http` reads too (the pool does not depend on
+    // remote/), and the connection's `sslrootcert`.
+    let extra = std::env::var_os("DRSD_CA_FILE").map(std::path::PathBuf::from);
+    for path in extra.iter().map(|p| p.as_path()).chain(root_cert) {
         use rustls::pki_types::pem::PemObject;
-        match rustls::pki_types::CertificateDer::pem_file_iter(&path) {
+        match rustls::pki_types::CertificateDer::pem_file_iter(path) {
             Ok(certs) => {
                 for cert in certs.flatten() {
                     let _ = roots.add(cert);
                 }
             }
-            Err(e) => log::warn!("extra roots in {path} not read: {e}"),
+            Err(e) => log::warn!("extra roots in {} not read: {e}", path.display()),
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -230,18 +230,20 @@ impl Transfers {
             Ok(blob) => Arc::new(blob),
             Err(outcome) => return Pushed3::Not(Box::new(outcome)),
         };
-        let md5 = match md5_of(blob.clone(), pointer.oid).await {
+        let md5 = match self.md5_if_asked(target, pointer, &blob).await {
             Ok(md5) => md5,
             Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
         };
-        match self.commons_md5_held(target, pointer, &md5).await {
-            Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
-            Ok(true) => return Pushed3::Held,
-            Ok(false) => {}
+        if let Some(md5) = &md5 {
+            match self.commons_md5_held(target, pointer, md5).await {
+                Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
+                Ok(true) => return Pushed3::Held,
+                Ok(false) => {}
+            }
         }
         let name = file_name(pushed);
         match self
-            .upload_through_fence(target, pointer, blob, &md5, &name)
+            .upload_through_fence(target, pointer, blob, md5.as_deref(), &name)
             .await
         {
             Ok(true) => Pushed3::Sent,
@@ -337,6 +339,31 @@ impl Transfers {
         }
     }
 
+    /// The md5 of `blob` when the commons has records of its size, one of
+    /// which may hold it under its md5 only; `None` when it has none: the
+    /// md5 is then the upload's, hashed as the bytes go, not a pass of its
+    /// own over a file of many GB.
+    async fn md5_if_asked(
+        &self,
+        target: &CommonsTarget<'_>,
+        pointer: Pointer,
+        blob: &Arc<Blob>,
+    ) -> Result<Option<String>, CommonsPushError> {
+        let sized = target
+            .indexd
+            .any_of_size(pointer.size)
+            .await
+            .map_err(|error| CommonsPushError::Ask {
+                commons: target.commons.url(),
+                by: " by its size",
+                error,
+            })?;
+        match sized {
+            true => md5_of(blob.clone(), pointer.oid).await.map(Some),
+            false => Ok(None),
+        }
+    }
+
     /// Whether a record naming `md5` and the size but no sha256 is the
     /// object: its bytes read through DRS (into the pool) hash to the oid.
     /// Then a version naming the sha256 is added. `Err` when the commons
@@ -380,9 +407,13 @@ impl Transfers {
         Ok(false)
     }
 
-    /// The bytes of `pointer` on this machine, checked against its oid:
-    /// the pool's, else the repo's `.git/lfs/objects` taken into the pool,
-    /// else a foreign object's source read into the pool.
+    /// The bytes of `pointer` on this machine: the pool's (checked against
+    /// its oid), else the repo's own `.git/lfs/objects` file, else a foreign
+    /// object's source read into the pool. The repo's file is read where
+    /// it is, not taken into the pool first: that would hash a file of many
+    /// GB once more, and the upload hashes every byte it sends and
+    /// completes nothing that is not the object (`multipart`,
+    /// `check_whole`).
     async fn local_blob(
         &self,
         target: &CommonsTarget<'_>,
@@ -393,10 +424,10 @@ impl Transfers {
         let pool = self.pool.clone();
         let path = object_path(target.lfs_objects, &oid);
         let taken = blocking(move || -> Result<Option<Blob>, PoolError> {
-            if pool.size(&oid)?.is_none() && path.is_file() {
-                pool.adopt_file(&path, Some(&oid))?;
+            match pool.size(&oid)? {
+                Some(_) => pool.get_verified(&oid),
+                None => repo_file(&path),
             }
-            pool.get_verified(&oid)
         })
         .await;
         match taken {
@@ -440,7 +471,8 @@ impl Transfers {
     }
 
     /// Sends `blob` through Fence and completes its record, resuming the
-    /// record the registry says a push before began. `Ok(false)`: the
+    /// record the registry says a push before began. `md5`: the blob's, when
+    /// known before; else the upload's hashing gives it. `Ok(false)`: the
     /// commons turned out to hold it (the content's own did registered by
     /// another machine or git-drs, or a record a push before completed):
     /// nothing was sent.
@@ -449,7 +481,7 @@ impl Transfers {
         target: &CommonsTarget<'_>,
         pointer: Pointer,
         blob: Arc<Blob>,
-        md5: &str,
+        md5: Option<&str>,
         name: &str,
     ) -> Result<bool, FenceSendError> {
         let oid = pointer.oid;
@@ -484,7 +516,7 @@ impl Transfers {
         // nobody finishes, never a complete one without its bytes.
         self.journal(target, oid, FenceStep::Begun, resume.as_deref(), None)
             .await?;
-        let (guid, key) = match pointer.size > self.upload.part_size {
+        let (guid, key, md5) = match pointer.size > self.upload.part_size {
             false => {
                 let (guid, url) = match &resume {
                     Some(guid) => {
@@ -499,13 +531,13 @@ impl Transfers {
                 self.journal(target, oid, FenceStep::Blank, Some(&guid), None)
                     .await?;
                 let bytes = read_part(blob.clone(), 0, pointer.size).await?;
-                check_whole(&bytes, oid, md5)?;
+                let md5 = check_whole(&bytes, oid, md5)?;
                 let key = format!("{guid}/{name}");
                 let location = location_of(&url, &key);
                 fence
                     .put(&format!("object {oid}"), &url, bytes::Bytes::from(bytes))
                     .await?;
-                (guid, location)
+                (guid, location, md5)
             }
             true => {
                 self.multipart(
@@ -523,7 +555,7 @@ impl Transfers {
         self.journal(target, oid, FenceStep::Uploaded, Some(&guid), None)
             .await?;
         let location = key.ok_or_else(|| FenceSendError::NoLocation { guid: guid.clone() })?;
-        self.complete_record(target, &fence, &guid, pointer, md5, location)
+        self.complete_record(target, &fence, &guid, pointer, &md5, location)
             .await?;
         self.journal(target, oid, FenceStep::Done, Some(&guid), None)
             .await?;
@@ -574,8 +606,9 @@ impl Transfers {
     }
 
     /// A multipart upload through Fence: parts of `upload_part_size` in
-    /// order, each hashed on the way (the whole must hash to the oid and
-    /// `md5` before it is completed); the guid and the location.
+    /// order, each hashed on the way (the whole must hash to the oid, and
+    /// to `md5` when given, before it is completed); the guid, the location
+    /// and the md5.
     #[allow(clippy::too_many_arguments)]
     async fn multipart(
         &self,
@@ -583,10 +616,10 @@ impl Transfers {
         fence: &Fence<'_>,
         pointer: Pointer,
         blob: Arc<Blob>,
-        md5: &str,
+        md5: Option<&str>,
         name: &str,
         resume: Option<&str>,
-    ) -> Result<(String, Option<String>), FenceSendError> {
+    ) -> Result<(String, Option<String>, String), FenceSendError> {
         let oid = pointer.oid;
         let start = fence.multipart_init(name, resume).await?;
         self.journal(
@@ -616,8 +649,12 @@ impl Transfers {
                     let bytes = blocking(move || -> Result<Vec<u8>, PoolError> {
                         let bytes = blob.read_at(offset, len)?;
                         let mut hashes = hashes.lock().expect("no panic while hashing");
-                        hashes.0.update(&bytes);
-                        hashes.1.update(&bytes);
+                        let (sha, md) = &mut *hashes;
+                        // The two hashes on two cores: md5 is the slower.
+                        std::thread::scope(|both| {
+                            both.spawn(|| sha.update(&bytes));
+                            md.update(&bytes);
+                        });
                         Ok(bytes)
                     })
                     .await?;
@@ -642,7 +679,8 @@ impl Transfers {
             .await?;
         let (sha, md) = std::mem::take(&mut *hashes.lock().expect("no panic while hashing"));
         let got = Oid::from_digest(sha.finalize().into());
-        if got != oid || hex::encode(md.finalize()) != md5 {
+        let got_md5 = hex::encode(md.finalize());
+        if got != oid || md5.is_some_and(|md5| md5 != got_md5) {
             return Err(FenceSendError::NotTheObject { oid, got });
         }
         let location = sent.first().and_then(|(_, _, at)| at.clone());
@@ -650,7 +688,7 @@ impl Transfers {
         fence
             .multipart_complete(&key, &start.upload_id, &parts)
             .await?;
-        Ok((start.guid, location))
+        Ok((start.guid, location, got_md5))
     }
 
     /// The blank record `guid` completed with size, hashes, location and
@@ -753,6 +791,31 @@ fn file_name(pushed: &Pushed) -> String {
         .unwrap_or_else(|| pushed.pointer.oid.to_hex())
 }
 
+/// The repo's object file at `path` as a blob, opened without following
+/// a link (a hostile repo may plant one there); `None` when there is no
+/// regular file.
+fn repo_file(path: &Path) -> Result<Option<Blob>, PoolError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(source) => return Err(crate::IoError::new("open", path, source).into()),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|source| crate::IoError::new("stat", path, source))?;
+    Ok(meta.is_file().then(|| Blob::File {
+        len: meta.len(),
+        file,
+        path: path.to_path_buf(),
+    }))
+}
+
 /// `len` bytes of `blob` at `offset`, read off the async threads.
 async fn read_part(blob: Arc<Blob>, offset: u64, len: u64) -> Result<Vec<u8>, PoolError> {
     blocking(move || blob.read_at(offset, len)).await
@@ -776,13 +839,15 @@ async fn md5_of(blob: Arc<Blob>, oid: Oid) -> Result<String, CommonsPushError> {
     .await
 }
 
-/// `bytes` are object `oid` with md5 `md5`, or the upload is refused.
-fn check_whole(bytes: &[u8], oid: Oid, md5: &str) -> Result<(), FenceSendError> {
+/// `bytes` are object `oid` (with md5 `md5` when given), or the upload is
+/// refused; their md5.
+fn check_whole(bytes: &[u8], oid: Oid, md5: Option<&str>) -> Result<String, FenceSendError> {
     let got = Oid::of(bytes);
-    if got != oid || hex::encode(Md5::digest(bytes)) != md5 {
+    let got_md5 = hex::encode(Md5::digest(bytes));
+    if got != oid || md5.is_some_and(|md5| md5 != got_md5) {
         return Err(FenceSendError::NotTheObject { oid, got });
     }
-    Ok(())
+    Ok(got_md5)
 }
 
 /// A pool read failed: the push of this object fails, naming it.

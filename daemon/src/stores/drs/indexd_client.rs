@@ -119,6 +119,19 @@ impl IndexdClient {
         Ok(kept)
     }
 
+    /// Whether any record of the server is `size` bytes long: when none is,
+    /// no record can hold the object under its md5, and its md5 need not
+    /// be computed before the upload (which hashes it as it sends).
+    pub async fn any_of_size(&self, size: u64) -> Result<bool, DrsError> {
+        let mut url = self.url(&["index"])?;
+        url.query_pairs_mut()
+            .append_pair("size", &size.to_string())
+            .append_pair("limit", "1");
+        let asked = format!("Indexd lookup of records of {size} bytes");
+        let found: Records = self.get_json(&asked, &url).await?;
+        Ok(found.records.iter().any(|r| r.size == Some(size)))
+    }
+
     /// The records of `size` bytes with md5 `md5` (32 lowercase hex) that
     /// name no sha256: most Gen3 records carry md5 and size only. A record
     /// with a sha256 is left out: of this content it was found by
