@@ -172,6 +172,9 @@ pub(crate) async fn upload(
 }
 
 fn put_url(shared: &Shared, key: &str, ttl: u64) -> String {
+    if let Some(s3) = &shared.s3 {
+        return s3.put_url(key, ttl);
+    }
     let grant = Grant {
         method: "PUT",
         key: key.to_string(),
@@ -213,16 +216,33 @@ pub(crate) async fn multipart_init(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let mut state = shared.lock();
-    state.counts.fence += 1;
-    let subject = auth::fence_subject(&state, &headers)?;
-    let params = params(body)?;
-    require(&params, &["file_name"])?;
-    lifetime(&state, params.get("expires_in"))?;
-    check_bucket(&params)?;
-    let guid = upload_record(&mut state, &params, subject, Vec::new())?;
-    let file_name = text(&params, "file_name").unwrap_or_default();
-    let upload = bucket::begin(&mut state.bucket, &format!("{guid}/{file_name}"));
+    // The state's lock is let go before the store is called.
+    let (guid, key, upload) = {
+        let mut state = shared.lock();
+        state.counts.fence += 1;
+        let subject = auth::fence_subject(&state, &headers)?;
+        let params = params(body)?;
+        require(&params, &["file_name"])?;
+        lifetime(&state, params.get("expires_in"))?;
+        check_bucket(&params)?;
+        let guid = upload_record(&mut state, &params, subject, Vec::new())?;
+        let key = format!("{guid}/{}", text(&params, "file_name").unwrap_or_default());
+        let upload = match &shared.s3 {
+            None => Some(bucket::begin(&mut state.bucket, &key)),
+            Some(_) => None,
+        };
+        (guid, key, upload)
+    };
+    let upload = match (upload, &shared.s3) {
+        (Some(upload), _) => upload,
+        (None, Some(s3)) => s3.begin(&key).await.map_err(|e| {
+            refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("Can not initiate multipart upload for {key}: {e}"),
+            )
+        })?,
+        (None, None) => unreachable!("an upload is begun in the server's own bucket"),
+    };
     let answer = json!({ "guid": guid, "uploadId": upload });
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
@@ -254,7 +274,15 @@ pub(crate) async fn multipart_part(
             number,
         )),
     };
-    let url = bucket::sign(&shared, &grant, ttl);
+    let url = match &shared.s3 {
+        None => bucket::sign(&shared, &grant, ttl),
+        Some(s3) => {
+            let number =
+                u16::try_from(number).map_err(|_| user_error("partNumber is too large"))?;
+            let (upload, _) = grant.part.as_ref().expect("a part's grant");
+            s3.part_url(&grant.key, upload, number, ttl)
+        }
+    };
     Ok(Json(json!({ "presigned_url": url })).into_response())
 }
 
@@ -285,21 +313,35 @@ pub(crate) async fn multipart_complete(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let mut state = shared.lock();
-    state.counts.fence += 1;
-    auth::fence_subject(&state, &headers)?;
-    let params = params(body)?;
-    require(&params, &["key", "uploadId", "parts"])?;
-    check_bucket(&params)?;
-    let key = text(&params, "key").unwrap_or_default().to_string();
-    let upload = text(&params, "uploadId").unwrap_or_default().to_string();
-    let parts = parts_of(&params["parts"])?;
-    bucket::complete(&mut state.bucket, &key, &upload, &parts).map_err(|bucket::Refused(code, msg)| {
-        refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("Can not complete multipart upload for {key}. Detail An error occurred ({code}) when calling the CompleteMultipartUpload operation: {msg}"),
-        )
-    })?;
+    let (key, upload, parts) = {
+        let mut state = shared.lock();
+        state.counts.fence += 1;
+        auth::fence_subject(&state, &headers)?;
+        let params = params(body)?;
+        require(&params, &["key", "uploadId", "parts"])?;
+        check_bucket(&params)?;
+        let key = text(&params, "key").unwrap_or_default().to_string();
+        let upload = text(&params, "uploadId").unwrap_or_default().to_string();
+        let parts = parts_of(&params["parts"])?;
+        if shared.s3.is_none() {
+            bucket::complete(&mut state.bucket, &key, &upload, &parts).map_err(|bucket::Refused(code, msg)| {
+                refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Can not complete multipart upload for {key}. Detail An error occurred ({code}) when calling the CompleteMultipartUpload operation: {msg}"),
+                )
+            })?;
+        }
+        (key, upload, parts)
+    };
+    if let Some(s3) = &shared.s3 {
+        let etags: Vec<String> = parts.into_iter().map(|(_, etag)| etag).collect();
+        s3.complete(&key, &upload, &etags).await.map_err(|e| {
+            refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("Can not complete multipart upload for {key}: {e}"),
+            )
+        })?;
+    }
     Ok(Json(json!({ "message": "OK" })).into_response())
 }
 
@@ -378,6 +420,12 @@ pub(crate) fn signed_download(
             part: None,
         };
         return Ok(bucket::sign(shared, &grant, ttl));
+    }
+    if let Some(s3) = &shared.s3 {
+        let prefix = format!("s3://{}/", s3.name());
+        if let Some(key) = location.strip_prefix(&prefix) {
+            return Ok(s3.get_url(key, ttl));
+        }
     }
     match scheme(location).as_deref() {
         Some("http" | "https") => Ok(location.clone()),

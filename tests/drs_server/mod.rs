@@ -47,6 +47,7 @@ mod fence;
 mod indexd;
 mod render;
 mod reply;
+mod s3_bucket;
 mod schema;
 mod spec;
 mod state;
@@ -65,6 +66,7 @@ use tokio::sync::oneshot;
 
 pub use bucket::UPLOAD_BUCKET;
 pub use indexd::NewRecord;
+pub use s3_bucket::S3Target;
 pub use spec::{AccessSpec, Auth, Content, Counts, Endpoint, ObjectSpec, Times};
 
 use state::{Bundle, Entry, Shared, Token};
@@ -88,10 +90,22 @@ impl DrsServer {
 
     /// Serves on `127.0.0.1:port` (0: any free port).
     pub fn start_on(port: u16) -> std::io::Result<DrsServer> {
+        DrsServer::serve_on(port, None)
+    }
+
+    /// Serves on a free loopback port, Fence signing into the bucket of a
+    /// real S3 store (`s3_bucket.rs`) rather than the server's own; the
+    /// bucket counts nothing then.
+    pub fn start_on_s3(target: &S3Target) -> DrsServer {
+        DrsServer::serve_on(0, Some(s3_bucket::S3Bucket::new(target)))
+            .expect("bind a loopback port for the DRS server")
+    }
+
+    fn serve_on(port: u16, s3: Option<s3_bucket::S3Bucket>) -> std::io::Result<DrsServer> {
         let listener = TcpListener::bind(("127.0.0.1", port))?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
-        let shared = Shared::new(format!("http://127.0.0.1:{port}"));
+        let shared = Shared::new(format!("http://127.0.0.1:{port}"), s3);
         let app = router(shared.clone());
         let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()

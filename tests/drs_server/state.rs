@@ -20,14 +20,17 @@ pub(crate) struct Shared {
     pub base_url: String,
     /// Keys the URL signatures and the tokens' JWT signatures.
     pub secret: [u8; 32],
+    /// The commons' bucket in a real store, when it is not the server's own.
+    pub s3: Option<super::s3_bucket::S3Bucket>,
     state: Mutex<State>,
 }
 
 impl Shared {
-    pub(crate) fn new(base_url: String) -> Arc<Shared> {
+    pub(crate) fn new(base_url: String, s3: Option<super::s3_bucket::S3Bucket>) -> Arc<Shared> {
         Arc::new(Shared {
             base_url,
             secret: rand::random(),
+            s3,
             state: Mutex::new(State::default()),
         })
     }

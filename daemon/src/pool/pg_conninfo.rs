@@ -728,10 +728,6 @@ mod against_a_server {
             .unwrap();
         assert_eq!(rows.get::<_, String>(0), ROLE);
         assert_eq!(rows.get::<_, String>(1), db.name);
-        assert!(
-            !server.shown().contains(PASSWORD),
-            "{}",
-            server.shown()
-        );
+        assert!(!server.shown().contains(PASSWORD), "{}", server.shown());
     }
 }

@@ -637,34 +637,29 @@ impl Transfers {
             let offset = (n - 1) * part_size;
             (n as u32, offset, part_size.min(pointer.size - offset))
         });
-        // Parts are read and hashed one after the other, in order (`then`),
-        // so the hashes are of the bytes sent; up to PARTS_AT_ONCE of them
-        // are on the wire meanwhile (`buffered`, which keeps their order).
+        // Three stages, each working ahead of the next: parts are read
+        // READ_AHEAD at a time (`buffered` keeps their order), hashed one
+        // after the other in the object's order (`then`), so the hashes are
+        // of the bytes sent, and up to PARTS_AT_ONCE of them are on the wire.
         let hashes = Arc::new(Mutex::new((Sha256::new(), Md5::new())));
         let upload_id = start.upload_id.as_str();
         let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
-            .then(|(number, offset, len)| {
-                let (blob, hashes) = (blob.clone(), hashes.clone());
-                async move {
-                    let bytes = blocking(move || -> Result<Vec<u8>, PoolError> {
-                        let bytes = blob.read_at(offset, len)?;
-                        let mut hashes = hashes.lock().expect("no panic while hashing");
-                        let (sha, md) = &mut *hashes;
-                        // The two hashes on two cores: md5 is the slower.
-                        std::thread::scope(|both| {
-                            both.spawn(|| sha.update(&bytes));
-                            md.update(&bytes);
-                        });
-                        Ok(bytes)
-                    })
-                    .await?;
-                    Ok::<_, FenceSendError>((number, bytes))
-                }
+            .map(|(number, offset, len)| {
+                let blob = blob.clone();
+                async move { Ok::<_, FenceSendError>((number, read_part(blob, offset, len).await?)) }
             })
-            .map(|read| {
-                let key = key.as_str();
+            .buffered(READ_AHEAD)
+            .then(|read| {
+                let hashes = hashes.clone();
                 async move {
                     let (number, bytes) = read?;
+                    Ok::<_, FenceSendError>((number, blocking(move || hash_both(&hashes, bytes)).await))
+                }
+            })
+            .map(|hashed| {
+                let key = key.as_str();
+                async move {
+                    let (number, bytes) = hashed?;
                     let url = fence.part_url(key, upload_id, number).await?;
                     let what = format!("part {number} of object {oid}");
                     let etag = fence
@@ -765,6 +760,10 @@ impl Transfers {
 /// next are read and sent while one is still going, at the memory of this
 /// many parts (`upload_part_size`, 64 MiB by default).
 const PARTS_AT_ONCE: usize = 3;
+/// Parts read ahead of their hashing, so that reading (page faults and a
+/// copy out of the page cache) and hashing overlap. With the part being
+/// hashed and those on the wire, at most 6 parts are in memory at once.
+const READ_AHEAD: usize = 2;
 
 /// What a push before left of an upload ([`Transfers::resumable`]).
 enum Resume {
@@ -819,6 +818,18 @@ fn repo_file(path: &Path) -> Result<Option<Blob>, PoolError> {
 /// `len` bytes of `blob` at `offset`, read off the async threads.
 async fn read_part(blob: Arc<Blob>, offset: u64, len: u64) -> Result<Vec<u8>, PoolError> {
     blocking(move || blob.read_at(offset, len)).await
+}
+
+/// `bytes` fed to both hashes, each on a core of its own (md5 is the
+/// slower); `bytes` back.
+fn hash_both(hashes: &Mutex<(Sha256, Md5)>, bytes: Vec<u8>) -> Vec<u8> {
+    let mut hashes = hashes.lock().expect("no panic while hashing");
+    let (sha, md) = &mut *hashes;
+    std::thread::scope(|both| {
+        both.spawn(|| sha.update(&bytes));
+        md.update(&bytes);
+    });
+    bytes
 }
 
 /// The md5 of `blob`, read once off the async threads.
