@@ -676,7 +676,6 @@ fn postgresql_restarted_during_a_prefetch_of_100_objects_loses_and_duplicates_no
     std::thread::sleep(Duration::from_secs(2));
     pg.restart();
     assert!(done_then < 100, "the run ended before the restart");
-
     for (node, repo) in [(&a, &ra), (&b, &rb)] {
         wait_up_to(
             Duration::from_secs(180),
@@ -717,4 +716,154 @@ fn postgresql_restarted_during_a_prefetch_of_100_objects_loses_and_duplicates_no
         100 * size,
         again.len()
     );
+}
+
+/// A TCP proxy to `target` on a port of its own, which can be cut (every
+/// connection closed, new ones refused) and mended: a network partition
+/// between one node and the database.
+struct Proxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (is_cut, conns) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if is_cut.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(std::net::Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let mut held = conns.lock().unwrap();
+                held.push(client.try_clone().unwrap());
+                held.push(server.try_clone().unwrap());
+                drop(held);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn mend(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_node_cut_off_from_the_database_mid_download_loses_its_claim_to_the_other_which_finishes_it() {
+    let pg = OwnPg::start(15612);
+    let url = pg.database("drsd_partition");
+    let db = TeamDb::on(&pg.admin_url(), "drsd_partition", &url);
+    let proxy = Proxy::start(pg.port);
+    // A reaches the database through the proxy, with a password in its URL
+    // (trust authentication ignores it) that no log line may show.
+    let a_url = format!(
+        "postgresql://postgres:sekrit-pw@127.0.0.1:{}/drsd_partition",
+        proxy.port
+    );
+    let (top, large) = world();
+    let top = top.path();
+    let size = 6 << 20;
+    let liar = drsd_e2e::liar::Liar::start(data(70, size), "cut-etag", LM);
+    let bytes = data(70, size);
+    let object = liar.url("big/cut.bin");
+    let log_a = top.join("a.log");
+    let mut a = Node::new(
+        top,
+        "alice@a",
+        &db,
+        &large,
+        &[
+            ("DRSD_TEAM_DB", a_url.as_str()),
+            ("DRSD_TEAM_LEASE_SECS", "2"),
+            ("DRSD_PREFETCH_BANDWIDTH", "512K"),
+        ],
+    );
+    let mut b = Node::new(
+        top,
+        "alice@b",
+        &db,
+        &large,
+        &[("DRSD_TEAM_LEASE_SECS", "2")],
+    );
+    a.start_logging_to(&log_a);
+    let ra = a.repo("ra");
+    a.drsctl_ok(&ra, &["add-url", &object, "cut.bin"]);
+    wait_up_to(Duration::from_secs(60), "A's download to start", || {
+        let status = a.drsctl_ok(&ra, &["status"]);
+        status["queue"]["active"]
+            .as_array()
+            .is_some_and(|active| active.iter().any(|j| j["done"].as_u64() > Some(0)))
+    });
+    proxy.cut();
+    // A's lease lapses; B takes the job over and finishes it.
+    b.start();
+    let rb = b.repo("rb");
+    b.drsctl_ok(&rb, &["add-url", &object, "cut.bin"]);
+    let promoted = pointer_text(&sha256_hex(&bytes), size as u64);
+    wait_up_to(Duration::from_secs(90), "B to finish A's job", || {
+        staged(&rb, "cut.bin") == promoted
+    });
+    assert!(
+        drsd_e2e::alive(a.daemon.as_ref().unwrap().id()),
+        "A died of the cut"
+    );
+    // The network comes back: A goes on, and promotes its own repo from
+    // what B stored; nothing is stored twice or left running.
+    proxy.mend();
+    wait_up_to(Duration::from_secs(90), "A's promotion once mended", || {
+        staged(&ra, "cut.bin") == promoted
+    });
+    assert!(in_team_pool(&db, &large, &bytes));
+    let queue = settled(&b, &rb);
+    assert_eq!(queue["done"], 1, "{queue}");
+    assert_eq!(queue["failed"], 0, "{queue}");
+    let verify = a.drsctl_ok(&ra, &["pool", "verify"]);
+    assert_eq!(verify["bad"], serde_json::json!([]), "{verify}");
+    assert_eq!(verify["entries"], 1, "{verify}");
+    assert!(drsd_e2e::alive(a.daemon.as_ref().unwrap().id()), "A died");
+    // What A logged of the cut names the server, never the password.
+    let said = std::fs::read_to_string(&log_a).unwrap_or_default();
+    assert!(
+        said.contains(&format!("127.0.0.1:{}", proxy.port)),
+        "A's log does not name the server: {said}"
+    );
+    assert!(!said.contains("sekrit-pw"), "A's log shows the password");
+    let served = super::team::bytes_served(&liar, size as u64);
+    eprintln!("bytes served for the {size}-byte object: {served}");
+}
+
+impl Node {
+    /// Starts the daemon with its log (stderr) written to `log`.
+    fn start_logging_to(&mut self, log: &Path) {
+        let file = std::fs::File::create(log).unwrap();
+        let mut cmd = Command::new(drsd_e2e::bin("drsd"));
+        cmd.args(["serve", "--ready"]).envs(self.env()).stderr(file);
+        self.daemon = Some(drsd_e2e::spawn_ready(&mut cmd));
+    }
 }
