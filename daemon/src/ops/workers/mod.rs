@@ -264,6 +264,21 @@ async fn work(shared: &Workers, job: Job) {
         outcome = prefetch(shared.pool.clone(), &shared.remote, &job.object, opts, cfg.part_size, &report) => Some(outcome),
         // Stopping: the job stays `running` and is queued again at the next start.
         _ = shared.stop.cancelled() => None,
+        // Cut off from the team's database past the lease: another node
+        // may own the job now; downloading on would fetch it twice.
+        _ = lapsed(&shared.registry) => {
+            log::warn!(
+                "prefetch of {shown} abandoned: this node's claims lapsed (the team \
+                 database is out of reach), so another node may take the job over"
+            );
+            // Given back once the database answers, unless taken by then:
+            // else this node's next renewal would hold it for good.
+            let (registry, job) = (shared.registry.clone(), job.clone());
+            if let Err(e) = recorded(shared, move || registry.release_claim(&job)).await {
+                log::warn!("giving back the job of {shown}: {e}");
+            }
+            None
+        }
     };
     shared.running.clear(&shown);
     match outcome {
@@ -345,5 +360,12 @@ async fn recorded<T: Send + 'static>(
             }
             other => return other,
         }
+    }
+}
+
+/// Resolves once this node's claims lapsed (checked every second).
+async fn lapsed(registry: &Registry) {
+    while !registry.claims_lapsed() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
