@@ -274,7 +274,12 @@ fn is_gone(e: &postgres::Error) -> bool {
             let code = code.code();
             code.starts_with("08") || code.starts_with("57P")
         }
-        None => e.is_closed() || e.as_db_error().is_none(),
+        // A socket's error (refused, reset, unreachable) or a closed
+        // connection; not a value the client could not convert, which
+        // would fail the same way again.
+        None => {
+            e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        }
     }
 }
 
