@@ -34,6 +34,7 @@
 
 pub mod blocking;
 pub mod config;
+pub mod failpoint;
 pub mod git;
 pub mod io_error;
 pub mod lfs;

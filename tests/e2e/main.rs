@@ -32,3 +32,4 @@ mod s3;
 mod secrets;
 mod setup;
 mod team;
+mod team_failures;

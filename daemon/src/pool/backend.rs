@@ -58,9 +58,13 @@ pub trait Backend: Send + Sync + 'static {
     /// it. A key gone already is `None`.
     fn delete_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<u64>>> {
         keys.iter()
-            .map(|k| match self.size(k)? {
-                Some(bytes) => Ok(self.delete(k)?.then_some(bytes)),
-                None => Ok(None),
+            .map(|k| {
+                let deleted = match self.size(k)? {
+                    Some(bytes) => self.delete(k)?.then_some(bytes),
+                    None => None,
+                };
+                crate::failpoint::hit("gc-after-one-delete");
+                Ok(deleted)
             })
             .collect()
     }

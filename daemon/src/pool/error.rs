@@ -18,7 +18,7 @@ pub enum PoolError {
         source: rusqlite::Error,
     },
     /// The server as `shown` names it: never the password.
-    #[error("postgres {op} on {server}: {source}")]
+    #[error("postgres {op} on {server}: {}", pg_detail(source))]
     Postgres {
         op: &'static str,
         server: String,
@@ -81,5 +81,15 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(|source| PoolError::Io(crate::IoError::new(op, path.into(), source)))
+    }
+}
+
+/// A PostgreSQL error with what the server or the socket said: the
+/// client's own text is only "db error" or "error connecting to server".
+pub(crate) fn pg_detail(e: &postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(db), _) => format!("{e}: {}: {}", db.severity(), db.message()),
+        (None, Some(cause)) => format!("{e}: {cause}"),
+        (None, None) => e.to_string(),
     }
 }

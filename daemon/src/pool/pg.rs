@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::{Client, Statement};
@@ -24,6 +24,9 @@ const MAX_CONNECTIONS: usize = 16;
 /// Idle connections kept open for the next caller.
 const MAX_IDLE: usize = 8;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call waits out a server that went away (a restart takes a
+/// few seconds) before it fails.
+const RECONNECT_FOR: Duration = Duration::from_secs(30);
 
 /// One PostgreSQL server (and database) the engines talk to, with its
 /// pooled connections.
@@ -120,13 +123,16 @@ impl PgServer {
     /// A pooled connection, or a new one; waits while [`MAX_CONNECTIONS`]
     /// are lent out.
     pub(crate) fn take(&self, op: &'static str) -> Result<Lent<'_>> {
+        self.lend().map_err(self.error(op))
+    }
+
+    fn lend(&self) -> Result<Lent<'_>, postgres::Error> {
         let mut idle = lock(&self.idle);
         loop {
             if let Some(conn) = idle.conns.pop() {
                 return Ok(Lent {
                     server: self,
                     conn: Some(conn),
-                    pooled: true,
                 });
             }
             if idle.open < MAX_CONNECTIONS {
@@ -143,11 +149,10 @@ impl PgServer {
                     client,
                     prepared: HashMap::new(),
                 }),
-                pooled: false,
             }),
             Err(e) => {
                 self.closed();
-                Err(self.error(op)(e))
+                Err(e)
             }
         }
     }
@@ -167,31 +172,53 @@ impl PgServer {
         self.freed.notify_one();
     }
 
-    /// Runs `f` on a connection. A pooled connection the server closed since
-    /// (a restart, an idle timeout) is replaced and `f` runs once more, so
-    /// `f` must be safe to repeat (every engine write is: puts do nothing
-    /// for a present key).
+    /// Runs `f` on a connection. When the server went away (a restart, a
+    /// failover, a cut in the network: the connection closed, refused, or
+    /// ended by the server's shutdown), the connections idle beside it are
+    /// dropped and `f` runs again on a new one, for up to [`RECONNECT_FOR`]
+    /// with a growing pause: so `f` must be safe to repeat (every engine
+    /// write is: puts do nothing for a present key, and a transaction the
+    /// server lost was not committed). Any other error is returned at once.
     pub(crate) fn with<T>(
         &self,
         op: &'static str,
         mut f: impl FnMut(&mut PgConn) -> Result<T, postgres::Error>,
     ) -> Result<T> {
-        let mut conn = self.take(op)?;
-        match f(&mut conn) {
-            Err(e) if conn.pooled && conn.client.is_closed() => {
-                log::info!(
-                    "{}: a pooled connection was closed ({e}); reconnecting",
-                    self.shown
-                );
-                drop(conn);
-                // The others idle beside it are likely closed too (a
-                // restart closes them all): the retry takes a new one.
-                self.drop_idle();
-                let mut fresh = self.take(op)?;
-                f(&mut fresh).map_err(self.error(op))
+        let deadline = Instant::now() + RECONNECT_FOR;
+        let mut pause = Duration::from_millis(100);
+        let mut said = false;
+        loop {
+            let e = match self.try_once(&mut f) {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            if !is_gone(&e) || Instant::now() + pause > deadline {
+                return Err(self.error(op)(e));
             }
-            other => other.map_err(self.error(op)),
+            if !said {
+                log::warn!(
+                    "{}: the server went away ({}); reconnecting for up to {}s",
+                    self.shown,
+                    super::error::pg_detail(&e),
+                    RECONNECT_FOR.as_secs()
+                );
+                said = true;
+            }
+            // The others idle beside it are likely closed too (a restart
+            // closes them all): the next try takes a new one.
+            self.drop_idle();
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(2));
         }
+    }
+
+    /// `f` once, on a pooled or new connection.
+    fn try_once<T>(
+        &self,
+        f: &mut impl FnMut(&mut PgConn) -> Result<T, postgres::Error>,
+    ) -> Result<T, postgres::Error> {
+        let mut conn = self.lend()?;
+        f(&mut conn)
     }
 }
 
@@ -199,7 +226,6 @@ impl PgServer {
 pub(crate) struct Lent<'a> {
     server: &'a PgServer,
     conn: Option<PgConn>,
-    pooled: bool,
 }
 
 impl std::ops::Deref for Lent<'_> {
@@ -228,6 +254,26 @@ impl Drop for Lent<'_> {
             drop(idle);
         }
         self.server.freed.notify_one();
+    }
+}
+
+/// True when `e` says the server went away rather than refused the call:
+/// the connection closed or could not be made (not for want of a right
+/// password or database: those are the server's answers), or the server
+/// ended it by shutting down or is starting up (SQLSTATE classes 08 and
+/// 57P).
+fn is_gone(e: &postgres::Error) -> bool {
+    match e.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08") || code.starts_with("57P")
+        }
+        // A socket's error (refused, reset, unreachable) or a closed
+        // connection; not a value the client could not convert, which
+        // would fail the same way again.
+        None => {
+            e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+        }
     }
 }
 

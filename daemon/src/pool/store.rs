@@ -532,6 +532,12 @@ impl Pool {
             for batch in doomed.chunks(SWEEP_BATCH) {
                 self.sweep_batch(engine, tier, batch, delete, &mut report)?;
             }
+            if delete && !doomed.is_empty() {
+                crate::failpoint::hit(match tier {
+                    Tier::Kv => "gc-after-kv-deletes",
+                    Tier::Large => "gc-after-large-deletes",
+                });
+            }
         }
         Ok(report)
     }

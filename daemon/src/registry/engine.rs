@@ -87,6 +87,14 @@ pub trait RegistryEngine:
         None
     }
 
+    /// Whether this node's claims may have lapsed: its leases were not
+    /// renewed for a lease's length (the team database out of reach), so
+    /// another node may have taken its running jobs over. Never without a
+    /// team.
+    fn claims_lapsed(&self) -> bool {
+        false
+    }
+
     /// The team's nodes, most recently seen first; none without a team.
     fn team_nodes(&self) -> Result<Vec<drsd_proto::TeamNode>> {
         Ok(Vec::new())
@@ -174,6 +182,14 @@ pub trait JobQueue {
     /// Puts back in the queue the jobs this daemon's last run left running
     /// (see the module's design note for a shared engine).
     fn requeue_running(&self) -> Result<usize>;
+    /// Gives back a job this node still holds but stopped working on (its
+    /// claim lapsed while it was cut off): queued again, as new, unless
+    /// another node claimed it since or it is done. Only a shared engine's
+    /// claims lapse.
+    fn release_claim(&self, job: &Job) -> Result<()> {
+        let _ = job;
+        Ok(())
+    }
     /// Takes the job due first among objects of at most `max_size` bytes, if
     /// any is due by `at`, and marks it running. Atomic: no two claimers get
     /// the same job.

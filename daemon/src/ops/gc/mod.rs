@@ -307,6 +307,9 @@ pub fn collect(
         .map_or(0, |d| d.as_secs());
     let mut records = (team.records)()?;
     let last = records.last_referenced(&listed, &live, now, !dry_run)?;
+    if !dry_run {
+        crate::failpoint::hit("gc-after-records");
+    }
     // Only entries past the grace are offered to the sweep; the others
     // are left as if listed after it began.
     let expired: HashSet<Vec<u8>> = listed

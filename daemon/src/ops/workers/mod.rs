@@ -28,6 +28,8 @@ use drsd_proto::{JobProgress, QueueReport, TeamReport};
 
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
+/// Times a job's outcome is written before the worker gives up on it.
+const RECORD_TRIES: u32 = 10;
 
 /// Downloads in progress, by URL (redacted): for `drsctl status`.
 #[derive(Default)]
@@ -262,6 +264,21 @@ async fn work(shared: &Workers, job: Job) {
         outcome = prefetch(shared.pool.clone(), &shared.remote, &job.object, opts, cfg.part_size, &report) => Some(outcome),
         // Stopping: the job stays `running` and is queued again at the next start.
         _ = shared.stop.cancelled() => None,
+        // Cut off from the team's database past the lease: another node
+        // may own the job now; downloading on would fetch it twice.
+        _ = lapsed(&shared.registry) => {
+            log::warn!(
+                "prefetch of {shown} abandoned: this node's claims lapsed (the team \
+                 database is out of reach), so another node may take the job over"
+            );
+            // Given back once the database answers, unless taken by then:
+            // else this node's next renewal would hold it for good.
+            let (registry, job) = (shared.registry.clone(), job.clone());
+            if let Err(e) = recorded(shared, move || registry.release_claim(&job)).await {
+                log::warn!("giving back the job of {shown}: {e}");
+            }
+            None
+        }
     };
     shared.running.clear(&shown);
     match outcome {
@@ -282,7 +299,7 @@ async fn work(shared: &Workers, job: Job) {
                 ),
             }
             let registry = shared.registry.clone();
-            let failed = blocking(move || registry.job_failed(&job, &why, retry_at)).await;
+            let failed = recorded(shared, move || registry.job_failed(&job, &why, retry_at)).await;
             if let Err(e) = failed {
                 log::warn!("recording the failure of {shown}: {e}");
             }
@@ -305,16 +322,50 @@ async fn finish(shared: &Workers, job: Job, hashed: Hashed, shown: &str) {
     let md5 = md5.map(hex::encode);
     log::info!("prefetched {shown}: sha256 {oid}");
     let registry = shared.registry.clone();
-    let recorded = {
+    let done = {
         let job = job.clone();
-        blocking(move || registry.job_done(&job, &oid, md5.as_deref(), unverified.as_deref())).await
+        recorded(shared, move || {
+            registry.job_done(&job, &oid, md5.as_deref(), unverified.as_deref())
+        })
+        .await
     };
-    match recorded {
+    match done {
         Ok(repos) => {
             for repo in repos {
                 shared.foreign.promote_hashed(&repo, &job.object, oid).await;
             }
         }
         Err(e) => log::warn!("recording the hash of {shown}: {e}"),
+    }
+}
+
+/// Tries recording a job's outcome again while the registry fails (a team
+/// database away longer than its engine waits: it reconnects on its own
+/// for a while first), [`RECORD_TRIES`] times: unrecorded, the job stays
+/// `running` under this node's lease, which the node renews, so no other
+/// node would take it.
+async fn recorded<T: Send + 'static>(
+    shared: &Workers,
+    write: impl Fn() -> Result<T, crate::registry::RegistryError> + Send + Sync + 'static,
+) -> Result<T, crate::registry::RegistryError> {
+    let write = Arc::new(write);
+    let mut tries = 1;
+    loop {
+        let once = write.clone();
+        match blocking(move || once()).await {
+            Err(e) if tries < RECORD_TRIES && !shared.stop.is_cancelled() => {
+                log::warn!("recording a prefetch's outcome (try {tries}): {e}; trying again");
+                tries += 1;
+                tokio::time::sleep(IDLE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Resolves once this node's claims lapsed (checked every second).
+async fn lapsed(registry: &Registry) {
+    while !registry.claims_lapsed() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

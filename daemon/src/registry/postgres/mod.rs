@@ -36,9 +36,9 @@ mod records;
 mod rows;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::Transaction;
 
@@ -147,7 +147,7 @@ pub struct PgRegistry {
     /// The lease, in milliseconds (what the SQL adds to the server's clock).
     lease_ms: i64,
     /// Dropped with the engine: the heartbeat thread then stops.
-    _heartbeat: Heartbeat,
+    heartbeat: Heartbeat,
 }
 
 impl PgRegistry {
@@ -169,7 +169,7 @@ impl PgRegistry {
             server,
             node,
             lease_ms,
-            _heartbeat: heartbeat,
+            heartbeat,
         })
     }
 
@@ -211,6 +211,10 @@ impl RegistryEngine for PgRegistry {
         })
     }
 
+    fn claims_lapsed(&self) -> bool {
+        self.heartbeat.lapsed()
+    }
+
     fn team_nodes(&self) -> Result<Vec<TeamNode>, RegistryError> {
         nodes::list(&self.server)
     }
@@ -220,12 +224,17 @@ impl RegistryEngine for PgRegistry {
 struct Heartbeat {
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// When the leases were last renewed, and for how long.
+    renewed: Arc<Mutex<Instant>>,
+    lease: Duration,
 }
 
 impl Heartbeat {
     fn start(server: Arc<PgServer>, node: NodeName, lease: Duration, lease_ms: i64) -> Heartbeat {
         let (stop, stopped) = mpsc::channel::<()>();
         let every = (lease / 3).max(Duration::from_millis(100));
+        let renewed = Arc::new(Mutex::new(Instant::now()));
+        let beaten = renewed.clone();
         let thread = std::thread::Builder::new()
             .name("drsd-team-heartbeat".into())
             .spawn(move || loop {
@@ -234,10 +243,14 @@ impl Heartbeat {
                     // The engine was dropped (or asked us to stop).
                     Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
                 }
-                if let Err(e) = nodes::beat(&server, &node, lease_ms) {
+                // Taken before the call: the lease counts from the server's
+                // clock when it answers, at least this late.
+                let asked = Instant::now();
+                match nodes::beat(&server, &node, lease_ms) {
+                    Ok(()) => *crate::lock::lock(&beaten) = asked,
                     // The database is away: claims lapse if it stays away,
                     // which is what a lease is for. Said once per beat.
-                    log::warn!("renewing {}'s leases: {e}", node.name);
+                    Err(e) => log::warn!("renewing {}'s leases: {e}", node.name),
                 }
             })
             .ok();
@@ -247,7 +260,14 @@ impl Heartbeat {
         Heartbeat {
             stop: Some(stop),
             thread,
+            renewed,
+            lease,
         }
+    }
+
+    /// True once a lease's length has passed since the last renewal.
+    fn lapsed(&self) -> bool {
+        crate::lock::lock(&self.renewed).elapsed() >= self.lease
     }
 }
 

@@ -242,6 +242,21 @@ impl JobQueue for PgRegistry {
         })
     }
 
+    fn release_claim(&self, job: &Job) -> Result<(), RegistryError> {
+        let node = &self.node.name;
+        self.tx("release a claim", |tx| {
+            tx.execute(
+                &format!(
+                    "UPDATE drsd_reg_jobs SET state = 'queued', next_at = 0, updated_at = $3,
+                        {UNCLAIMED}
+                     WHERE object_id = $1 AND state = 'running' AND claimed_by = $2"
+                ),
+                &[&job.id, node, &big(now())],
+            )?;
+            Ok(())
+        })
+    }
+
     fn job_failed(&self, job: &Job, why: &str, retry_at: Option<u64>) -> Result<(), RegistryError> {
         let state = match retry_at {
             Some(_) => JobState::Retrying,
