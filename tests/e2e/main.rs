@@ -32,3 +32,5 @@ mod s3;
 mod secrets;
 mod setup;
 mod team;
+mod team_migrate;
+mod team_users;

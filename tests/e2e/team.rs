@@ -14,17 +14,17 @@ use drsd_e2e::{bin, fresh_home, spawn_ready};
 use super::add_url::{git, pointer_text, sha256_hex, text};
 use super::foreign::{staged, wait_up_to};
 
-const LM: &str = "Mon, 07 Dec 2026 08:00:00 GMT";
+pub(super) const LM: &str = "Mon, 07 Dec 2026 08:00:00 GMT";
 
 /// A database of the test's own on the tests' server, dropped after it.
-struct TeamDb {
+pub(super) struct TeamDb {
     admin: String,
     name: String,
-    url: String,
+    pub(super) url: String,
 }
 
 impl TeamDb {
-    fn create() -> TeamDb {
+    pub(super) fn create() -> TeamDb {
         let admin = std::env::var("DRSD_TEST_PG_URL").expect(
             "DRSD_TEST_PG_URL is unset: run under tests/with-servers.sh (it starts PostgreSQL)",
         );
@@ -53,15 +53,15 @@ impl Drop for TeamDb {
 }
 
 /// One machine of the team: its own folders, socket and daemon.
-struct Node {
-    dir: PathBuf,
-    name: String,
-    team: Vec<(&'static str, String)>,
-    daemon: Option<Child>,
+pub(super) struct Node {
+    pub(super) dir: PathBuf,
+    pub(super) name: String,
+    pub(super) team: Vec<(&'static str, String)>,
+    pub(super) daemon: Option<Child>,
 }
 
 impl Node {
-    fn new(
+    pub(super) fn new(
         top: &Path,
         name: &str,
         db: &TeamDb,
@@ -84,7 +84,7 @@ impl Node {
         }
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(super) fn env(&self) -> Vec<(&'static str, String)> {
         let d = &self.dir;
         let mut env = vec![
             ("DRSD_SOCKET", d.join("run/drsd.sock").display().to_string()),
@@ -98,7 +98,7 @@ impl Node {
         env
     }
 
-    fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         let mut cmd = Command::new(bin("drsd"));
         cmd.args(["serve", "--ready"])
             .envs(self.env())
@@ -106,14 +106,14 @@ impl Node {
         self.daemon = Some(spawn_ready(&mut cmd));
     }
 
-    fn kill9(&mut self) {
+    pub(super) fn kill9(&mut self) {
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    fn drsctl(&self, dir: &Path, args: &[&str]) -> std::process::Output {
+    pub(super) fn drsctl(&self, dir: &Path, args: &[&str]) -> std::process::Output {
         Command::new(bin("drsctl"))
             .current_dir(dir)
             .args(args)
@@ -122,7 +122,7 @@ impl Node {
             .unwrap()
     }
 
-    fn drsctl_ok(&self, dir: &Path, args: &[&str]) -> serde_json::Value {
+    pub(super) fn drsctl_ok(&self, dir: &Path, args: &[&str]) -> serde_json::Value {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
         let out = self.drsctl(dir, &all);
@@ -135,7 +135,7 @@ impl Node {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    fn repo(&self, name: &str) -> PathBuf {
+    pub(super) fn repo(&self, name: &str) -> PathBuf {
         let repo = self.dir.join(name);
         std::fs::create_dir_all(&repo).unwrap();
         git(&repo, &["init", "-q"]);
@@ -165,14 +165,14 @@ fn bytes_served(liar: &Liar, size: u64) -> u64 {
         .sum()
 }
 
-fn body(len: usize) -> Vec<u8> {
+pub(super) fn body(len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 9) as u8)
         .collect()
 }
 
 /// The test's HOME, its two machines' parent folder and the shared folder.
-fn world() -> (tempfile::TempDir, PathBuf) {
+pub(super) fn world() -> (tempfile::TempDir, PathBuf) {
     let top = tempfile::tempdir().unwrap();
     fresh_home(top.path());
     let out = Command::new("git")
@@ -348,7 +348,7 @@ fn a_team_database_that_is_down_at_start_stops_the_daemon_with_an_error_naming_i
 
 impl Node {
     /// `cmd` with this machine's environment (its daemon for the hooks).
-    fn ok(&self, cmd: &mut Command) -> String {
+    pub(super) fn ok(&self, cmd: &mut Command) -> String {
         let out = cmd
             .envs(self.env())
             .env("DRSD_BIN", bin("drsd"))

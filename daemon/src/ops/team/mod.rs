@@ -261,7 +261,9 @@ fn join_records(
 }
 
 /// The entries of `from` that `to` lacks, or holds with less known (another
-/// object, no content oid where `from` has one).
+/// object, no content oid where `from` has one, or one not read where
+/// `from` read it: a mirror's record, restored at start, is a claim, and
+/// the team would fetch the object again to read it).
 fn not_in(from: &[Entry], to: &[Entry]) -> Vec<Entry> {
     let known: std::collections::HashMap<&str, &Entry> =
         to.iter().map(|e| (e.path.as_str(), e)).collect();
@@ -273,6 +275,7 @@ fn not_in(from: &[Entry], to: &[Entry]) -> Vec<Entry> {
                     || k.object.etag != e.object.etag
                     || k.object.size != e.object.size
                     || (k.object.content_oid.is_none() && e.object.content_oid.is_some())
+                    || (!k.object.content_read && e.object.content_read)
             })
         })
         .cloned()
