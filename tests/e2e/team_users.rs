@@ -90,7 +90,9 @@ fn a_second_user_reads_the_team_pool_and_cannot_plant_bytes_git_would_get() {
     // The second user walks to its own folders; the shared folder is the
     // lab group's (A's daemon makes it setgid 2770 to that group).
     std::fs::set_permissions(top, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // As README's "For a lab" sets it up: the group's, setgid.
     give(&large, 0, bob.1);
+    std::fs::set_permissions(&large, std::os::unix::fs::PermissionsExt::from_mode(0o2770)).unwrap();
     let folder = top.join("objects");
     std::fs::create_dir(&folder).unwrap();
     let mut a = Node::new(top, "root@a", &db, &large, &[]);
