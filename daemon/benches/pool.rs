@@ -94,7 +94,11 @@ impl BenchDb {
     fn create() -> BenchDb {
         let admin = std::env::var("DRSD_TEST_PG_URL")
             .expect("DRSD_TEST_PG_URL: run the team bench under tests/with-servers.sh");
-        let name = format!("drsd_bench_{}", std::process::id());
+        let name = format!(
+            "drsd_bench_{}_{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
         let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
         c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
