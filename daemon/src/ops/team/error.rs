@@ -23,18 +23,39 @@ pub enum MigrateError {
     OwnPool {
         dir: PathBuf,
         #[source]
-        source: PoolError,
+        source: Box<PoolError>,
     },
     /// Reading the team's pool or writing to it.
     #[error("the team's pool: {0}")]
-    TeamPool(#[source] PoolError),
+    TeamPool(#[source] Box<PoolError>),
     /// Reading this machine's own registry or writing to it.
     #[error("this machine's own registry: {0}")]
-    OwnRegistry(#[source] RegistryError),
+    OwnRegistry(#[source] Box<RegistryError>),
     /// Reading the team's registry or writing to it.
     #[error("the team's registry: {0}")]
-    TeamRegistry(#[source] RegistryError),
+    TeamRegistry(#[source] Box<RegistryError>),
     /// Reading what this node's repos need (their pointers and records).
     #[error("reading what this node's repos need: {0}")]
-    Roots(#[source] GcError),
+    Roots(#[source] Box<GcError>),
+}
+
+impl MigrateError {
+    pub(super) fn own_pool(dir: &std::path::Path) -> impl Fn(PoolError) -> MigrateError + '_ {
+        move |source| MigrateError::OwnPool {
+            dir: dir.to_path_buf(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(super) fn team_pool(e: PoolError) -> MigrateError {
+        MigrateError::TeamPool(Box::new(e))
+    }
+
+    pub(super) fn own_registry(e: RegistryError) -> MigrateError {
+        MigrateError::OwnRegistry(Box::new(e))
+    }
+
+    pub(super) fn team_registry(e: RegistryError) -> MigrateError {
+        MigrateError::TeamRegistry(Box::new(e))
+    }
 }

@@ -166,14 +166,11 @@ fn refuse(report: &mut TeamMigrateReport, key: &[u8], why: String) {
 /// The own pool's kv entries in batches, then its large files, into the
 /// team's pool; each checked against its key first.
 fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<(), MigrateError> {
-    let own_err = |source| MigrateError::OwnPool {
-        dir: dir.to_path_buf(),
-        source,
-    };
-    let own = OwnPoolReader::open(dir).map_err(own_err)?;
+    let own_err = MigrateError::own_pool(dir);
+    let own = OwnPoolReader::open(dir).map_err(&own_err)?;
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let page = own.kv_page(after.as_deref(), KV_BATCH).map_err(own_err)?;
+        let page = own.kv_page(after.as_deref(), KV_BATCH).map_err(&own_err)?;
         let Some((last, _)) = page.last() else { break };
         after = Some(last.clone());
         let mut good: Vec<(Oid, &[u8])> = Vec::with_capacity(page.len());
@@ -183,11 +180,11 @@ fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<
                 Err(why) => refuse(report, key, why),
             }
         }
-        for put in team.put_many(&good).map_err(MigrateError::TeamPool)? {
+        for put in team.put_many(&good).map_err(MigrateError::team_pool)? {
             count(report, put.stored, put.len);
         }
     }
-    for key in own.large_keys().map_err(own_err)? {
+    for key in own.large_keys().map_err(&own_err)? {
         let Some(oid) = Oid::from_key(&key) else {
             refuse(
                 report,
@@ -196,11 +193,11 @@ fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<
             );
             continue;
         };
-        if team.has(&oid).map_err(MigrateError::TeamPool)? {
+        if team.has(&oid).map_err(MigrateError::team_pool)? {
             report.present += 1;
             continue;
         }
-        let Some(file) = own.large_file(&key).map_err(own_err)? else {
+        let Some(file) = own.large_file(&key).map_err(&own_err)? else {
             continue; // gone since the listing
         };
         match team.put_stream(Some(&oid), file.file) {
@@ -208,7 +205,7 @@ fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<
             Err(PoolError::HashMismatch { got, .. }) => {
                 refuse(report, &key, format!("content hashes to {got}"))
             }
-            Err(e) => return Err(MigrateError::TeamPool(e)),
+            Err(e) => return Err(MigrateError::team_pool(e)),
         }
     }
     Ok(())
@@ -243,16 +240,17 @@ fn join_records(
     repos: &[PathBuf],
     report: &mut TeamMigrateReport,
 ) -> Result<(), MigrateError> {
-    let Some(own) = SqliteRegistry::open_read_only(path).map_err(MigrateError::OwnRegistry)? else {
+    let Some(own) = SqliteRegistry::open_read_only(path).map_err(MigrateError::own_registry)?
+    else {
         return Ok(());
     };
     for repo in repos {
-        let entries = own.for_repo(repo).map_err(MigrateError::OwnRegistry)?;
-        let have = team.for_repo(repo).map_err(MigrateError::TeamRegistry)?;
+        let entries = own.for_repo(repo).map_err(MigrateError::own_registry)?;
+        let have = team.for_repo(repo).map_err(MigrateError::team_registry)?;
         let missing = not_in(&entries, &have);
         if !missing.is_empty() {
             team.record(repo, &missing)
-                .map_err(MigrateError::TeamRegistry)?;
+                .map_err(MigrateError::team_registry)?;
             report.repos += 1;
             report.records += missing.len() as u64;
         }
@@ -291,20 +289,17 @@ fn leave_pool(
     repos: &[PathBuf],
     report: &mut TeamMigrateReport,
 ) -> Result<(), MigrateError> {
-    let own_err = |source| MigrateError::OwnPool {
-        dir: dir.to_path_buf(),
-        source,
-    };
+    let own_err = MigrateError::own_pool(dir);
     let mut roots: Vec<Oid> = crate::ops::gc::own_roots(registry, repos)
-        .map_err(MigrateError::Roots)?
+        .map_err(|e| MigrateError::Roots(Box::new(e)))?
         .into_iter()
         .flat_map(|(_, oids)| oids)
         .collect();
     roots.sort_unstable();
     roots.dedup();
-    let own = Pool::open(dir, None).map_err(own_err)?;
+    let own = Pool::open(dir, None).map_err(&own_err)?;
     for oid in roots {
-        if own.has(&oid).map_err(own_err)? {
+        if own.has(&oid).map_err(&own_err)? {
             report.present += 1;
             continue;
         }
@@ -321,7 +316,7 @@ fn leave_pool(
                 refuse(report, oid.as_bytes(), why);
                 continue;
             }
-            Err(e) => return Err(MigrateError::TeamPool(e)),
+            Err(e) => return Err(MigrateError::team_pool(e)),
         };
         match own.put_stream(Some(&oid), blob.into_reader()) {
             Ok(put) => count(report, put.stored, put.len),
@@ -342,14 +337,14 @@ fn leave_records(
     repos: &[PathBuf],
     report: &mut TeamMigrateReport,
 ) -> Result<(), MigrateError> {
-    let own = Registry::open(path).map_err(MigrateError::OwnRegistry)?;
+    let own = Registry::open(path).map_err(MigrateError::own_registry)?;
     for repo in repos {
-        let entries = team.for_repo(repo).map_err(MigrateError::TeamRegistry)?;
-        let have = own.for_repo(repo).map_err(MigrateError::OwnRegistry)?;
+        let entries = team.for_repo(repo).map_err(MigrateError::team_registry)?;
+        let have = own.for_repo(repo).map_err(MigrateError::own_registry)?;
         let missing = not_in(&entries, &have);
         if !missing.is_empty() {
             own.record(repo, &missing)
-                .map_err(MigrateError::OwnRegistry)?;
+                .map_err(MigrateError::own_registry)?;
             report.repos += 1;
             report.records += missing.len() as u64;
         }
