@@ -129,10 +129,13 @@ fn a_second_user_reads_the_team_pool_and_cannot_plant_bytes_git_would_get() {
     .unwrap();
     give(&b.dir, bob.0, bob.1);
     run(as_bob(&b, &home, bob, Path::new("git")).args(["lfs", "install", "--skip-repo"]));
-    let mut cmd = as_bob(&b, &home, bob, &bin("drsd"));
-    cmd.args(["serve", "--ready"])
-        .stderr(std::process::Stdio::inherit());
-    b.daemon = Some(drsd_e2e::spawn_ready(&mut cmd));
+    let start_b = |b: &mut Node| {
+        let mut cmd = as_bob(b, &home, bob, &bin("drsd"));
+        cmd.args(["serve", "--ready"])
+            .stderr(std::process::Stdio::inherit());
+        b.daemon = Some(drsd_e2e::spawn_ready(&mut cmd));
+    };
+    start_b(&mut b);
     run(as_bob(&b, &home, bob, &bin("drsctl"))
         .current_dir(&b.dir)
         .args(["clone", bare.to_str().unwrap(), "rb"]));
@@ -143,17 +146,24 @@ fn a_second_user_reads_the_team_pool_and_cannot_plant_bytes_git_would_get() {
             "{name} on B"
         );
     }
+    // B's daemon stops (else it would put the real bytes back from its
+    // repo's objects the moment one is moved aside, as it should).
+    b.kill9();
     // B replaces the large entry's bytes in the shared folder: its file is
     // read-only, but the folder is the group's to write.
     let big = sha256_hex(&files[0].1);
     let planted = shared_file(&large, &big);
-    let mut plant = as_bob(&b, &home, bob, Path::new("sh"));
-    plant.arg("-c").arg(format!(
-        "head -c 2097152 /dev/zero > {0}.new && mv -f {0}.new {0}",
-        planted.display()
-    ));
-    run(&mut plant);
-    assert_eq!(std::fs::read(&planted).unwrap(), vec![0u8; 2 << 20]);
+    let plant = || {
+        let mut plant = as_bob(&b, &home, bob, Path::new("sh"));
+        plant.arg("-c").arg(format!(
+            "mkdir -p {1} && head -c 2097152 /dev/zero > {0}.new && mv -f {0}.new {0}",
+            planted.display(),
+            planted.parent().unwrap().display()
+        ));
+        run(&mut plant);
+        assert_eq!(std::fs::read(&planted).unwrap(), vec![0u8; 2 << 20]);
+    };
+    plant();
     // And the small entry's bytes in the database (the role is shared).
     let small = sha256_hex(&files[1].1);
     let mut pg = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
@@ -208,9 +218,11 @@ fn a_second_user_reads_the_team_pool_and_cannot_plant_bytes_git_would_get() {
         .unwrap()
         .get(0);
     assert_eq!(moved, 1, "the changed row moved to drsd_kv_quarantine");
-    // git on B: the entries are gone from the pool; B gets nothing planted.
+    // git on B: B plants the large entry again, then asks for it.
+    plant();
     std::fs::remove_dir_all(rb.join(".git/lfs/objects")).unwrap();
     std::fs::remove_file(rb.join("big.bin")).unwrap();
+    start_b(&mut b);
     let out = as_bob(&b, &home, bob, Path::new("git"))
         .arg("-C")
         .arg(&rb)
@@ -222,9 +234,15 @@ fn a_second_user_reads_the_team_pool_and_cannot_plant_bytes_git_would_get() {
         "B's checkout got bytes: {}",
         text(&out)
     );
+    assert!(
+        text(&out).contains(&big),
+        "the object is not named: {}",
+        text(&out)
+    );
     if let Ok(got) = std::fs::read(rb.join("big.bin")) {
         assert!(got == files[0].1, "big.bin on B holds planted bytes");
     }
+    assert!(!planted.exists(), "B's planted file is still in its place");
     a.kill9();
     b.kill9();
 }
