@@ -231,6 +231,12 @@ enum TeamCommand {
         #[arg(value_name = "NODE")]
         node: String,
     },
+    /// Copy this machine's own pool and registry into the team's (run with
+    /// the daemon in team mode; a second run copies nothing)
+    Join,
+    /// Copy back into this machine's own pool and registry what its repos
+    /// need, so they work once team_db is removed
+    Leave,
 }
 
 #[derive(Subcommand)]
@@ -335,6 +341,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Command::Team(TeamCommand::Forget { node }) => {
                 cmd::team::forget(&socket, node, &out).await
             }
+            Command::Team(TeamCommand::Join) => cmd::team::join(&socket, &out).await,
+            Command::Team(TeamCommand::Leave) => cmd::team::leave(&socket, &out).await,
             Command::Shutdown => cmd::shutdown::run(&socket, &out).await,
             Command::Config { .. } => cmd::config::run(&socket, &out).await,
             Command::Service(_) | Command::Completions { .. } | Command::Man { .. } => {

@@ -74,6 +74,13 @@ fn main() {
         team_small(dir.path(), &db.url);
         team_large(dir.path(), &db.url, large_mib);
     }
+    // The two halves of `team` alone.
+    if only.as_deref() == Some("team-kv") {
+        team_small(dir.path(), &BenchDb::create().url);
+    }
+    if only.as_deref() == Some("team-large") {
+        team_large(dir.path(), &BenchDb::create().url, large_mib);
+    }
 }
 
 /// A database of the bench's own on the tests' server, dropped at the end.
@@ -87,7 +94,11 @@ impl BenchDb {
     fn create() -> BenchDb {
         let admin = std::env::var("DRSD_TEST_PG_URL")
             .expect("DRSD_TEST_PG_URL: run the team bench under tests/with-servers.sh");
-        let name = format!("drsd_bench_{}", std::process::id());
+        let name = format!(
+            "drsd_bench_{}_{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
         let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
         c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
@@ -143,6 +154,23 @@ fn team_small(dir: &Path, url: &str) {
     let lite = batched_puts(&sqlite_pool(dir, "team-512"), 4096, 512);
     let post = batched_puts(&pg(), 4096, 512);
     row("puts, batches of 512", lite, post);
+    // The same on the table as it was before `toast_tuple_target = 8160`
+    // (PostgreSQL's default: values past 2 KiB toasted), in a database of
+    // its own, measured in the same run.
+    let before = BenchDb::create();
+    let old = PgServer::open(&before.url).unwrap();
+    let old_pool = one_engine_pool(Arc::new(PgKvEngine::new(old.clone())), u64::MAX);
+    old_pool.put(&Oid::of(b"x"), b"x").unwrap(); // makes the tables
+    let mut c = postgres::Client::connect(&before.url, postgres::NoTls).unwrap();
+    c.batch_execute("ALTER TABLE drsd_kv RESET (toast_tuple_target)")
+        .unwrap();
+    let lite = batched_puts(&sqlite_pool(dir, "team-512-b"), 4096, 512);
+    let post = batched_puts(&old_pool, 4096, 512);
+    row(
+        "puts, batches of 512, table as before (toasted past 2 KiB)",
+        lite,
+        post,
+    );
 }
 
 fn team_large(dir: &Path, url: &str, mib: u64) {
@@ -154,15 +182,25 @@ fn team_large(dir: &Path, url: &str, mib: u64) {
         Arc::new(LocalEngine::open(&dir.join("large-team")).unwrap()),
         1,
     );
+    // The shared folder's engine (on this machine's disk: no NFS here, so
+    // this is what the engine adds, group modes and all, not the network).
+    let shared = one_engine_pool(
+        Arc::new(LocalEngine::open_shared(&dir.join("shared-team"), None).unwrap()),
+        1,
+    );
     let lo = one_engine_pool(
         Arc::new(PgLoEngine::open(url, &dir.join("team-spool")).unwrap()),
         1,
     );
-    println!("\n### Team large: pg-lo (loopback, fsync on) vs local files, {mib} MiB\n");
-    println!("| what | local MiB/s | pg-lo MiB/s | pg-lo / local |");
-    println!("|---|---|---|---|");
+    println!(
+        "\n### Team large: shared-dir and pg-lo (loopback, fsync on) vs local files, {mib} MiB\n"
+    );
+    println!(
+        "| what | local MiB/s | shared-dir MiB/s | pg-lo MiB/s | shared-dir / local | pg-lo / local |"
+    );
+    println!("|---|---|---|---|---|---|");
     let mut rates = Vec::new();
-    for pool in [&local, &lo] {
+    for pool in [&local, &shared, &lo] {
         run(&mut Command::new("sync"));
         let t = Instant::now();
         let put = pool.put_file(None, &src).unwrap();
@@ -206,8 +244,12 @@ fn team_large(dir: &Path, url: &str, mib: u64) {
         "get and read through (pg-lo: spooled to a local file)",
     ];
     for (i, what) in names.iter().enumerate() {
-        let (a, b) = (rates[0][i], rates[1][i]);
-        println!("| {what} | {a:.0} | {b:.0} | {:.2}× |", b / a);
+        let (a, b, c) = (rates[0][i], rates[1][i], rates[2][i]);
+        println!(
+            "| {what} | {a:.0} | {b:.0} | {c:.0} | {:.2}× | {:.2}× |",
+            b / a,
+            c / a
+        );
     }
     std::fs::remove_file(&src).unwrap();
 }

@@ -141,6 +141,22 @@ impl Client {
         }
     }
 
+    /// Copies this node's own pool and registry into the team's.
+    pub async fn team_join(&mut self) -> Result<TeamMigrateReport, IpcError> {
+        match self.call(Request::TeamJoin(TeamJoinRequest {})).await? {
+            Reply::TeamJoined(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// Copies back into this node's own pool and registry what its repos need.
+    pub async fn team_leave(&mut self) -> Result<TeamMigrateReport, IpcError> {
+        match self.call(Request::TeamLeave(TeamLeaveRequest {})).await? {
+            Reply::TeamLeft(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// The settings in force in the daemon and where each came from.
     pub async fn config(&mut self) -> Result<ConfigReport, IpcError> {
         let reply = self.call(Request::Config(ConfigRequest {})).await?;

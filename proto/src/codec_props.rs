@@ -249,6 +249,8 @@ fn request() -> impl Strategy<Value = Request> {
         )
             .prop_map(|(cwd, paths, all)| Request::Fetch(FetchRequest { cwd, paths, all })),
         text().prop_map(|node| Request::TeamForget(TeamForgetRequest { node })),
+        Just(Request::TeamJoin(TeamJoinRequest {})),
+        Just(Request::TeamLeave(TeamLeaveRequest {})),
     ]
 }
 
@@ -590,8 +592,31 @@ fn reply() -> impl Strategy<Value = Reply> {
             repos: n[0],
             roots: n[1],
         })),
+        (migrate_report(), any::<bool>()).prop_map(|(report, join)| match join {
+            true => Reply::TeamJoined(report),
+            false => Reply::TeamLeft(report),
+        }),
         Just(Reply::Done),
     ]
+}
+
+fn migrate_report() -> impl Strategy<Value = TeamMigrateReport> {
+    (
+        any::<[u64; 6]>(),
+        proptest::collection::vec((text(), text()), 0..3),
+    )
+        .prop_map(|(n, refused)| TeamMigrateReport {
+            copied: n[0],
+            present: n[1],
+            bytes: n[2],
+            refused: refused
+                .into_iter()
+                .map(|(key, why)| RefusedEntry { key, why })
+                .collect(),
+            absent: n[3],
+            repos: n[4],
+            records: n[5],
+        })
 }
 
 fn error_code() -> impl Strategy<Value = ErrorCode> {

@@ -65,7 +65,10 @@ pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
 pub use reply::*;
 pub use request::*;
 pub use stamp::FileStamp;
-pub use team::{TeamForgetReport, TeamForgetRequest};
+pub use team::{
+    RefusedEntry, TeamForgetReport, TeamForgetRequest, TeamJoinRequest, TeamLeaveRequest,
+    TeamMigrateReport,
+};
 
 /// The longest response line a client reads (a status with thousands of repos
 /// or a verify naming many bad entries is still far below it).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigReport, FileStamp, Oid, TeamForgetReport};
+use crate::{ConfigReport, FileStamp, Oid, TeamForgetReport, TeamMigrateReport};
 
 /// A request's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +31,8 @@ pub enum Reply {
     Config(ConfigReport),
     Fetched(FetchReport),
     TeamForgot(TeamForgetReport),
+    TeamJoined(TeamMigrateReport),
+    TeamLeft(TeamMigrateReport),
     Done,
 }
 

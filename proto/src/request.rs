@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigRequest, ErrorCode, Oid, TeamForgetRequest, WireError};
+use crate::{
+    ConfigRequest, ErrorCode, Oid, TeamForgetRequest, TeamJoinRequest, TeamLeaveRequest, WireError,
+};
 
 /// Bumped on any change a peer of the previous version would misread.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -65,6 +67,10 @@ pub enum Request {
     Fetch(FetchRequest),
     /// Remove a gone node's published roots (`drsctl team forget NODE`).
     TeamForget(TeamForgetRequest),
+    /// Copy this node's own pool and registry into the team's (`drsctl team join`).
+    TeamJoin(TeamJoinRequest),
+    /// Copy back what this node's repos need (`drsctl team leave`).
+    TeamLeave(TeamLeaveRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -261,6 +267,8 @@ impl Request {
             Request::Config(_) => "config",
             Request::Fetch(_) => "fetch",
             Request::TeamForget(_) => "team_forget",
+            Request::TeamJoin(_) => "team_join",
+            Request::TeamLeave(_) => "team_leave",
         }
     }
 

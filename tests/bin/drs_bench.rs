@@ -23,6 +23,9 @@
 //!    one alone). The commons' bucket is the test server's (bytes kept in
 //!    memory, see tests/drs_server/mod.rs); the push also reads the file
 //!    into the pool, hashes it (sha256 and md5) and completes the record.
+//! 6. `--only team-urls` (issue 31): 1, 2 and 4 daemons of one team adding
+//!    the same 100 URLs of 8 MiB at once: bytes fetched and time to all
+//!    promoted (see [`team_urls`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -155,11 +158,191 @@ fn median(mut ms: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let only_gen3 = std::env::args().skip(1).collect::<Vec<_>>() == ["--only", "gen3"];
-    if !only_gen3 {
-        main_drs();
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
+    match only.as_deref() {
+        Some("gen3") => push_gib_to_commons(),
+        Some("team-urls") => team_urls(),
+        _ => {
+            main_drs();
+            push_gib_to_commons();
+        }
     }
-    push_gib_to_commons();
+}
+
+/// `--only team-urls` (issue 31): N = 1, 2, 4 daemons, each a machine of
+/// one team (its own folders, socket and repo; one PostgreSQL database and
+/// one shared folder between them), add the same 100 URLs of 8 MiB at
+/// once (`drsctl add-url --from`), then each waits for all of them
+/// promoted in its repo (`drsctl promote --all --wait`). The object server
+/// (the tests' liar, telling no lies) counts the bytes of every GET it
+/// answers. Goals: bytes fetched 1x the objects' whatever N; time to all
+/// promoted at most 1.2x of N = 1's.
+fn team_urls() {
+    let admin = std::env::var("DRSD_TEST_PG_URL")
+        .expect("DRSD_TEST_PG_URL: run under tests/with-servers.sh (it starts PostgreSQL)");
+    let (objects, size) = (100usize, 8usize << 20);
+    let body: Vec<u8> = (0..size)
+        .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 9) as u8)
+        .collect();
+    println!(
+        "| daemons | MiB fetched from the server | / the objects' MiB | s to all promoted on every daemon | / N = 1 |"
+    );
+    println!("|---|---|---|---|---|");
+    let mut first = None;
+    for n in [1usize, 2, 4] {
+        let top = tempfile::tempdir().unwrap();
+        drsd_e2e::fresh_home(top.path());
+        let out = Command::new("git")
+            .args(["lfs", "install", "--skip-repo"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let db = TeamBenchDb::create(&admin, n);
+        let liar = drsd_e2e::liar::Liar::start(body.clone(), "bench-team-etag", LM);
+        let shared = top.path().join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let nodes: Vec<TeamNode> = (0..n)
+            .map(|i| TeamNode::start(top.path(), i, &db.url, &shared))
+            .collect();
+        let list = top.path().join("urls.txt");
+        let lines: String = (0..objects)
+            .map(|k| format!("{} d/{k}.bin\n", liar.url(&format!("o/{k}.bin"))))
+            .collect();
+        std::fs::write(&list, lines).unwrap();
+        let list = list.to_str().unwrap();
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for node in &nodes {
+                s.spawn(move || {
+                    node.drsctl(&["add-url", "--from", list]);
+                    node.drsctl(&["promote", "--all", "--wait"]);
+                });
+            }
+        });
+        let secs = start.elapsed().as_secs_f64();
+        let fetched = gets_bytes(&liar, size as u64) as f64 / (1 << 20) as f64;
+        let want = (objects * size) as f64 / (1 << 20) as f64;
+        let base = *first.get_or_insert(secs);
+        println!(
+            "| {n} | {fetched:.0} | {:.2}x | {secs:.1} | {:.2}x |",
+            fetched / want,
+            secs / base
+        );
+        drop(nodes);
+    }
+}
+
+const LM: &str = "Mon, 07 Dec 2026 08:00:00 GMT";
+
+/// Bytes sent for the GETs the server answered: a whole body, or a range.
+fn gets_bytes(liar: &drsd_e2e::liar::Liar, size: u64) -> u64 {
+    liar.requests()
+        .iter()
+        .filter_map(|r| r.strip_prefix("GET "))
+        .map(|range| match range.strip_prefix("bytes=") {
+            None => size,
+            Some(r) => {
+                let (a, b) = r.split_once('-').unwrap();
+                let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+                b.min(size - 1) + 1 - a
+            }
+        })
+        .sum()
+}
+
+/// A database of the bench's own for one N, dropped after it.
+struct TeamBenchDb {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl TeamBenchDb {
+    fn create(admin: &str, n: usize) -> TeamBenchDb {
+        let name = format!("drsd_bench_team_{}_{n}", std::process::id());
+        let mut c = postgres::Client::connect(admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let mut url = url::Url::parse(admin).unwrap();
+        url.set_path(&format!("/{name}"));
+        TeamBenchDb {
+            admin: admin.into(),
+            name,
+            url: url.to_string(),
+        }
+    }
+}
+
+impl Drop for TeamBenchDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// One machine of the team: its folders, its daemon, its repo.
+struct TeamNode {
+    env: Vec<(&'static str, String)>,
+    repo: PathBuf,
+    daemon: Child,
+}
+
+impl TeamNode {
+    fn start(top: &Path, i: usize, db: &str, shared: &Path) -> TeamNode {
+        let dir = top.join(format!("node{i}"));
+        let repo = dir.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let out = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let at = |p: &str| dir.join(p).display().to_string();
+        let env = vec![
+            ("DRSD_SOCKET", at("run/drsd.sock")),
+            ("DRSD_POOL", at("pool")),
+            ("DRSD_STATE_DIR", at("state")),
+            ("DRSD_CONFIG", String::new()),
+            ("XDG_CONFIG_HOME", at("config")),
+            ("DRSD_NO_AUTOSTART", "1".into()),
+            ("DRSD_TEAM_DB", db.into()),
+            ("DRSD_TEAM_LARGE", shared.display().to_string()),
+            ("DRSD_TEAM_NODE", format!("bench@node{i}")),
+        ];
+        let log = std::fs::File::create(dir.join("drsd.log")).unwrap();
+        let mut cmd = Command::new(bin("drsd"));
+        cmd.args(["serve", "--ready"])
+            .envs(env.iter().cloned())
+            .stderr(Stdio::from(log));
+        let daemon = spawn_ready(&mut cmd);
+        TeamNode { env, repo, daemon }
+    }
+
+    fn drsctl(&self, args: &[&str]) {
+        let out = Command::new(bin("drsctl"))
+            .current_dir(&self.repo)
+            .args(args)
+            .envs(self.env.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "drsctl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for TeamNode {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
 }
 
 fn main_drs() {

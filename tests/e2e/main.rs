@@ -33,3 +33,5 @@ mod secrets;
 mod setup;
 mod team;
 mod team_failures;
+mod team_migrate;
+mod team_users;

@@ -14,7 +14,7 @@ use drsd_e2e::{bin, fresh_home, spawn_ready};
 use super::add_url::{git, pointer_text, sha256_hex, text};
 use super::foreign::{staged, wait_up_to};
 
-const LM: &str = "Mon, 07 Dec 2026 08:00:00 GMT";
+pub(super) const LM: &str = "Mon, 07 Dec 2026 08:00:00 GMT";
 
 /// A database of the test's own on the tests' server, dropped after it.
 pub(super) struct TeamDb {
@@ -68,7 +68,7 @@ impl Drop for TeamDb {
 pub(super) struct Node {
     pub(super) dir: PathBuf,
     pub(super) name: String,
-    team: Vec<(&'static str, String)>,
+    pub(super) team: Vec<(&'static str, String)>,
     pub(super) daemon: Option<Child>,
 }
 

@@ -14,12 +14,15 @@
 //! - [`workers`]: the background prefetch workers.
 //! - [`gc`]: the pool's garbage collection and the partial downloads' caps.
 //! - [`pool`]: the pool's figures and its verification.
+//! - [`team`]: joining a lab's team and leaving it (copying pool and
+//!   registry between this machine's own stores and the team's).
 //! - [`uploads`]: multipart uploads a killed daemon left behind.
 
 pub mod foreign;
 pub mod gc;
 pub mod pool;
 pub mod repos;
+pub mod team;
 pub mod transfer;
 pub mod uploads;
 pub mod workers;

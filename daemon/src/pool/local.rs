@@ -126,25 +126,7 @@ impl LocalEngine {
                 why: "shorter than the two bytes the folder layout needs",
             });
         }
-        let hex = hex::encode(key);
-        Ok(self.root.join(&hex[0..2]).join(&hex[2..4]).join(hex))
-    }
-
-    /// Keys in one `xx/yy` shard folder whose names decode and sit where they belong.
-    fn list_shard(&self, dir: &Path, prefix: &str, out: &mut Vec<Vec<u8>>) -> Result<()> {
-        for entry in fs::read_dir(dir).at("list", dir)? {
-            let name = entry.at("list", dir)?.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if !name.starts_with(prefix) {
-                continue;
-            }
-            if let Ok(key) = hex::decode(name) {
-                if hex::encode(&key) == name {
-                    out.push(key);
-                }
-            }
-        }
-        Ok(())
+        Ok(key_path(&self.root, key))
     }
 }
 
@@ -190,6 +172,51 @@ fn share_lock_file(file: &File, path: &Path, gid: u32) -> Result<()> {
     std::os::unix::fs::fchown(file, None, Some(gid)).at("give the team's group", path)?;
     file.set_permissions(Permissions::from_mode(0o660))
         .at("share with the group", path)
+}
+
+/// Every key stored under `root` in the engine's layout (`xx/yy/hex`),
+/// each once; nothing else there (the stage, the quarantine, a stray file)
+/// is a key. Reads only: also how a join lists a pool it must not change.
+pub(crate) fn list_keys(root: &Path) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    for a in fs::read_dir(root).at("list", root)? {
+        let a = a.at("list", root)?;
+        let name_a = a.file_name().to_string_lossy().into_owned();
+        if !is_shard(&name_a) || !a.path().is_dir() {
+            continue;
+        }
+        for b in fs::read_dir(a.path()).at("list", a.path())? {
+            let b = b.at("list", a.path())?;
+            let name_b = b.file_name().to_string_lossy().into_owned();
+            if is_shard(&name_b) && b.path().is_dir() {
+                list_shard(&b.path(), &format!("{name_a}{name_b}"), &mut keys)?;
+            }
+        }
+    }
+    Ok(keys)
+}
+
+/// Keys in one `xx/yy` shard folder whose names decode and sit where they belong.
+fn list_shard(dir: &Path, prefix: &str, out: &mut Vec<Vec<u8>>) -> Result<()> {
+    for entry in fs::read_dir(dir).at("list", dir)? {
+        let name = entry.at("list", dir)?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        if let Ok(key) = hex::decode(name) {
+            if hex::encode(&key) == name {
+                out.push(key);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where the engine at `root` keeps `key`'s file (`xx/yy/hex`).
+pub(crate) fn key_path(root: &Path, key: &[u8]) -> PathBuf {
+    let hex = hex::encode(key);
+    root.join(&hex[0..2]).join(&hex[2..4]).join(hex)
 }
 
 fn is_shard(name: &str) -> bool {
@@ -340,22 +367,7 @@ impl Backend for LocalEngine {
     }
 
     fn list(&self) -> Result<Vec<Vec<u8>>> {
-        let mut keys = Vec::new();
-        for a in fs::read_dir(&self.root).at("list", &self.root)? {
-            let a = a.at("list", &self.root)?;
-            let name_a = a.file_name().to_string_lossy().into_owned();
-            if !is_shard(&name_a) || !a.path().is_dir() {
-                continue;
-            }
-            for b in fs::read_dir(a.path()).at("list", a.path())? {
-                let b = b.at("list", a.path())?;
-                let name_b = b.file_name().to_string_lossy().into_owned();
-                if is_shard(&name_b) && b.path().is_dir() {
-                    self.list_shard(&b.path(), &format!("{name_a}{name_b}"), &mut keys)?;
-                }
-            }
-        }
-        Ok(keys)
+        list_keys(&self.root)
     }
 
     fn adopt(&self, key: &[u8], path: &Path) -> Result<bool> {

@@ -222,6 +222,19 @@ impl PgServer {
     }
 }
 
+/// The idle connections are closed off the async threads: a `postgres`
+/// client blocks on its own runtime as it closes, which panics on a
+/// runtime's thread (a daemon whose start fails after the team connected
+/// drops its server there).
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut lock(&self.idle).conns);
+        if !idle.is_empty() && tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::spawn(move || drop(idle));
+        }
+    }
+}
+
 /// A connection lent out; back to the pool when dropped, unless closed.
 pub(crate) struct Lent<'a> {
     server: &'a PgServer,

@@ -173,6 +173,11 @@ impl Pool {
                 let text = serde_json::to_vec(&PoolFile { threshold }).expect("plain struct");
                 let tmp = tempfile::NamedTempFile::new_in(dir).at("create file in", dir)?;
                 std::fs::write(tmp.path(), text).at("write", tmp.path())?;
+                // Readable by every member of a lab sharing the folder (a
+                // threshold is no secret; a user's own pool folder is 0700).
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o444))
+                    .at("make readable", tmp.path())?;
                 tmp.persist(&path).map_err(|e| {
                     PoolError::Io(crate::IoError::new("write", path.clone(), e.error))
                 })?;

@@ -165,6 +165,15 @@ pub enum RegistryError {
     Team(#[from] crate::pool::PoolError),
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error(
+        "registry {path}: schema version {found}, this drsd reads {wanted}: start the daemon \
+         once without team_db to upgrade it"
+    )]
+    OldSchema {
+        path: std::path::PathBuf,
+        found: usize,
+        wanted: usize,
+    },
     #[error("{path} line {line}: {why}")]
     BadMirror {
         path: std::path::PathBuf,

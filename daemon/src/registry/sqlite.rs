@@ -76,6 +76,34 @@ impl SqliteRegistry {
         Ok(registry)
     }
 
+    /// Opens the registry database at `path` for reading only (a team
+    /// join reads this machine's own registry and must leave it as it
+    /// was); `None` when there is none. A database of an older schema is
+    /// refused, naming it: a daemon started once without `team_db`
+    /// upgrades it.
+    pub fn open_read_only(path: &Path) -> Result<Option<SqliteRegistry>, RegistryError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(sql(path, "open read-only"))?;
+        let done: usize = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql(path, "read the schema version"))?;
+        if done != MIGRATIONS.len() {
+            return Err(RegistryError::OldSchema {
+                path: path.to_path_buf(),
+                found: done,
+                wanted: MIGRATIONS.len(),
+            });
+        }
+        Ok(Some(SqliteRegistry {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        }))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

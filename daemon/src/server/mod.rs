@@ -31,6 +31,7 @@ use crate::ops::foreign::ForeignObjects;
 use crate::ops::gc::Gc;
 use crate::ops::pool::PoolCare;
 use crate::ops::repos::{state_file, Registrar, RepoBook, RepoLocks};
+use crate::ops::team::Migration;
 use crate::ops::transfer::Transfers;
 use crate::ops::uploads;
 use crate::ops::workers::Workers;
@@ -66,6 +67,8 @@ pub(crate) struct Shared {
     foreign: Arc<ForeignObjects>,
     /// Registering repos: the book and their foreign objects in step.
     registrar: Registrar,
+    /// Joining a team and leaving it.
+    migration: Migration,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -114,6 +117,13 @@ impl Daemon {
             config.prefetch.retry,
         ));
         let registrar = Registrar::new(repos.clone(), foreign.clone(), remote.clone());
+        let migration = Migration::new(
+            team.as_ref()
+                .map(|_| (pool.clone(), registry.clone(), foreign.clone())),
+            repos.clone(),
+            &config.pool_dir,
+            &own_registry_path(&config),
+        );
         let care = Arc::new(PoolCare::new(pool.clone()));
         let stop = CancellationToken::new();
         let workers = Arc::new(Workers::new(
@@ -153,6 +163,7 @@ impl Daemon {
             transfers,
             foreign,
             registrar,
+            migration,
         });
         log::info!(
             "drsd {} listening on {}",
@@ -227,7 +238,7 @@ async fn open_registry(
     config: &Config,
     team: Option<Arc<team::Team>>,
 ) -> Result<Arc<Registry>, DaemonError> {
-    let path = config.state_dir.join("registry.sqlite");
+    let path = own_registry_path(config);
     let opened = crate::blocking(move || match team {
         Some(team) => team.open_registry(),
         None => Registry::open(&path),
@@ -236,6 +247,11 @@ async fn open_registry(
     opened
         .map(Arc::new)
         .map_err(|e| DaemonError::Registry(Box::new(e)))
+}
+
+/// This machine's own registry: what the daemon opens without a team.
+fn own_registry_path(config: &Config) -> PathBuf {
+    config.state_dir.join("registry.sqlite")
 }
 
 async fn accept_loop(

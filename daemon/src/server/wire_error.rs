@@ -8,6 +8,7 @@ use crate::io_error::out_of_space;
 use crate::ops::foreign::ForeignError;
 use crate::ops::gc::{ForgetError, GcError};
 use crate::ops::repos::RepoError;
+use crate::ops::team::MigrateError;
 use crate::ops::transfer::TransferError;
 use crate::remote::{PointerFetchError, UploadError};
 use drsd_proto::{ErrorCode, WireError};
@@ -118,6 +119,17 @@ impl From<GcError> for WireError {
             GcError::Pool(_) | GcError::Registry(_) => wire_error(ErrorCode::Internal, &e),
             GcError::Partials(_) => WireError::new(ErrorCode::Internal, e.to_string()),
             GcError::Roots(_) => wire_error(ErrorCode::Internal, &e),
+        }
+    }
+}
+
+impl From<MigrateError> for WireError {
+    fn from(e: MigrateError) -> WireError {
+        match e {
+            MigrateError::NotInTeam { .. } | MigrateError::Busy => {
+                WireError::new(ErrorCode::InvalidArgument, e.to_string())
+            }
+            _ => wire_error(ErrorCode::Internal, &e),
         }
     }
 }

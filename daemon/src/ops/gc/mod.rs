@@ -346,7 +346,7 @@ fn publish(team: &GcTeam, own: &[(String, HashSet<Oid>)]) -> Result<usize, GcErr
 }
 
 /// Every oid each registered repo can need, per repo (named by its path).
-fn own_roots(
+pub(crate) fn own_roots(
     registry: &Registry,
     repos: &[PathBuf],
 ) -> Result<Vec<(String, HashSet<Oid>)>, GcError> {

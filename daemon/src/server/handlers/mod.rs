@@ -14,6 +14,8 @@ mod repos;
 mod shutdown;
 mod status;
 mod team;
+mod team_join;
+mod team_leave;
 mod transfer;
 mod verify;
 
@@ -87,6 +89,8 @@ pub(crate) async fn handle(
         Request::AddUrl(request) => add_url::handle(&shared, request, &progress).await,
         Request::Config(_) => Ok(config::handle(&shared)),
         Request::TeamForget(request) => team::forget(&shared, request).await,
+        Request::TeamJoin(request) => team_join::handle(&shared, request).await,
+        Request::TeamLeave(request) => team_leave::handle(&shared, request).await,
         Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
