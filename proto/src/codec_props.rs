@@ -587,11 +587,14 @@ fn reply() -> impl Strategy<Value = Reply> {
                 hashed,
             })
         }),
-        (text(), any::<[u64; 2]>()).prop_map(|(node, n)| Reply::TeamForgot(TeamForgetReport {
-            node,
-            repos: n[0],
-            roots: n[1],
-        })),
+        (text(), any::<[u64; 2]>(), any::<bool>()).prop_map(|(node, n, listed)| {
+            Reply::TeamForgot(TeamForgetReport {
+                node,
+                repos: n[0],
+                roots: n[1],
+                listed,
+            })
+        }),
         (migrate_report(), any::<bool>()).prop_map(|(report, join)| match join {
             true => Reply::TeamJoined(report),
             false => Reply::TeamLeft(report),

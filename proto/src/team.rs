@@ -19,6 +19,9 @@ pub struct TeamForgetReport {
     pub repos: u64,
     /// Roots (oids) removed, over those repos.
     pub roots: u64,
+    /// Whether the node was removed from the team's list of nodes.
+    #[serde(default)]
+    pub listed: bool,
 }
 
 /// Copy this node's own pool and registry (what the daemon opens without

@@ -275,6 +275,19 @@ impl DrsServer {
         Some((stored.bytes.to_vec(), stored.etag.clone()))
     }
 
+    /// Multipart uploads begun in the upload bucket and neither completed
+    /// nor aborted (their parts stay until the store's lifecycle removes
+    /// them), with how many parts each holds.
+    pub fn open_uploads(&self) -> Vec<usize> {
+        let state = self.shared.lock();
+        state
+            .bucket
+            .uploads
+            .values()
+            .map(|u| u.parts.len())
+            .collect()
+    }
+
     /// `maxBulkRequestLength` (default 100), declared in service-info but,
     /// as by Indexd, never enforced; or None to answer bulk requests 404 as
     /// a server without them.

@@ -558,7 +558,8 @@ fn team_forget_refuses_this_node_and_names_the_known_nodes_for_an_unknown_one() 
     let unknown = home.drsctl(&["team", "forget", "gone-node"]);
     assert!(!unknown.status.success());
     assert!(
-        stderr(&unknown).contains("no node of that name published roots (known: none)"),
+        stderr(&unknown)
+            .contains("no node of that name is listed or published roots (known: none)"),
         "{}",
         stderr(&unknown)
     );

@@ -327,8 +327,9 @@ fn a_record_naming_our_sha256_over_other_bytes_is_not_taken_as_held_and_the_obje
 /// kill -9 of the daemon while its multipart upload through Fence is
 /// under way leaves one blank record and the registry's note of it
 /// (`drsctl status` names it after the restart); the next push, by a new
-/// daemon, finishes that very record: one complete record holding the
-/// bytes, no blank one left, no second record.
+/// daemon, finishes that very record and that very upload, sending only
+/// the parts the store did not take: one complete record holding the
+/// bytes, no blank one left, no second record, no upload left open.
 #[test]
 fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() {
     let keys = tempfile::tempdir().unwrap();
@@ -350,7 +351,9 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
         .spawn()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(120);
-    while server.counts().bucket_put < 2 {
+    // Three parts are on the wire at once: a fifth begun means two were
+    // answered, and recorded.
+    while server.counts().bucket_put < 5 {
         assert!(
             Instant::now() < until,
             "no part went up: {:?}",
@@ -358,12 +361,20 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    std::thread::sleep(Duration::from_millis(100));
     world.kill(); // SIGKILL, parts in the bucket, the record blank
     assert!(!push.wait().unwrap().success());
     server.set_latency(Duration::ZERO);
+    let parts = 8; // 40 MiB in 5 MiB parts
+    let open = server.open_uploads();
+    assert_eq!(open.len(), 1, "one upload open: {open:?}");
+    let taken = open[0];
+    assert!((1..parts).contains(&taken), "{taken} parts in the store");
     let blank = server.blank_records();
     assert_eq!(blank.len(), 1, "{blank:?}");
     assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+    let recorded = spoil_first_recorded_part(&world);
+    assert!(recorded >= 2, "{recorded} parts recorded");
 
     world.start();
     let status = world.drsctl_ok(&repo, &["status"]);
@@ -372,13 +383,51 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
     assert_eq!(open[0]["did"], blank[0].as_str(), "{status}");
     assert_eq!(open[0]["step"], "uploading", "{status}");
 
+    server.reset_counts();
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     let record = completed_record(&server, &bytes);
     assert_eq!(record["did"], blank[0].as_str(), "{record}");
     assert!(server.blank_records().is_empty());
+    // Each part recorded is kept but the spoilt one; those the store took
+    // unrecorded (the kill came before their answer) are sent again.
+    let resent = server.counts().bucket_put as usize;
+    assert_eq!(
+        resent,
+        parts - recorded + 1,
+        "the resumed push sent {resent} of {parts} parts; the store held {taken}, {recorded} recorded"
+    );
+    assert!(
+        server.open_uploads().is_empty(),
+        "an upload was left open: {:?}",
+        server.open_uploads()
+    );
     let status = world.drsctl_ok(&repo, &["status"]);
     assert_eq!(status["commons_uploads"], serde_json::json!([]), "{status}");
+}
+
+/// The parts of the one open upload through Fence recorded in `world`'s
+/// registry (its daemon stopped), the first of them now with an ETag that
+/// is not its md5, as a registry a lab member wrote could say: the resumed
+/// push must send that part again rather than take the record's word.
+fn spoil_first_recorded_part(world: &World) -> usize {
+    let registry =
+        drsd::registry::Registry::open(&world.dir().join("state/registry.sqlite")).unwrap();
+    let open = registry.fence_unfinished().unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    let (commons, upload) = &open[0];
+    let upload_id = upload.upload_id.as_deref().expect("an upload id recorded");
+    let parts = registry
+        .fence_parts(commons, upload.oid, upload_id)
+        .unwrap();
+    if let Some(first) = parts.first() {
+        let mut spoilt = first.clone();
+        spoilt.etag = "0".repeat(32);
+        registry
+            .fence_part_sent(commons, upload.oid, &spoilt)
+            .unwrap();
+    }
+    parts.len()
 }
 
 /// A push whose last step (the record's completion) Indexd refuses leaves

@@ -132,6 +132,20 @@ fn gc_with_no_grace_on_one_machine_keeps_what_the_other_machine_s_repos_hold_unt
     assert!(status.to_string().contains("alice@b"), "{status}");
     let forgot = a.drsctl(&ra, &["team", "forget", "alice@b"]);
     assert!(forgot.status.success(), "{}", text(&forgot));
+    assert!(
+        text(&forgot).contains("no longer listed among the team's nodes"),
+        "{}",
+        text(&forgot)
+    );
+    let status = a.drsctl_ok(&ra, &["status"]);
+    let nodes: Vec<&str> = status["team"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert!(!nodes.contains(&"alice@b"), "B is still listed: {nodes:?}");
+    assert!(!nodes.is_empty(), "A itself is no longer listed");
     let report = a.drsctl_ok(&ra, &["gc", "--grace", "0"]);
     let want: HashSet<String> = b_files.iter().map(|(_, d)| sha256_hex(d)).collect();
     assert_eq!(

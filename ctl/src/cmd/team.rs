@@ -13,8 +13,14 @@ pub async fn forget(socket: &Path, node: String, out: &Output) -> Result<(), Fai
     let report = client.team_forget(node).await?;
     out.show(&report, || {
         println!(
-            "forgot node {}: the roots of {} repo(s) ({} oids) no longer keep pool entries",
-            report.node, report.repos, report.roots
+            "forgot node {}: the roots of {} repo(s) ({} oids) no longer keep pool entries{}",
+            report.node,
+            report.repos,
+            report.roots,
+            match report.listed {
+                true => "; no longer listed among the team's nodes",
+                false => "",
+            }
         )
     });
     Ok(())

@@ -84,6 +84,14 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+impl PoolError {
+    /// Whether this is a team database out of reach (down, restarting, cut
+    /// off) past what its calls wait: a later call may succeed.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, PoolError::Postgres { source, .. } if super::pg::is_gone(source))
+    }
+}
+
 /// A PostgreSQL error with what the server or the socket said: the
 /// client's own text is only "db error" or "error connecting to server".
 pub(crate) fn pg_detail(e: &postgres::Error) -> String {

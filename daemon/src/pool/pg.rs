@@ -8,6 +8,7 @@
 //! threads (`crate::blocking`), like SQLite and file I/O are.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,22 @@ pub struct PgServer {
     tls: MakeRustlsConnect,
     idle: Mutex<Idle>,
     freed: Condvar,
+    outage: Outage,
+    /// How long the calls of one outage wait the server out
+    /// ([`RECONNECT_FOR`]; shorter in tests).
+    patience: Duration,
+}
+
+/// The server out of reach, as every call to it sees it. One outage, one
+/// warning (not one per waiting call) and one deadline: a call begun late
+/// in an outage waits only what is left of the server's patience, and once
+/// that is spent each call tries once and fails, until the server answers
+/// again (said once too).
+#[derive(Default)]
+struct Outage {
+    /// Set while `since` is: the check on every answered call.
+    on: AtomicBool,
+    since: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -88,6 +105,8 @@ impl PgServer {
             tls: tls(root_cert.as_deref()),
             idle: Mutex::new(Idle::default()),
             freed: Condvar::new(),
+            outage: Outage::default(),
+            patience: RECONNECT_FOR,
         });
         let first = server.take("connect")?;
         drop(first);
@@ -175,40 +194,70 @@ impl PgServer {
     /// Runs `f` on a connection. When the server went away (a restart, a
     /// failover, a cut in the network: the connection closed, refused, or
     /// ended by the server's shutdown), the connections idle beside it are
-    /// dropped and `f` runs again on a new one, for up to [`RECONNECT_FOR`]
-    /// with a growing pause: so `f` must be safe to repeat (every engine
-    /// write is: puts do nothing for a present key, and a transaction the
-    /// server lost was not committed). Any other error is returned at once.
+    /// dropped and `f` runs again on a new one, with a growing pause, until
+    /// [`RECONNECT_FOR`] from the outage's start (see [`Outage`]): so `f`
+    /// must be safe to repeat (every engine write is: puts do nothing for a
+    /// present key, and a transaction the server lost was not committed).
+    /// Any other error is returned at once.
     pub(crate) fn with<T>(
         &self,
         op: &'static str,
         mut f: impl FnMut(&mut PgConn) -> Result<T, postgres::Error>,
     ) -> Result<T> {
-        let deadline = Instant::now() + RECONNECT_FOR;
         let mut pause = Duration::from_millis(100);
-        let mut said = false;
         loop {
             let e = match self.try_once(&mut f) {
-                Ok(out) => return Ok(out),
+                Ok(out) => {
+                    self.answered();
+                    return Ok(out);
+                }
                 Err(e) => e,
             };
-            if !is_gone(&e) || Instant::now() + pause > deadline {
+            if !is_gone(&e) {
                 return Err(self.error(op)(e));
             }
-            if !said {
-                log::warn!(
-                    "{}: the server went away ({}); reconnecting for up to {}s",
-                    self.shown,
-                    super::error::pg_detail(&e),
-                    RECONNECT_FOR.as_secs()
-                );
-                said = true;
+            let deadline = self.went_away(&e) + self.patience;
+            if Instant::now() + pause > deadline {
+                return Err(self.error(op)(e));
             }
             // The others idle beside it are likely closed too (a restart
             // closes them all): the next try takes a new one.
             self.drop_idle();
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// When the outage `e` is part of began; the first call to meet it
+    /// begins it, and says so.
+    fn went_away(&self, e: &postgres::Error) -> Instant {
+        let mut since = lock(&self.outage.since);
+        if let Some(since) = *since {
+            return since;
+        }
+        log::warn!(
+            "{}: the server went away ({}); reconnecting for up to {}s",
+            self.shown,
+            super::error::pg_detail(e),
+            self.patience.as_secs()
+        );
+        self.outage.on.store(true, Ordering::SeqCst);
+        *since.insert(Instant::now())
+    }
+
+    /// Ends the outage, if any: the server answered.
+    fn answered(&self) {
+        if !self.outage.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut since = lock(&self.outage.since);
+        self.outage.on.store(false, Ordering::SeqCst);
+        if let Some(began) = since.take() {
+            log::info!(
+                "{}: the server answers again, after {}s",
+                self.shown,
+                began.elapsed().as_secs()
+            );
         }
     }
 
@@ -275,7 +324,7 @@ impl Drop for Lent<'_> {
 /// password or database: those are the server's answers), or the server
 /// ended it by shutting down or is starting up (SQLSTATE classes 08 and
 /// 57P).
-fn is_gone(e: &postgres::Error) -> bool {
+pub(crate) fn is_gone(e: &postgres::Error) -> bool {
     match e.code() {
         Some(code) => {
             let code = code.code();
@@ -403,5 +452,68 @@ impl Drop for TestDb {
                 self.name
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `url` with a port nobody listens on: every connection refused.
+    fn moved(url: &str) -> postgres::Config {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let mut url = url::Url::parse(url).unwrap();
+        url.set_port(Some(port)).unwrap();
+        url.as_str().parse().unwrap()
+    }
+
+    fn ping(server: &PgServer) -> Result<()> {
+        server.with("ping", |c| c.client.batch_execute("SELECT 1"))
+    }
+
+    /// Fails, and how long it took.
+    fn refused(server: &PgServer) -> Duration {
+        let began = Instant::now();
+        assert!(ping(server).is_err(), "the server still answers");
+        began.elapsed()
+    }
+
+    #[test]
+    fn the_calls_of_one_outage_share_its_wait_and_a_later_outage_is_waited_out_again() {
+        let db = TestDb::create();
+        let server = PgServer::open(&db.url).unwrap();
+        let mut server = Arc::try_unwrap(server).ok().expect("the only owner");
+        server.patience = Duration::from_secs(1);
+        server.drop_idle();
+        server.config = moved(&db.url);
+
+        let first = refused(&server);
+        assert!(
+            first >= Duration::from_millis(600),
+            "the first call waited {first:?}"
+        );
+        let second = refused(&server);
+        assert!(
+            second < Duration::from_millis(400),
+            "a call of the same outage waited it out again: {second:?}"
+        );
+        assert!(lock(&server.outage.since).is_some());
+
+        server.config = db.url.parse().unwrap();
+        ping(&server).unwrap();
+        assert!(
+            lock(&server.outage.since).is_none(),
+            "the outage did not end"
+        );
+
+        server.drop_idle();
+        server.config = moved(&db.url);
+        let again = refused(&server);
+        assert!(
+            again >= Duration::from_millis(600),
+            "a new outage was not waited out: {again:?}"
+        );
     }
 }

@@ -56,8 +56,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Entry, FenceStep, FenceUpload, ForeignObject, IndexdRegistration, Job, JobCounts, JobState,
-    OpenJob, RegistryError,
+    Entry, FencePart, FenceStep, FenceUpload, ForeignObject, IndexdRegistration, Job, JobCounts,
+    JobState, OpenJob, RegistryError,
 };
 use crate::pool::Oid;
 use crate::stores::{MultipartUpload, SentObject};
@@ -98,6 +98,13 @@ pub trait RegistryEngine:
     /// The team's nodes, most recently seen first; none without a team.
     fn team_nodes(&self) -> Result<Vec<drsd_proto::TeamNode>> {
         Ok(Vec::new())
+    }
+
+    /// Removes node `name` from the team's list of nodes; whether it was
+    /// listed. A node still running lists itself again at its next
+    /// heartbeat. Never listed without a team.
+    fn forget_team_node(&self, _name: &str) -> Result<bool> {
+        Ok(false)
     }
 }
 
@@ -286,6 +293,14 @@ pub trait FenceUploads {
 
     /// What is recorded of `oid`'s upload to `commons`.
     fn fence_upload(&self, commons: &str, oid: Oid) -> Result<Option<FenceUpload>>;
+
+    /// Records that the store took `part` of `oid`'s multipart upload to
+    /// `commons` (kept while the upload is at `uploading` with that id).
+    fn fence_part_sent(&self, commons: &str, oid: Oid, part: &FencePart) -> Result<()>;
+
+    /// The parts recorded of `oid`'s upload `upload_id` to `commons`, by
+    /// number.
+    fn fence_parts(&self, commons: &str, oid: Oid, upload_id: &str) -> Result<Vec<FencePart>>;
 
     /// Uploads to any commons not done, oldest first, with their commons:
     /// `drsctl status`.

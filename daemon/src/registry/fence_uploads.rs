@@ -10,6 +10,12 @@
 //! exists, blank: its did is known), `uploading` (a multipart upload of it
 //! begun: its id), `uploaded` (the bytes are in, the record to complete),
 //! `done` (completed with size, hashes and location).
+//!
+//! While `uploading`, each part the store took is recorded with the ETag it
+//! answered (`fence_upload_parts`), so a push resumed after a kill sends
+//! only the parts missing, into the same upload, and leaves no orphaned
+//! parts behind (Fence has no call to abort an upload). A new upload id,
+//! or a step past `uploading`, drops the parts of the old one.
 
 //!
 //! Here: the step types, and SQLite's [`FenceUploads`] ([`SqliteRegistry`])
@@ -34,6 +40,29 @@ pub(super) const SCHEMA: &str = "
         PRIMARY KEY (commons, oid)
     );
 ";
+
+pub(super) const PARTS_SCHEMA: &str = "
+    CREATE TABLE fence_upload_parts (
+        commons TEXT NOT NULL,
+        oid TEXT NOT NULL,
+        upload_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        etag TEXT NOT NULL,
+        PRIMARY KEY (commons, oid, upload_id, number)
+    );
+";
+
+/// One part of a multipart upload through Fence the store took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencePart {
+    pub upload_id: String,
+    /// The object's key in the commons' bucket (the upload's).
+    pub key: String,
+    pub number: u32,
+    /// What the store answered for the part.
+    pub etag: String,
+}
 
 /// How far an upload through Fence got (see the module notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -110,13 +139,75 @@ impl FenceUploads for SqliteRegistry {
                     upload_id,
                     now() as i64
                 ],
+            )?;
+            let upload_id = upload_id.filter(|_| step < FenceStep::Uploaded);
+            tx.execute(
+                "DELETE FROM fence_upload_parts
+                 WHERE commons = ?1 AND oid = ?2 AND upload_id IS NOT ?3",
+                params![commons, oid.to_hex(), upload_id],
             )
         })?;
         Ok(())
     }
 
+    fn fence_part_sent(
+        &self,
+        commons: &str,
+        oid: Oid,
+        part: &FencePart,
+    ) -> Result<(), RegistryError> {
+        self.write("record a part of a Fence upload", |tx| {
+            tx.execute(
+                "INSERT INTO fence_upload_parts (commons, oid, upload_id, key, number, etag)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (commons, oid, upload_id, number) DO UPDATE SET
+                    key = excluded.key, etag = excluded.etag",
+                params![
+                    commons,
+                    oid.to_hex(),
+                    part.upload_id,
+                    part.key,
+                    part.number,
+                    part.etag
+                ],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn fence_parts(
+        &self,
+        commons: &str,
+        oid: Oid,
+        upload_id: &str,
+    ) -> Result<Vec<FencePart>, RegistryError> {
+        let conn = self.lock();
+        let err = sql(self.path(), "read the parts of a Fence upload");
+        let mut stmt = conn
+            .prepare(
+                "SELECT upload_id, key, number, etag FROM fence_upload_parts
+                 WHERE commons = ?1 AND oid = ?2 AND upload_id = ?3 ORDER BY number",
+            )
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map(params![commons, oid.to_hex(), upload_id], |r| {
+                Ok(FencePart {
+                    upload_id: r.get(0)?,
+                    key: r.get(1)?,
+                    number: r.get(2)?,
+                    etag: r.get(3)?,
+                })
+            })
+            .map_err(&err)?;
+        rows.collect::<Result<_, _>>().map_err(&err)
+    }
+
     fn fence_forget(&self, commons: &str, oid: Oid) -> Result<(), RegistryError> {
         self.write("forget a Fence upload", |tx| {
+            tx.execute(
+                "DELETE FROM fence_upload_parts WHERE commons = ?1 AND oid = ?2",
+                params![commons, oid.to_hex()],
+            )?;
             tx.execute(
                 "DELETE FROM fence_uploads WHERE commons = ?1 AND oid = ?2",
                 params![commons, oid.to_hex()],

@@ -40,7 +40,7 @@ pub use engine::{
     FenceUploads, ForeignObjects, IndexdRecords, JobQueue, OpenUploads, PgRegistry, RegistryEngine,
     SentRecords, SqliteRegistry, TeamView,
 };
-pub use fence_uploads::{FenceStep, FenceUpload};
+pub use fence_uploads::{FencePart, FenceStep, FenceUpload};
 pub use front::Registry;
 pub use indexd_records::IndexdRegistration;
 pub use job_state::JobState;
@@ -180,6 +180,14 @@ pub enum RegistryError {
         line: usize,
         why: String,
     },
+}
+
+impl RegistryError {
+    /// Whether this is a team registry's database out of reach: a later
+    /// call may succeed.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, RegistryError::Team(e) if e.unreachable())
+    }
 }
 
 #[cfg(test)]

@@ -33,4 +33,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     sent::SCHEMA,
     // Uploads to a Gen3 commons through Fence, step by step (`fence_uploads.rs`).
     fence_uploads::SCHEMA,
+    // The parts of a multipart upload through Fence the store took, so a
+    // resumed push sends only the rest (`fence_uploads.rs`).
+    fence_uploads::PARTS_SCHEMA,
 ];

@@ -148,6 +148,7 @@ macro_rules! contract {
 
 contract!(
     each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept,
+    the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after,
     recorded_objects_are_found_by_location_and_remember_their_content_oid,
     a_registry_reopens_with_its_contents,
     the_mirror_round_trips_and_restores_idempotently_without_overriding,
@@ -614,6 +615,7 @@ fn a_job_waiting_for_its_next_try_in_an_older_registry_is_retrying() {
     conn.execute_batch(
         "UPDATE jobs SET state = 'failed', next_at = 5; DROP TABLE uploads; DROP TABLE indexd_records;
          ALTER TABLE objects DROP COLUMN content_read; DROP TABLE sent; DROP TABLE fence_uploads;
+         DROP TABLE fence_upload_parts;
          PRAGMA user_version = 3;",
     )
         .unwrap();
@@ -972,6 +974,49 @@ fn each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept(mut f:
     f.reg.fence_forget(c, oid).unwrap();
     assert_eq!(f.reg.fence_upload(c, oid).unwrap(), None);
     assert_eq!(f.reg.fence_upload("gen3+http://other", oid).unwrap(), None);
+}
+
+fn the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after(mut f: Fixture) {
+    let oid = Oid::from_digest([4; 32]);
+    let c = "gen3+http://c";
+    let part = |upload: &str, number: u32| FencePart {
+        upload_id: upload.into(),
+        key: "guid/name.bam".into(),
+        number,
+        etag: format!("etag-{number}"),
+    };
+    f.reg
+        .fence_step(c, oid, FenceStep::Uploading, Some("d-1"), Some("up-1"))
+        .unwrap();
+    f.reg.fence_part_sent(c, oid, &part("up-1", 2)).unwrap();
+    f.reg.fence_part_sent(c, oid, &part("up-1", 1)).unwrap();
+    f.restart();
+    assert_eq!(
+        f.reg.fence_parts(c, oid, "up-1").unwrap(),
+        vec![part("up-1", 1), part("up-1", 2)],
+        "the parts, by number, outlive a restart"
+    );
+    assert!(f.reg.fence_parts(c, oid, "up-0").unwrap().is_empty());
+    // The same upload resumed keeps them; another upload drops them.
+    f.reg
+        .fence_step(c, oid, FenceStep::Begun, Some("d-1"), Some("up-1"))
+        .unwrap();
+    f.reg
+        .fence_step(c, oid, FenceStep::Uploading, None, Some("up-1"))
+        .unwrap();
+    assert_eq!(f.reg.fence_parts(c, oid, "up-1").unwrap().len(), 2);
+    f.reg
+        .fence_step(c, oid, FenceStep::Uploading, None, Some("up-2"))
+        .unwrap();
+    assert!(f.reg.fence_parts(c, oid, "up-1").unwrap().is_empty());
+    f.reg.fence_part_sent(c, oid, &part("up-2", 1)).unwrap();
+    f.reg
+        .fence_step(c, oid, FenceStep::Uploaded, None, None)
+        .unwrap();
+    assert!(f.reg.fence_parts(c, oid, "up-2").unwrap().is_empty());
+    f.reg.fence_part_sent(c, oid, &part("up-3", 1)).unwrap();
+    f.reg.fence_forget(c, oid).unwrap();
+    assert!(f.reg.fence_parts(c, oid, "up-3").unwrap().is_empty());
 }
 
 fn two_claimers_at_once_never_get_the_same_job(f: Fixture) {

@@ -67,11 +67,14 @@ pub enum ForgetError {
          next gc. Unregister its repos instead (`drsctl repos remove PATH`)"
     )]
     Own { node: String },
-    /// No node of that name published roots.
-    #[error("team forget {node}: no node of that name published roots (known: {})",
+    /// No node of that name published roots or is listed.
+    #[error("team forget {node}: no node of that name is listed or published roots (known: {})",
         if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     Unknown { node: String, known: Vec<String> },
     /// Reading or removing the roots.
     #[error("team forget: {0}")]
     Roots(#[from] RootsError),
+    /// Reading or changing the team's list of nodes.
+    #[error("team forget: {0}")]
+    Nodes(#[from] crate::registry::RegistryError),
 }

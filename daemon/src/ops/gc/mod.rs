@@ -172,19 +172,29 @@ impl Gc {
     }
 
     /// Removes what node `node` published, so its repos no longer hold
-    /// entries in the shared pool. This node is refused: its next gc would
-    /// publish its roots again.
+    /// entries in the shared pool, and the node from the team's list. This
+    /// node is refused: its next gc would publish its roots again. A node
+    /// listed but with nothing published (it died before its first publish)
+    /// is known too.
     pub async fn forget_node(&self, node: String) -> Result<Forgotten, ForgetError> {
         if node == self.team.node {
             return Err(ForgetError::Own { node });
         }
-        let team = self.team.clone();
+        let (team, registry) = (self.team.clone(), self.registry.clone());
         blocking(move || {
-            let known = roots::node_names(&team.roots.nodes()?);
+            let mut known = roots::node_names(&team.roots.nodes()?);
+            let listed: Vec<String> = registry.team_nodes()?.into_iter().map(|n| n.name).collect();
+            known.extend(listed);
+            known.sort();
+            known.dedup();
             if !known.contains(&node) {
                 return Err(ForgetError::Unknown { node, known });
             }
-            Ok(team.roots.forget(&node)?)
+            // Roots first: a kill between the two leaves the node listed,
+            // and forgetting it again finishes.
+            let mut gone = team.roots.forget(&node)?;
+            gone.listed = registry.forget_team_node(&node)?;
+            Ok(gone)
         })
         .await
     }

@@ -148,7 +148,11 @@ impl TeamRoots for PgRoots {
                 let roots = tx.execute("DELETE FROM team_roots WHERE node = $1", &[&node])?;
                 let repos = tx.execute("DELETE FROM team_root_sets WHERE node = $1", &[&node])?;
                 tx.commit()?;
-                Ok(Forgotten { repos, roots })
+                Ok(Forgotten {
+                    repos,
+                    roots,
+                    listed: false,
+                })
             })
             .map_err(store("forget"))
     }

@@ -29,6 +29,8 @@ pub struct PublishedRepo {
 pub struct Forgotten {
     pub repos: u64,
     pub roots: u64,
+    /// Whether the node was in the team's list of nodes (`drsctl status`).
+    pub listed: bool,
 }
 
 /// Why the published roots could not be read or written.

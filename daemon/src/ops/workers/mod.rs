@@ -339,11 +339,12 @@ async fn finish(shared: &Workers, job: Job, hashed: Hashed, shown: &str) {
     }
 }
 
-/// Tries recording a job's outcome again while the registry fails (a team
-/// database away longer than its engine waits: it reconnects on its own
-/// for a while first), [`RECORD_TRIES`] times: unrecorded, the job stays
-/// `running` under this node's lease, which the node renews, so no other
-/// node would take it.
+/// Tries recording a job's outcome again while the registry fails:
+/// [`RECORD_TRIES`] times, and for as long as the daemon runs while the
+/// failure is a team database out of reach (its calls wait out the start of
+/// an outage, then fail at once). Unrecorded, the job stays `running` under
+/// this node's lease, which the node renews, so no other node would take
+/// it.
 async fn recorded<T: Send + 'static>(
     shared: &Workers,
     write: impl Fn() -> Result<T, crate::registry::RegistryError> + Send + Sync + 'static,
@@ -353,8 +354,10 @@ async fn recorded<T: Send + 'static>(
     loop {
         let once = write.clone();
         match blocking(move || once()).await {
-            Err(e) if tries < RECORD_TRIES && !shared.stop.is_cancelled() => {
-                log::warn!("recording a prefetch's outcome (try {tries}): {e}; trying again");
+            Err(e) if (tries < RECORD_TRIES || e.unreachable()) && !shared.stop.is_cancelled() => {
+                if tries < RECORD_TRIES {
+                    log::warn!("recording a prefetch's outcome (try {tries}): {e}; trying again");
+                }
                 tries += 1;
                 tokio::time::sleep(IDLE).await;
             }

@@ -9,7 +9,7 @@ use super::rows::{big, OidText};
 use super::PgRegistry;
 use crate::pool::Oid;
 use crate::registry::engine::FenceUploads;
-use crate::registry::{now, FenceStep, FenceUpload, RegistryError};
+use crate::registry::{now, FencePart, FenceStep, FenceUpload, RegistryError};
 
 impl FenceUploads for PgRegistry {
     fn fence_step(
@@ -38,12 +38,73 @@ impl FenceUploads for PgRegistry {
                     &big(now()),
                 ],
             )?;
+            let upload_id = upload_id.filter(|_| step < FenceStep::Uploaded);
+            tx.execute(
+                "DELETE FROM drsd_reg_fence_upload_parts
+                 WHERE commons = $1 AND oid = $2 AND upload_id IS DISTINCT FROM $3",
+                &[&commons, &oid.to_hex(), &upload_id],
+            )?;
             Ok(())
+        })
+    }
+
+    fn fence_part_sent(
+        &self,
+        commons: &str,
+        oid: Oid,
+        part: &FencePart,
+    ) -> Result<(), RegistryError> {
+        self.tx("record a part of a Fence upload", |tx| {
+            tx.execute(
+                "INSERT INTO drsd_reg_fence_upload_parts
+                    (commons, oid, upload_id, key, number, etag)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (commons, oid, upload_id, number) DO UPDATE SET
+                    key = excluded.key, etag = excluded.etag",
+                &[
+                    &commons,
+                    &oid.to_hex(),
+                    &part.upload_id,
+                    &part.key,
+                    &(part.number as i32),
+                    &part.etag,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn fence_parts(
+        &self,
+        commons: &str,
+        oid: Oid,
+        upload_id: &str,
+    ) -> Result<Vec<FencePart>, RegistryError> {
+        self.tx("read the parts of a Fence upload", |tx| {
+            let rows = tx.query(
+                "SELECT upload_id, key, number, etag FROM drsd_reg_fence_upload_parts
+                 WHERE commons = $1 AND oid = $2 AND upload_id = $3 ORDER BY number",
+                &[&commons, &oid.to_hex(), &upload_id],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    Ok(FencePart {
+                        upload_id: r.try_get(0)?,
+                        key: r.try_get(1)?,
+                        number: r.try_get::<_, i32>(2)? as u32,
+                        etag: r.try_get(3)?,
+                    })
+                })
+                .collect()
         })
     }
 
     fn fence_forget(&self, commons: &str, oid: Oid) -> Result<(), RegistryError> {
         self.tx("forget a Fence upload", |tx| {
+            tx.execute(
+                "DELETE FROM drsd_reg_fence_upload_parts WHERE commons = $1 AND oid = $2",
+                &[&commons, &oid.to_hex()],
+            )?;
             tx.execute(
                 "DELETE FROM drsd_reg_fence_uploads WHERE commons = $1 AND oid = $2",
                 &[&commons, &oid.to_hex()],

@@ -131,6 +131,15 @@ const DDL: &str = "
         updated_at bigint NOT NULL,
         PRIMARY KEY (commons, oid)
     );
+    CREATE TABLE IF NOT EXISTS drsd_reg_fence_upload_parts (
+        commons text NOT NULL,
+        oid text NOT NULL,
+        upload_id text NOT NULL,
+        key text NOT NULL,
+        number integer NOT NULL,
+        etag text NOT NULL,
+        PRIMARY KEY (commons, oid, upload_id, number)
+    );
     CREATE TABLE IF NOT EXISTS drsd_team_nodes (
         name text PRIMARY KEY,
         host text NOT NULL,
@@ -217,6 +226,10 @@ impl RegistryEngine for PgRegistry {
 
     fn team_nodes(&self) -> Result<Vec<TeamNode>, RegistryError> {
         nodes::list(&self.server)
+    }
+
+    fn forget_team_node(&self, name: &str) -> Result<bool, RegistryError> {
+        nodes::forget(&self.server, name)
     }
 }
 

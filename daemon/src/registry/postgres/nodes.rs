@@ -70,6 +70,15 @@ pub(super) fn beat(server: &PgServer, node: &NodeName, lease_ms: i64) -> Result<
     Ok(())
 }
 
+/// Removes node `name` from the list; whether it was there.
+pub(super) fn forget(server: &PgServer, name: &str) -> Result<bool, RegistryError> {
+    let removed = server.with("forget a team node", |conn| {
+        conn.client
+            .execute("DELETE FROM drsd_team_nodes WHERE name = $1", &[&name])
+    })?;
+    Ok(removed > 0)
+}
+
 /// Every node of the team, most recently seen first.
 pub(super) fn list(server: &Arc<PgServer>) -> Result<Vec<TeamNode>, RegistryError> {
     let rows = server.with("list the team's nodes", |conn| {

@@ -12,5 +12,6 @@ pub(crate) async fn forget(
         node,
         repos: gone.repos,
         roots: gone.roots,
+        listed: gone.listed,
     }))
 }

@@ -25,13 +25,14 @@
 //! content's did) and finishes. Signed URLs and the token never reach a log
 //! line or an error: errors name the record.
 
+mod multipart;
+
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures_util::stream::{self, StreamExt, TryStreamExt};
+use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
-use sha2::Sha256;
 
 use super::push::{PushFailure, PushOutcome, PushRefusal};
 use super::{TransferError, Transfers, PARALLEL};
@@ -505,17 +506,23 @@ impl Transfers {
             ),
             _ => {}
         }
-        let resume = self.resumable(target, &fence, pointer).await?;
-        let resume = match resume {
+        let (resume, open_upload) = match self.resumable(target, &fence, pointer).await? {
             Resume::Held => return Ok(false),
-            Resume::Blank(guid) => Some(guid),
-            Resume::Fresh => None,
+            Resume::Blank { guid, upload_id } => (Some(guid), upload_id),
+            Resume::Fresh => (None, None),
         };
         // Recorded before a blank record is asked for: a kill after Fence
         // answered and before its guid is recorded leaves one blank record
-        // nobody finishes, never a complete one without its bytes.
-        self.journal(target, oid, FenceStep::Begun, resume.as_deref(), None)
-            .await?;
+        // nobody finishes, never a complete one without its bytes. The
+        // upload a push before began into it stays recorded, with its parts.
+        self.journal(
+            target,
+            oid,
+            FenceStep::Begun,
+            resume.as_deref(),
+            open_upload.as_deref(),
+        )
+        .await?;
         let (guid, key, md5) = match pointer.size > self.upload.part_size {
             false => {
                 let (guid, url) = match &resume {
@@ -540,16 +547,18 @@ impl Transfers {
                 (guid, location, md5)
             }
             true => {
-                self.multipart(
-                    target,
-                    &fence,
+                let source = multipart::Source {
                     pointer,
-                    blob.clone(),
+                    blob: blob.clone(),
                     md5,
                     name,
-                    resume.as_deref(),
-                )
-                .await?
+                };
+                let left = multipart::Left {
+                    guid: resume.as_deref(),
+                    upload_id: open_upload.as_deref(),
+                };
+                let sent = self.multipart(target, &fence, &source, left).await?;
+                (sent.guid, sent.location, sent.md5)
             }
         };
         self.journal(target, oid, FenceStep::Uploaded, Some(&guid), None)
@@ -582,13 +591,20 @@ impl Transfers {
         let sent_here = recorded
             .as_ref()
             .is_some_and(|r| r.step >= FenceStep::Uploaded);
+        let upload_id = recorded
+            .as_ref()
+            .filter(|r| r.step <= FenceStep::Uploading)
+            .and_then(|r| r.upload_id.clone());
         let Some(did) = recorded.and_then(|r| r.did) else {
             return Ok(Resume::Fresh);
         };
         match fence.record(&did).await? {
             Some(record) if record.is_blank() => {
                 log::info!("object {oid}: finishing the blank record {did} a push before began");
-                Ok(Resume::Blank(record.did))
+                Ok(Resume::Blank {
+                    guid: record.did,
+                    upload_id,
+                })
             }
             Some(record)
                 if holds(&record, pointer)
@@ -603,87 +619,6 @@ impl Transfers {
                 Ok(Resume::Fresh)
             }
         }
-    }
-
-    /// A multipart upload through Fence: parts of `upload_part_size` in
-    /// order, each hashed on the way (the whole must hash to the oid, and
-    /// to `md5` when given, before it is completed); the guid, the location
-    /// and the md5.
-    #[allow(clippy::too_many_arguments)]
-    async fn multipart(
-        &self,
-        target: &CommonsTarget<'_>,
-        fence: &Fence<'_>,
-        pointer: Pointer,
-        blob: Arc<Blob>,
-        md5: Option<&str>,
-        name: &str,
-        resume: Option<&str>,
-    ) -> Result<(String, Option<String>, String), FenceSendError> {
-        let oid = pointer.oid;
-        let start = fence.multipart_init(name, resume).await?;
-        self.journal(
-            target,
-            oid,
-            FenceStep::Uploading,
-            Some(&start.guid),
-            Some(&start.upload_id),
-        )
-        .await?;
-        let key = format!("{}/{name}", start.guid);
-        let part_size = self.upload.part_size.max(1);
-        let count = pointer.size.div_ceil(part_size).max(1);
-        let spans = (1..=count).map(|n| {
-            let offset = (n - 1) * part_size;
-            (n as u32, offset, part_size.min(pointer.size - offset))
-        });
-        // Three stages, each working ahead of the next: parts are read
-        // READ_AHEAD at a time (`buffered` keeps their order), hashed one
-        // after the other in the object's order (`then`), so the hashes are
-        // of the bytes sent, and up to PARTS_AT_ONCE of them are on the wire.
-        let hashes = Arc::new(Mutex::new((Sha256::new(), Md5::new())));
-        let upload_id = start.upload_id.as_str();
-        let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
-            .map(|(number, offset, len)| {
-                let blob = blob.clone();
-                async move { Ok::<_, FenceSendError>((number, read_part(blob, offset, len).await?)) }
-            })
-            .buffered(READ_AHEAD)
-            .then(|read| {
-                let hashes = hashes.clone();
-                async move {
-                    let (number, bytes) = read?;
-                    Ok::<_, FenceSendError>((number, blocking(move || hash_both(&hashes, bytes)).await))
-                }
-            })
-            .map(|hashed| {
-                let key = key.as_str();
-                async move {
-                    let (number, bytes) = hashed?;
-                    let url = fence.part_url(key, upload_id, number).await?;
-                    let what = format!("part {number} of object {oid}");
-                    let etag = fence
-                        .put(&what, &url, bytes::Bytes::from(bytes))
-                        .await?
-                        .ok_or(FenceSendError::NoEtag { number, oid })?;
-                    Ok::<_, FenceSendError>((number, etag, location_of(&url, key)))
-                }
-            })
-            .buffered(PARTS_AT_ONCE)
-            .try_collect()
-            .await?;
-        let (sha, md) = std::mem::take(&mut *hashes.lock().expect("no panic while hashing"));
-        let got = Oid::from_digest(sha.finalize().into());
-        let got_md5 = hex::encode(md.finalize());
-        if got != oid || md5.is_some_and(|md5| md5 != got_md5) {
-            return Err(FenceSendError::NotTheObject { oid, got });
-        }
-        let location = sent.first().and_then(|(_, _, at)| at.clone());
-        let parts: Vec<(u32, String)> = sent.into_iter().map(|(n, etag, _)| (n, etag)).collect();
-        fence
-            .multipart_complete(&key, &start.upload_id, &parts)
-            .await?;
-        Ok((start.guid, location, got_md5))
     }
 
     /// The blank record `guid` completed with size, hashes, location and
@@ -756,19 +691,14 @@ impl Transfers {
     }
 }
 
-/// Parts of a multipart upload through Fence on the wire at once: the
-/// next are read and sent while one is still going, at the memory of this
-/// many parts (`upload_part_size`, 64 MiB by default).
-const PARTS_AT_ONCE: usize = 3;
-/// Parts read ahead of their hashing, so that reading (page faults and a
-/// copy out of the page cache) and hashing overlap. With the part being
-/// hashed and those on the wire, at most 6 parts are in memory at once.
-const READ_AHEAD: usize = 2;
-
 /// What a push before left of an upload ([`Transfers::resumable`]).
 enum Resume {
     Fresh,
-    Blank(String),
+    /// A blank record to finish, and the multipart upload begun into it.
+    Blank {
+        guid: String,
+        upload_id: Option<String>,
+    },
     Held,
 }
 
@@ -818,18 +748,6 @@ fn repo_file(path: &Path) -> Result<Option<Blob>, PoolError> {
 /// `len` bytes of `blob` at `offset`, read off the async threads.
 async fn read_part(blob: Arc<Blob>, offset: u64, len: u64) -> Result<Vec<u8>, PoolError> {
     blocking(move || blob.read_at(offset, len)).await
-}
-
-/// `bytes` fed to both hashes, each on a core of its own (md5 is the
-/// slower); `bytes` back.
-fn hash_both(hashes: &Mutex<(Sha256, Md5)>, bytes: Vec<u8>) -> Vec<u8> {
-    let mut hashes = hashes.lock().expect("no panic while hashing");
-    let (sha, md) = &mut *hashes;
-    std::thread::scope(|both| {
-        both.spawn(|| sha.update(&bytes));
-        md.update(&bytes);
-    });
-    bytes
 }
 
 /// The md5 of `blob`, read once off the async threads.

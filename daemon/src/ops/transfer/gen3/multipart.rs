@@ -1,0 +1,367 @@
+//! A multipart upload through Fence: parts of `upload_part_size`, read
+//! ahead, a few on the wire at once, and hashed beside their upload (the
+//! sha256 and the md5 each on a thread of its own, fed the parts in the
+//! object's order); Fence completes the upload only once the whole is shown
+//! to be the object. A part's bytes are one buffer, hashed and sent as
+//! they are: what is hashed is what is sent.
+//!
+//! Each part the store took is recorded with the ETag it answered
+//! (`registry/fence_uploads.rs`), so a push resumed after a kill sends only
+//! the parts missing, into the same upload: nothing sent twice, and no
+//! orphaned parts left in the commons' bucket (Fence has no call to abort
+//! an upload). A recorded part counts as in the store only when the md5 of
+//! the bytes read now is the ETag the store answered for it (an S3 part's
+//! ETag is its md5); otherwise it is sent again. Every byte is hashed as
+//! before whatever was skipped: the record is completed only for the
+//! object. An upload that cannot be resumed (the store dropped it, or
+//! refused the parts) is left, and a new one begun under the same record.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use md5::{Digest, Md5};
+use sha2::Sha256;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{location_of, read_part, CommonsTarget, FenceSendError};
+use crate::blocking;
+use crate::lfs::Pointer;
+use crate::ops::transfer::Transfers;
+use crate::pool::{Blob, Oid};
+use crate::registry::{FencePart, FenceStep};
+use crate::stores::drs::Fence;
+use crate::stores::Permanence;
+
+/// Parts of a multipart upload through Fence on the wire at once: the
+/// next are read and sent while one is still going, at the memory of this
+/// many parts (`upload_part_size`, 64 MiB by default).
+const PARTS_AT_ONCE: usize = 3;
+/// Parts read ahead of their sending, so that reading (page faults and a
+/// copy out of the page cache), hashing and the wire overlap.
+const READ_AHEAD: usize = 2;
+/// Parts waiting for each hash's thread. With those read ahead and those
+/// on the wire, at most 7 parts are in memory at once.
+const HASH_QUEUE: usize = 2;
+
+/// A multipart upload open in the commons' bucket, and the parts of it
+/// recorded as sent (number to the ETag the store answered).
+struct OpenUpload {
+    guid: String,
+    upload_id: String,
+    /// The object's key in the bucket: `guid/file_name`.
+    key: String,
+    sent: BTreeMap<u32, String>,
+}
+
+/// What a multipart upload ends with: the record's guid, the object's
+/// location (from a part's signed URL) and the md5 of the whole.
+pub(super) struct Sent {
+    pub guid: String,
+    pub location: Option<String>,
+    pub md5: String,
+}
+
+/// The object to send and what is known of it.
+pub(super) struct Source<'a> {
+    pub pointer: Pointer,
+    pub blob: Arc<Blob>,
+    /// The md5 when known before the upload: the whole must have it.
+    pub md5: Option<&'a str>,
+    /// The name Fence files it under.
+    pub name: &'a str,
+}
+
+/// What a push before left open: the blank record, and the upload begun
+/// into it when it got that far.
+#[derive(Default)]
+pub(super) struct Left<'a> {
+    pub guid: Option<&'a str>,
+    pub upload_id: Option<&'a str>,
+}
+
+impl Transfers {
+    /// Sends `source` as a multipart upload into the record `left.guid` (or
+    /// a new blank record), resuming the upload `left.upload_id` when the
+    /// registry holds parts of it.
+    pub(super) async fn multipart(
+        &self,
+        target: &CommonsTarget<'_>,
+        fence: &Fence<'_>,
+        source: &Source<'_>,
+        left: Left<'_>,
+    ) -> Result<Sent, FenceSendError> {
+        let oid = source.pointer.oid;
+        if let (Some(guid), Some(upload_id)) = (left.guid, left.upload_id) {
+            if let Some(open) = self.resumable_upload(target, oid, guid, upload_id).await? {
+                match self.send_parts(target, fence, source, &open).await {
+                    Err(FenceSendError::Fence(e)) if e.permanence() == Permanence::Permanent => {
+                        log::warn!(
+                            "object {oid}: the multipart upload a push before began into record {guid} cannot be resumed ({e}); beginning a new one"
+                        );
+                    }
+                    done => return done,
+                }
+            }
+        }
+        let start = fence.multipart_init(source.name, left.guid).await?;
+        self.journal(
+            target,
+            oid,
+            FenceStep::Uploading,
+            Some(&start.guid),
+            Some(&start.upload_id),
+        )
+        .await?;
+        let open = OpenUpload {
+            key: format!("{}/{}", start.guid, source.name),
+            guid: start.guid,
+            upload_id: start.upload_id,
+            sent: BTreeMap::new(),
+        };
+        self.send_parts(target, fence, source, &open).await
+    }
+
+    /// The upload `upload_id` into record `guid` as the registry left it,
+    /// when it recorded parts of it (with none, a new upload costs the
+    /// same and leaves nothing unknown behind).
+    async fn resumable_upload(
+        &self,
+        target: &CommonsTarget<'_>,
+        oid: Oid,
+        guid: &str,
+        upload_id: &str,
+    ) -> Result<Option<OpenUpload>, FenceSendError> {
+        let (registry, commons, id) = (
+            self.registry.clone(),
+            target.key.clone(),
+            upload_id.to_string(),
+        );
+        let parts = blocking(move || registry.fence_parts(&commons, oid, &id)).await?;
+        let Some(key) = parts.first().map(|p| p.key.clone()) else {
+            return Ok(None);
+        };
+        if parts.iter().any(|p| p.key != key) {
+            return Ok(None);
+        }
+        self.journal(
+            target,
+            oid,
+            FenceStep::Uploading,
+            Some(guid),
+            Some(upload_id),
+        )
+        .await?;
+        Ok(Some(OpenUpload {
+            guid: guid.to_string(),
+            upload_id: upload_id.to_string(),
+            key,
+            sent: parts.into_iter().map(|p| (p.number, p.etag)).collect(),
+        }))
+    }
+
+    /// The parts of `source` into `open`: read READ_AHEAD at a time
+    /// (`buffered` keeps their order), handed in that order to the hashes'
+    /// threads (`then`), and up to PARTS_AT_ONCE of them on the wire. A
+    /// part `open` holds already is not sent again when its md5 is its
+    /// ETag. The whole must hash to the oid (and to the md5 known, if any)
+    /// before Fence is asked to complete the upload.
+    async fn send_parts(
+        &self,
+        target: &CommonsTarget<'_>,
+        fence: &Fence<'_>,
+        source: &Source<'_>,
+        open: &OpenUpload,
+    ) -> Result<Sent, FenceSendError> {
+        let pointer = source.pointer;
+        let oid = pointer.oid;
+        let part_size = self.upload.part_size.max(1);
+        let count = pointer.size.div_ceil(part_size).max(1);
+        let spans = (1..=count).map(|n| {
+            let offset = (n - 1) * part_size;
+            (n as u32, offset, part_size.min(pointer.size - offset))
+        });
+        let hashing = Hashing::start();
+        let kept = AtomicUsize::new(0);
+        let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
+            .map(|(number, offset, len)| {
+                let blob = source.blob.clone();
+                async move {
+                    Ok::<_, FenceSendError>((number, read_part(blob, offset, len).await?))
+                }
+            })
+            .buffered(READ_AHEAD)
+            .then(|read| {
+                let feeder = hashing.feeder();
+                async move {
+                    let (number, bytes) = read?;
+                    let bytes = Bytes::from(bytes);
+                    feeder.feed(bytes.clone()).await;
+                    Ok::<_, FenceSendError>((number, bytes))
+                }
+            })
+            .map(|hashed| {
+                let kept = &kept;
+                let recorded = Recorded {
+                    registry: self.registry.clone(),
+                    commons: target.key.clone(),
+                    oid,
+                };
+                async move {
+                    let (number, bytes) = hashed?;
+                    let url = fence.part_url(&open.key, &open.upload_id, number).await?;
+                    let location = location_of(&url, &open.key);
+                    let etag = open.sent.get(&number).cloned();
+                    if let Some(etag) = held(etag, bytes.clone()).await {
+                        kept.fetch_add(1, Ordering::Relaxed);
+                        return Ok((number, etag, location));
+                    }
+                    let what = format!("part {number} of object {oid}");
+                    let etag = fence
+                        .put(&what, &url, bytes)
+                        .await?
+                        .ok_or(FenceSendError::NoEtag { number, oid })?;
+                    recorded
+                        .part(FencePart {
+                            upload_id: open.upload_id.clone(),
+                            key: open.key.clone(),
+                            number,
+                            etag: etag.clone(),
+                        })
+                        .await;
+                    Ok::<_, FenceSendError>((number, etag, location))
+                }
+            })
+            .buffered(PARTS_AT_ONCE)
+            .try_collect()
+            .await?;
+        let (got, got_md5) = hashing.finish().await;
+        if got != oid || source.md5.is_some_and(|md5| md5 != got_md5) {
+            return Err(FenceSendError::NotTheObject { oid, got });
+        }
+        let kept = kept.into_inner();
+        if kept > 0 {
+            log::info!(
+                "object {oid}: resumed the upload into record {}: {kept} of {count} parts were in the store already",
+                open.guid
+            );
+        }
+        let location = sent.first().and_then(|(_, _, at)| at.clone());
+        let parts: Vec<(u32, String)> = sent.into_iter().map(|(n, etag, _)| (n, etag)).collect();
+        fence
+            .multipart_complete(&open.key, &open.upload_id, &parts)
+            .await?;
+        Ok(Sent {
+            guid: open.guid.clone(),
+            location,
+            md5: got_md5,
+        })
+    }
+}
+
+/// `etag`, the ETag recorded for a part, when it is the md5 of `bytes`,
+/// the part's bytes now: the store holds these very bytes, and they are not
+/// sent again.
+async fn held(etag: Option<String>, bytes: Bytes) -> Option<String> {
+    let etag = etag?;
+    blocking(move || (etag == hex::encode(Md5::digest(&bytes))).then_some(etag)).await
+}
+
+/// Where the parts the store took are recorded.
+struct Recorded {
+    registry: Arc<crate::registry::Registry>,
+    commons: String,
+    oid: Oid,
+}
+
+impl Recorded {
+    /// Records that the store took `part`. A failure to record costs only
+    /// that part's resending after a kill: logged.
+    async fn part(self, part: FencePart) {
+        let Recorded {
+            registry,
+            commons,
+            oid,
+        } = self;
+        let number = part.number;
+        if let Err(e) = blocking(move || registry.fence_part_sent(&commons, oid, &part)).await {
+            log::warn!("recording part {number} of object {oid} as sent: {e}");
+        }
+    }
+}
+
+/// The object's sha256 and md5, each on a thread of the blocking pool of
+/// its own, fed the parts in the object's order: md5 (the slower) never
+/// waits for sha256, nor a part's upload for either.
+struct Hashing {
+    sha: (mpsc::Sender<Bytes>, JoinHandle<Sha256>),
+    md5: (mpsc::Sender<Bytes>, JoinHandle<Md5>),
+}
+
+impl Hashing {
+    fn start() -> Hashing {
+        Hashing {
+            sha: chain(Sha256::new(), |h, b| sha2::Digest::update(h, b)),
+            md5: chain(Md5::new(), |h, b| h.update(b)),
+        }
+    }
+
+    /// What hands both hashes the next part.
+    fn feeder(&self) -> Feeder {
+        Feeder {
+            sha: self.sha.0.clone(),
+            md5: self.md5.0.clone(),
+        }
+    }
+
+    /// The sha256 and md5 of every part fed.
+    async fn finish(self) -> (Oid, String) {
+        let Hashing {
+            sha: (sha_in, sha),
+            md5: (md5_in, md5),
+        } = self;
+        drop((sha_in, md5_in));
+        let sha = sha.await.expect("hashing does not panic");
+        let md5 = md5.await.expect("hashing does not panic");
+        (
+            Oid::from_digest(sha2::Digest::finalize(sha).into()),
+            hex::encode(md5.finalize()),
+        )
+    }
+}
+
+/// Hands a part to both hashes' threads.
+struct Feeder {
+    sha: mpsc::Sender<Bytes>,
+    md5: mpsc::Sender<Bytes>,
+}
+
+impl Feeder {
+    /// Hands `part` (the next in the object's order) to both; waits while
+    /// HASH_QUEUE parts are ahead of it.
+    async fn feed(self, part: Bytes) {
+        // A thread gone (it cannot panic) only leaves its hash short, and
+        // the whole is then refused as another object.
+        let _ = self.sha.send(part.clone()).await;
+        let _ = self.md5.send(part).await;
+    }
+}
+
+/// A hash `state` fed by `update` with every part sent to it, in order, on
+/// a blocking thread; the state once the sender is dropped.
+fn chain<T: Send + 'static>(
+    mut state: T,
+    update: fn(&mut T, &[u8]),
+) -> (mpsc::Sender<Bytes>, JoinHandle<T>) {
+    let (parts, mut queue) = mpsc::channel::<Bytes>(HASH_QUEUE);
+    let thread = tokio::task::spawn_blocking(move || {
+        while let Some(part) = queue.blocking_recv() {
+            update(&mut state, &part);
+        }
+        state
+    });
+    (parts, thread)
+}
