@@ -143,6 +143,8 @@ fn main() {
         }
     }
     server.set_bulk_limit((args.bulk_limit > 0).then_some(args.bulk_limit));
+    // Bulk access URLs are DRS 1.4 too: a 1.2 server has none.
+    server.set_bulk_access(args.bulk_limit > 0);
     println!("{}", server.base_url());
     let _ = std::io::stdout().flush();
     loop {

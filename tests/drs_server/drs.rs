@@ -119,22 +119,31 @@ fn object(shared: &Shared, id: &str, expand: bool, headers: &HeaderMap) -> Reply
     Ok(Json(object).into_response())
 }
 
-/// The `{url, headers}` an access id resolves to: a freshly signed URL for
-/// a signed method of a test's object; for an Indexd record, Fence's
-/// answer (`fence::signed_download`, the access id as the protocol), as a
-/// commons mounts Fence's access route beside Indexd's DRS.
+/// The `{url, headers}` an access id resolves to (`signed_access`).
 fn access(shared: &Shared, id: &str, access_id: &str, headers: &HeaderMap) -> Reply {
     let mut state = shared.lock();
     state.counts.access += 1;
     admit(&mut state, headers, Endpoint::Access, id)?;
+    let url = signed_access(shared, &state, id, access_id, headers)?;
+    Ok(Json(json!({ "url": url })).into_response())
+}
+
+/// The URL an access id of `id` resolves to: a freshly signed URL for a
+/// signed method of a test's object; for an Indexd record, Fence's answer
+/// (`fence::signed_download`, the access id as the protocol), as a commons
+/// mounts Fence's access route beside Indexd's DRS.
+fn signed_access(
+    shared: &Shared,
+    state: &State,
+    id: &str,
+    access_id: &str,
+    headers: &HeaderMap,
+) -> Result<String, Refusal> {
     let missing = || Refusal::not_found(format!("access id {access_id} of DRS object {id}"));
     let blob = match state.objects.get(id) {
         Some(Entry::Blob(blob)) => blob,
         Some(Entry::Bundle(_)) => return Err(missing()),
-        None => {
-            let url = fence::signed_download(shared, &state, headers, id, Some(access_id), None)?;
-            return Ok(Json(json!({ "url": url })).into_response());
-        }
+        None => return fence::signed_download(shared, state, headers, id, Some(access_id), None),
     };
     let ttl = blob.access.iter().find_map(|a| match a {
         AccessSpec::Signed {
@@ -145,7 +154,105 @@ fn access(shared: &Shared, id: &str, access_id: &str, headers: &HeaderMap) -> Re
         _ => None,
     });
     let ttl = ttl.ok_or_else(missing)?;
-    Ok(Json(json!({ "url": signed_url(shared, id, ttl) })).into_response())
+    Ok(signed_url(shared, id, ttl))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct BulkAccessRequest {
+    bulk_object_access_ids: Vec<BulkObjectAccessIds>,
+    /// Read and not checked: this server takes the caller's credential.
+    #[serde(default)]
+    #[allow(dead_code)]
+    passports: Vec<String>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct BulkObjectAccessIds {
+    bulk_object_id: String,
+    #[serde(default)]
+    bulk_access_ids: Vec<String>,
+}
+
+/// `POST /objects/access` `{bulk_object_access_ids}` (DRS 1.4,
+/// GetBulkAccessURL): 404 when switched off (as Indexd and Fence), 202
+/// when any object is deferred on `Endpoint::Access`; else a URL per
+/// object and access id that resolves as `GET /objects/{id}/access/{aid}`
+/// would, and the others unresolved, grouped by the status that GET
+/// would answer.
+pub(crate) async fn bulk_access(
+    Extract(shared): Extract<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Json<BulkAccessRequest>, axum::extract::rejection::JsonRejection>,
+) -> Reply {
+    let mut state = shared.lock();
+    state.counts.bulk_access += 1;
+    if !state.bulk_access {
+        return Err(Refusal::not_found("bulk access URLs"));
+    }
+    auth::check_drs(&state, &headers)?;
+    let Json(request) = body.map_err(|e| Refusal::bad_request(e.body_text()))?;
+    if request.bulk_object_access_ids.is_empty() {
+        return Err(Refusal::bad_request("bulk_object_access_ids is empty"));
+    }
+    let deferred = request
+        .bulk_object_access_ids
+        .iter()
+        .filter_map(|ask| state.take_deferral(Endpoint::Access, &ask.bulk_object_id))
+        .max();
+    if let Some(secs) = deferred {
+        return Err(Refusal::Later(secs));
+    }
+    let answer = access_all(&shared, &state, &request, &headers);
+    Ok(Json(answer).into_response())
+}
+
+/// The bulk access answer: `summary` (pairs asked, resolved, not),
+/// `unresolved_drs_objects` grouped by error code, and
+/// `resolved_drs_object_access_urls`.
+fn access_all(
+    shared: &Shared,
+    state: &State,
+    request: &BulkAccessRequest,
+    headers: &HeaderMap,
+) -> Value {
+    let mut resolved = Vec::new();
+    let mut unresolved: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
+    let mut requested = 0;
+    for ask in &request.bulk_object_access_ids {
+        let id = &ask.bulk_object_id;
+        if ask.bulk_access_ids.is_empty() {
+            requested += 1;
+            unresolved.entry(400).or_default().push(id.clone());
+        }
+        for access_id in &ask.bulk_access_ids {
+            requested += 1;
+            match signed_access(shared, state, id, access_id, headers) {
+                Ok(url) => resolved.push(json!({
+                    "drs_object_id": id,
+                    "drs_access_id": access_id,
+                    "url": url,
+                })),
+                Err(refusal) => unresolved
+                    .entry(refusal.status().as_u16())
+                    .or_default()
+                    .push(id.clone()),
+            }
+        }
+    }
+    let unresolved_count: usize = unresolved.values().map(Vec::len).sum();
+    let groups: Vec<Value> = unresolved
+        .into_iter()
+        .map(|(code, ids)| json!({ "error_code": code, "object_ids": ids }))
+        .collect();
+    json!({
+        "summary": {
+            "requested": requested,
+            "resolved": resolved.len(),
+            "unresolved": unresolved_count,
+        },
+        "unresolved_drs_objects": groups,
+        "resolved_drs_object_access_urls": resolved,
+    })
 }
 
 /// `OPTIONS /objects/{id}` (DRS 1.3): the authorizations the object takes.

@@ -1,4 +1,4 @@
-//! A GA4GH DRS server (1.2, with 1.3's `OPTIONS` and 1.4's bulk request)
+//! A GA4GH DRS server (1.2, with 1.3's `OPTIONS` and 1.4's bulk requests)
 //! with a Gen3 commons behind it, Indexd and Fence as they answer (read
 //! from uc-cdis/indexd 6.3 and uc-cdis/fence, and tried against a real
 //! Indexd), run in the test process so a test states the objects, the
@@ -24,8 +24,9 @@
 //! Routes, under `base_url()`:
 //!
 //! - `/ga4gh/drs/v1/service-info`, `/ga4gh/drs/v1/objects` (bulk POST),
-//!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS) and
-//!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}`: `drs`;
+//!   `/ga4gh/drs/v1/objects/{id}` (GET, OPTIONS),
+//!   `/ga4gh/drs/v1/objects/{id}/access/{access_id}` and
+//!   `/ga4gh/drs/v1/objects/access` (bulk POST): `drs`;
 //! - `/data/{id}`, the bytes (GET, HEAD, one `Range`): `data`;
 //! - `/index/` (POST), `/index/{did}` (GET; POST adds a version),
 //!   `/index?hash=`: `indexd`; `PUT /index/{did}?rev=`, `/index/blank/`
@@ -295,6 +296,12 @@ impl DrsServer {
         self.shared.lock().bulk_max = max;
     }
 
+    /// Serves `POST /objects/access` (DRS 1.4 bulk access URLs; on by
+    /// default), or, off, answers it 404 as Indexd and Fence do.
+    pub fn set_bulk_access(&self, on: bool) {
+        self.shared.lock().bulk_access = on;
+    }
+
     /// Answers `202 Accepted` with `Retry-After: retry_after` to requests
     /// for `id` on `endpoint`, `times` times.
     pub fn defer(&self, endpoint: Endpoint, id: &str, times: Times, retry_after: u64) {
@@ -332,6 +339,13 @@ fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route(&format!("{DRS_PATH}/service-info"), get(drs::service_info))
         .route(&format!("{DRS_PATH}/objects"), post(drs::bulk))
+        // Before the wildcard: `access` as an object id still reads.
+        .route(
+            &format!("{DRS_PATH}/objects/access"),
+            post(drs::bulk_access)
+                .get(drs::object_or_access)
+                .options(drs::options),
+        )
         .route(
             &format!("{DRS_PATH}/objects/{{*rest}}"),
             get(drs::object_or_access).options(drs::options),

@@ -38,6 +38,17 @@ impl Refusal {
     pub(crate) fn forbidden(msg: impl Into<String>) -> Refusal {
         Refusal::Error(StatusCode::FORBIDDEN, msg.into())
     }
+
+    /// The status it answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Refusal::Error(status, _) | Refusal::Indexd(status, _) | Refusal::Fence(status, _) => {
+                *status
+            }
+            Refusal::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Refusal::Later(_) => StatusCode::ACCEPTED,
+        }
+    }
 }
 
 impl std::fmt::Display for Refusal {

@@ -151,7 +151,8 @@ pub enum Auth {
 pub enum Endpoint {
     /// `GET /objects/{id}`.
     Object,
-    /// `GET /objects/{id}/access/{access_id}`, for any access id.
+    /// `GET /objects/{id}/access/{access_id}`, for any access id, and
+    /// `POST /objects/access` naming the id among others.
     Access,
     /// `POST /objects` naming the id among others.
     Bulk,
@@ -174,7 +175,10 @@ pub struct Counts {
     pub objects_get: u64,
     pub objects_options: u64,
     pub bulk_post: u64,
+    /// `GET /objects/{id}/access/{access_id}`.
     pub access: u64,
+    /// `POST /objects/access` (bulk access URLs), served or not.
+    pub bulk_access: u64,
     pub data_get: u64,
     pub data_head: u64,
     /// Body bytes handed to the connection by `GET /data/...`.

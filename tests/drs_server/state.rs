@@ -104,6 +104,9 @@ pub(crate) struct State {
     pub bucket: Bucket,
     /// `maxBulkRequestLength`, or None when bulk requests are off.
     pub bulk_max: Option<usize>,
+    /// Whether `POST /objects/access` (DRS 1.4 bulk access URLs) is
+    /// served; off, it answers 404, as Indexd and Fence do.
+    pub bulk_access: bool,
     /// Added to every answer: a server across a network, for benchmarks.
     pub latency: Duration,
     deferrals: HashMap<(Endpoint, String), Deferral>,
@@ -125,6 +128,7 @@ impl Default for State {
             signed_url_ttl: Duration::from_secs(3600),
             bucket: Bucket::default(),
             bulk_max: Some(100),
+            bulk_access: true,
             latency: Duration::ZERO,
             deferrals: HashMap::new(),
             counts: Counts::default(),

@@ -13,8 +13,9 @@ use drsd_e2e::rt;
 
 use super::add_url::{git, pointer_text, s3, sha256_hex, text, World};
 use super::foreign::{
-    bare_origin, clone_elsewhere, drs_repo, git_in, ok, source_object, staged, wait_for,
+    bare_origin, clone_elsewhere, drs_repo, git_in, in_layout, ok, source_object, staged, wait_for,
 };
+use super::gen3_remote::{daemon_stop, logging_daemon, no_secret_kept};
 
 /// The host name the hostname-form ids use; mapped to the test server.
 const HOST: &str = "drs.example.org";
@@ -845,4 +846,71 @@ fn a_refusal_quotes_the_servers_error_body_and_never_the_password() {
     );
     assert!(!said.contains("wr0ng-s3cret"), "{said}");
     assert!(!repo.join("g.bam").exists());
+}
+
+/// `n` objects with a sha-256 and only a signed access id, added by their
+/// ids (content pointers: nothing read), committed; then pushed to a
+/// fresh object remote, which reads each through the pool. Returns the
+/// server's counts of the push, the log's text having been checked for
+/// signed URLs.
+fn push_signed_drs_objects(server: &DrsServer, n: usize) -> drsd_e2e::drs_server::Counts {
+    let mut world = World::new();
+    // No prefetch: the objects must reach the push unread.
+    std::env::set_var("DRSD_PREFETCH_MAX_SIZE", "0");
+    let (daemon, log) = logging_daemon(&mut world);
+    let (repo, layout) = drs_repo(&world, "r");
+    let mut list = String::new();
+    let mut bodies = Vec::new();
+    for i in 0..n {
+        let body = content(10_000 + i, i as u8);
+        let mut spec = ObjectSpec::blob(&format!("signed-{i}"), body.clone());
+        spec.access = vec![AccessSpec::signed("s3", std::time::Duration::from_secs(30))];
+        server.add_object(spec);
+        list.push_str(&format!("drs://{HOST}/signed-{i} d/{i}.bin\n"));
+        bodies.push(body);
+    }
+    let ids = world.dir().join("ids.txt");
+    std::fs::write(&ids, list).unwrap();
+    world.drsctl_ok(&repo, &["add-url", "--from", ids.to_str().unwrap()]);
+    ok(git_in(&world, &repo, &["commit", "-qm", "signed objects"]));
+    let (_remotes, _bare) = bare_origin(&repo);
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    for body in &bodies {
+        in_layout(&layout, &sha256_hex(body), body.len() as u64);
+    }
+    daemon_stop(daemon);
+    assert!(std::fs::metadata(&log).unwrap().len() > 0);
+    no_secret_kept(world.dir());
+    counts
+}
+
+#[test]
+fn a_push_reading_many_drs_objects_of_one_server_asks_their_signed_urls_in_one_bulk_request() {
+    let server = server();
+    let counts = push_signed_drs_objects(&server, 6);
+    assert_eq!(counts.bulk_access, 1, "{counts:?}");
+    assert_eq!(
+        counts.access, 0,
+        "no URL asked object by object: {counts:?}"
+    );
+    assert_eq!(
+        counts.objects_get, 0,
+        "the records came in bulk: {counts:?}"
+    );
+    assert!(counts.data_get >= 6, "{counts:?}");
+}
+
+#[test]
+fn a_server_without_bulk_access_urls_is_asked_once_then_each_objects_url_on_its_own() {
+    let server = server();
+    server.set_bulk_access(false);
+    let counts = push_signed_drs_objects(&server, 6);
+    assert_eq!(
+        counts.bulk_access, 1,
+        "asked once, then remembered: {counts:?}"
+    );
+    assert_eq!(counts.access, 6, "{counts:?}");
+    assert!(counts.data_get >= 6, "{counts:?}");
 }

@@ -110,7 +110,7 @@ fn completed_record(server: &DrsServer, bytes: &[u8]) -> serde_json::Value {
 }
 
 /// The world's daemon again, its log (standard error) in a file.
-fn logging_daemon(world: &mut World) -> (Child, PathBuf) {
+pub(super) fn logging_daemon(world: &mut World) -> (Child, PathBuf) {
     world.kill();
     let log = world.dir().join("daemon-stderr.log");
     let file = std::fs::File::create(&log).unwrap();
@@ -124,7 +124,7 @@ fn logging_daemon(world: &mut World) -> (Child, PathBuf) {
 }
 
 /// No file under `dir` holds the API key, an access token or a signature.
-fn no_secret_kept(dir: &Path) {
+pub(super) fn no_secret_kept(dir: &Path) {
     for path in walk(dir) {
         let Ok(bytes) = std::fs::read(&path) else {
             continue;
@@ -217,7 +217,7 @@ fn a_commons_takes_a_push_through_fence_once_and_a_fresh_clone_restores_every_fi
     no_secret_kept(world.dir());
 }
 
-fn daemon_stop(mut daemon: Child) -> std::process::ExitStatus {
+pub(super) fn daemon_stop(mut daemon: Child) -> std::process::ExitStatus {
     let _ = daemon.kill();
     daemon.wait().unwrap()
 }

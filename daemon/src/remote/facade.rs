@@ -21,6 +21,8 @@ use crate::stores::{
 /// The daemon's way to its remotes, with the clients it keeps.
 pub struct Remote {
     clients: Clients,
+    /// Signed URLs asked in bulk for a batch of DRS reads (`prepared.rs`).
+    pub(super) prepared: Arc<super::prepared::PreparedReads>,
 }
 
 /// An object and the client that reaches it, as its URL chose.
@@ -94,6 +96,7 @@ impl Remote {
     pub fn new(journal: Option<Arc<dyn UploadJournal>>, settings: Arc<Settings>) -> Remote {
         Remote {
             clients: Clients::new(journal, settings),
+            prepared: Arc::default(),
         }
     }
 

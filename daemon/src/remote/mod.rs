@@ -31,6 +31,7 @@ mod object_remote;
 mod partial;
 pub mod partials;
 pub mod parts;
+mod prepared;
 mod proof;
 mod resolved;
 mod upload;
@@ -43,6 +44,7 @@ pub use download::{
 };
 pub use facade::{Located, PointerFetchError, Remote};
 pub use object_remote::{Held, ObjectRemote, StoreError, UnusableRemote};
+pub use prepared::PreparedBatch;
 pub use proof::{presence, trusted, Local, Presence, Proof};
 pub use resolved::{Access, ResolveError};
 pub use upload::{upload_from_file, upload_from_pool, UploadError, UploadOptions, Uploaded};

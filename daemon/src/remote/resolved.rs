@@ -1,6 +1,7 @@
 //! Reading an object wherever its URL says: `s3://` and `https://` as they
 //! are, `drs://` through its DRS object to an access URL, resolved at each
-//! read (access URLs may be signed and expire; none is kept). Whatever the
+//! read (access URLs may be signed and expire; none is kept beyond a
+//! batch's minute, `prepared.rs`). Whatever the
 //! way, bytes reach the pool only with the sha256 they were asked for.
 //!
 //! Before anything is read, what the DRS server says of the object is
@@ -142,7 +143,10 @@ impl Remote {
     }
 
     /// Reads `url` (`size` bytes, sha256 `oid`) into `pool`, checked on the
-    /// way in: bytes of another sha256 are not kept.
+    /// way in: bytes of another sha256 are not kept. A `drs://` object
+    /// whose read a batch prepared (`prepared.rs`) is read by the URL
+    /// asked in bulk; when that URL fails (refused, expired, unreachable),
+    /// by a URL asked for it alone, as any other.
     pub async fn fetch_verified(
         &self,
         pool: Arc<Pool>,
@@ -151,17 +155,47 @@ impl Remote {
         size: u64,
         report: &(dyn Fn(u64) + Sync),
     ) -> Result<Fetched, ResolveError> {
-        let (url, headers) = match url {
-            ObjectUrl::Drs(uri) => {
-                let access = self.access(uri).await?;
-                check_claims(uri, &access.object, oid, size)?;
-                (access.url, access.headers)
-            }
-            plain => (plain.clone(), Vec::new()),
+        let ObjectUrl::Drs(uri) = url else {
+            return self.fetch_from(pool, url, &[], oid, size, report).await;
         };
-        let located = self.locate(&url)?;
+        if let Some((object, access)) = self.prepared.take(uri) {
+            check_claims(uri, &object, oid, size)?;
+            let fetched = match ObjectUrl::parse(access.url.expose()) {
+                Ok(ObjectUrl::Drs(_)) => Err(ResolveError::Nested {
+                    uri: uri.to_string(),
+                }),
+                Ok(by) => {
+                    self.fetch_from(pool.clone(), &by, &access.headers, oid, size, report)
+                        .await
+                }
+                Err(e) => Err(e.into()),
+            };
+            match fetched {
+                Err(e) if answers_for_the_url(&e) => {
+                    log::info!("{uri}: the access URL asked in bulk did not serve it ({e}); asking for one of its own");
+                }
+                done => return done,
+            }
+        }
+        let access = self.access(uri).await?;
+        check_claims(uri, &access.object, oid, size)?;
+        self.fetch_from(pool, &access.url, &access.headers, oid, size, report)
+            .await
+    }
+
+    /// Reads `url`, sending `headers`, into `pool`, checked against `oid`.
+    async fn fetch_from(
+        &self,
+        pool: Arc<Pool>,
+        url: &ObjectUrl,
+        headers: &[(String, String)],
+        oid: Oid,
+        size: u64,
+        report: &(dyn Fn(u64) + Sync),
+    ) -> Result<Fetched, ResolveError> {
+        let located = self.locate(url)?;
         let req = Fetch {
-            origin: located.origin(&headers),
+            origin: located.origin(headers),
             size,
             etag: None,
             last_modified: None, // the sha256 is the check
@@ -176,6 +210,19 @@ impl Remote {
         };
         Ok(fetch_into_pool(pool, req, opts, report).await?)
     }
+}
+
+/// Whether `e`, from reading by a URL asked in bulk, is the URL's fault (a
+/// refusal, an expiry, a store that could not be reached): then a URL of
+/// the object's own may do. Bytes that are not the object, or a pool that
+/// cannot take them, would be the same by any URL.
+fn answers_for_the_url(e: &ResolveError) -> bool {
+    matches!(
+        e,
+        ResolveError::Remote(_)
+            | ResolveError::Nested { .. }
+            | ResolveError::Fetch(FetchError::Remote(_))
+    )
 }
 
 /// The DRS object's size and sha256 (when it gives one) against the

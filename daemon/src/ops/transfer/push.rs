@@ -17,7 +17,10 @@ use crate::lfs::hydrate::object_path;
 use crate::lfs::{pushed_pointers, Pointer, Pushed};
 use crate::pool::Oid;
 use crate::registry::Entry;
-use crate::remote::{CopyOutcome, Held, ObjectRemote, ResolveError, StoreError, UploadError};
+use crate::remote::{
+    CopyOutcome, Held, ObjectRemote, PreparedBatch, ResolveError, StoreError, UploadError,
+};
+use crate::stores::drs::DrsUri;
 use crate::stores::{CopySource, ObjectUrl};
 use drsd_proto::{PushReport, RefusedPath};
 
@@ -221,6 +224,8 @@ impl Transfers {
         let mut read = take_in(0).await;
         let mut done = 0;
         for (i, batch) in batches.into_iter().enumerate() {
+            // Held while the batch is sent, dropped with it.
+            let _prepared = self.prepare_reads(&batch, &foreign, &superseded).await;
             let with_bytes: Vec<(Pushed, Option<Vec<u8>>)> = batch
                 .into_iter()
                 .map(|p| {
@@ -333,6 +338,40 @@ impl Transfers {
         if let Err(e) = written {
             log::warn!("rewriting the mirror of {}: {e}", facts.top.display());
         }
+    }
+
+    /// The reads of `drs://` objects the batch is about to make, prepared
+    /// in bulk (`remote::prepared`): its foreign objects that a push reads
+    /// through the pool, with a content oid and not in the pool already.
+    async fn prepare_reads(
+        &self,
+        batch: &[Pushed],
+        foreign: &BTreeMap<Oid, Entry>,
+        superseded: &HashSet<Oid>,
+    ) -> PreparedBatch {
+        let candidates: Vec<(Oid, DrsUri)> = batch
+            .iter()
+            .filter(|p| !superseded.contains(&p.pointer.oid))
+            .filter_map(|p| {
+                let entry = foreign.get(&p.pointer.oid)?;
+                match ObjectUrl::parse(entry.object.url.expose()) {
+                    Ok(ObjectUrl::Drs(uri)) if !entry.is_provisional() => {
+                        Some((p.pointer.oid, uri))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        let pool = self.pool.clone();
+        let uris: Vec<DrsUri> = blocking(move || {
+            candidates
+                .into_iter()
+                .filter(|(oid, _)| !matches!(pool.size(oid), Ok(Some(_))))
+                .map(|(_, uri)| uri)
+                .collect()
+        })
+        .await;
+        self.remote.prepare_drs_reads(&uris).await
     }
 
     /// The repo's foreign objects (added by URL), by oid.

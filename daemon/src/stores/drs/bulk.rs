@@ -292,7 +292,7 @@ impl DrsClient {
 
     /// What the server at `base` does with bulk lookups, learned from its
     /// service-info on first use.
-    async fn bulk_mode(&self, base: &url::Url) -> Bulk {
+    pub(super) async fn bulk_mode(&self, base: &url::Url) -> Bulk {
         if let Some(mode) = crate::lock::lock(&self.bulk).get(base.as_str()) {
             return *mode;
         }

@@ -8,7 +8,7 @@
 //! conditions, framing). Signed URLs come fresh from the server each time:
 //! nothing here keeps one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -41,6 +41,9 @@ pub struct DrsClient {
     servers: DrsServers,
     /// What each server (by base URL) was learned to do with bulk lookups.
     pub(super) bulk: Mutex<HashMap<String, Bulk>>,
+    /// The servers (by base URL) found to have no bulk access URLs
+    /// (`bulk_access.rs`).
+    pub(super) no_bulk_access: Mutex<HashSet<String>>,
 }
 
 impl DrsClient {
@@ -64,6 +67,7 @@ impl DrsClient {
             },
             servers,
             bulk: Mutex::new(HashMap::new()),
+            no_bulk_access: Mutex::new(HashSet::new()),
         }
     }
 
@@ -395,7 +399,7 @@ fn usable(kind: &str) -> bool {
 /// The URL (`https`, `http` or `s3`, with a host) and the headers split
 /// into names and values, each a valid header and none reserved. Errors
 /// name a header by its name only: its value may be a secret.
-fn checked_access(given: &AccessUrlJson) -> Result<AccessUrl, Unfit> {
+pub(super) fn checked_access(given: &AccessUrlJson) -> Result<AccessUrl, Unfit> {
     let url = url::Url::parse(given.url.expose()).map_err(|error| Unfit::UrlUnparsed {
         url: given.url.clone(),
         error,

@@ -6,7 +6,7 @@
 //! - `servers.rs`: `DRSD_DRS_SERVERS`, which server a URI goes to;
 //! - `model.rs`: what servers answer, and the checksums drsd reads from it;
 //! - `client.rs` and `bulk.rs`: objects one at a time or in bulk, access
-//!   URLs;
+//!   URLs; `bulk_access.rs`: many access URLs in one request;
 //! - `indexd_client.rs`: Indexd records by sha256 and did, and registration;
 //! - `call.rs`: the one request path (credentials, retries, 202 waits,
 //!   answers bounded and checked);
@@ -19,6 +19,7 @@
 
 mod auth;
 mod bulk;
+mod bulk_access;
 mod call;
 mod client;
 mod error;
@@ -34,6 +35,7 @@ mod uri;
 mod tests;
 
 pub use auth::{CredentialKind, DrsAuth};
+pub use bulk_access::{AccessWanted, BulkUrls, ACCESS_BATCH};
 pub(crate) use call::Api;
 pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;

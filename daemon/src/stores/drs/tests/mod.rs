@@ -4,6 +4,7 @@
 //! that answer about objects nobody asked for.
 
 mod auth;
+mod bulk_access;
 mod client;
 mod deadline;
 mod indexd_client;
