@@ -215,7 +215,13 @@ pub trait JobQueue {
     /// good with none. Counts one attempt more.
     fn job_failed(&self, job: &Job, why: &str, retry_at: Option<u64>) -> Result<()>;
     /// When the next waiting job is due, if any waits.
-    fn next_due(&self) -> Result<Option<u64>>;
+    fn next_due(&self) -> Result<Option<u64>> {
+        self.next_due_up_to(u64::MAX)
+    }
+    /// When the next waiting job of an object of at most `max_size` bytes
+    /// is due: what a worker taking only those waits for (a lane of small
+    /// objects must not wake for a large object it will not take).
+    fn next_due_up_to(&self, max_size: u64) -> Result<Option<u64>>;
     fn job_counts(&self) -> Result<JobCounts>;
     /// Jobs not done, then done ones with a note (at most `limit`).
     fn open_jobs(&self, limit: usize) -> Result<Vec<OpenJob>>;

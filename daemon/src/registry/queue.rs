@@ -332,11 +332,13 @@ impl JobQueue for SqliteRegistry {
     }
 
     /// When the next waiting job is due, if any waits.
-    fn next_due(&self) -> Result<Option<u64>, RegistryError> {
+    fn next_due_up_to(&self, max_size: u64) -> Result<Option<u64>, RegistryError> {
+        let max = i64::try_from(max_size).unwrap_or(i64::MAX);
         self.lock()
             .query_row(
-                "SELECT MIN(next_at) FROM jobs WHERE state IN (?1, ?2)",
-                [JobState::Queued, JobState::Retrying],
+                "SELECT MIN(j.next_at) FROM jobs j JOIN objects o ON o.id = j.object_id
+                 WHERE j.state IN (?1, ?2) AND o.size <= ?3",
+                params![JobState::Queued, JobState::Retrying, max],
                 |r| r.get::<_, Option<i64>>(0),
             )
             .map(|t| t.map(|t| t.max(0) as u64))

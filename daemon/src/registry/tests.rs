@@ -149,6 +149,7 @@ macro_rules! contract {
 contract!(
     each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept,
     the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after,
+    a_worker_of_small_objects_is_not_due_for_a_large_object_s_job,
     recorded_objects_are_found_by_location_and_remember_their_content_oid,
     a_registry_reopens_with_its_contents,
     the_mirror_round_trips_and_restores_idempotently_without_overriding,
@@ -1017,6 +1018,23 @@ fn the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after(mut f
     f.reg.fence_part_sent(c, oid, &part("up-3", 1)).unwrap();
     f.reg.fence_forget(c, oid).unwrap();
     assert!(f.reg.fence_parts(c, oid, "up-3").unwrap().is_empty());
+}
+
+fn a_worker_of_small_objects_is_not_due_for_a_large_object_s_job(f: Fixture) {
+    let reg = &f.reg;
+    let big = object("s3://b/big", "fedcba9876543210fedcba9876543210", 1000);
+    reg.record(Path::new("/r"), &[entry("b", &big)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    assert!(reg.next_due().unwrap().is_some(), "the big one waits");
+    assert_eq!(
+        reg.next_due_up_to(999).unwrap(),
+        None,
+        "a lane of objects under 1000 bytes would wake for nothing it takes"
+    );
+    let small = object("s3://b/small", "0123456789abcdef0123456789abcdef", 10);
+    reg.record(Path::new("/r"), &[entry("s", &small)]).unwrap();
+    reg.queue_unhashed(None).unwrap();
+    assert!(reg.next_due_up_to(999).unwrap().is_some());
 }
 
 fn two_claimers_at_once_never_get_the_same_job(f: Fixture) {

@@ -221,7 +221,7 @@ async fn worker(shared: Arc<Workers>, max_size: u64) {
         match blocking(move || registry.claim_up_to(now(), max_size)).await {
             Ok(Some(job)) => work(&shared, job).await,
             Ok(None) => {
-                let wait = idle_wait(&shared.registry).await;
+                let wait = idle_wait(&shared.registry, max_size).await;
                 tokio::select! {
                     _ = shared.wake.notified() => {}
                     _ = tokio::time::sleep(wait) => {}
@@ -239,10 +239,11 @@ async fn worker(shared: Arc<Workers>, max_size: u64) {
     }
 }
 
-/// Until the next failed job is due, at most [`IDLE`].
-async fn idle_wait(registry: &Arc<Registry>) -> Duration {
+/// Until the next job of at most `max_size` bytes is due, at most
+/// [`IDLE`].
+async fn idle_wait(registry: &Arc<Registry>, max_size: u64) -> Duration {
     let registry = registry.clone();
-    match blocking(move || registry.next_due()).await {
+    match blocking(move || registry.next_due_up_to(max_size)).await {
         Ok(Some(at)) => {
             Duration::from_secs(at.saturating_sub(now())).clamp(Duration::from_millis(200), IDLE)
         }

@@ -284,16 +284,21 @@ impl JobQueue for PgRegistry {
     /// The next waiting job's time; a job running on another node counts as
     /// waiting until its lease ends (by the server's clock), so an idle node
     /// looks again when a dead node's lease would lapse.
-    fn next_due(&self) -> Result<Option<u64>, RegistryError> {
+    fn next_due_up_to(&self, max_size: u64) -> Result<Option<u64>, RegistryError> {
+        let max = big(max_size);
         self.tx("look at the queue", |tx| {
             let row = tx.query_one(
                 "SELECT min(t) FROM (
-                    SELECT next_at AS t FROM drsd_reg_jobs WHERE state IN ('queued', 'retrying')
+                    SELECT j.next_at AS t FROM drsd_reg_jobs j
+                    JOIN drsd_reg_objects o ON o.id = j.object_id
+                    WHERE j.state IN ('queued', 'retrying') AND o.size <= $2
                     UNION ALL
-                    SELECT ceil(extract(epoch FROM lease_until))::bigint FROM drsd_reg_jobs
-                    WHERE state = 'running' AND claimed_by IS DISTINCT FROM $1
+                    SELECT ceil(extract(epoch FROM j.lease_until))::bigint FROM drsd_reg_jobs j
+                    JOIN drsd_reg_objects o ON o.id = j.object_id
+                    WHERE j.state = 'running' AND j.claimed_by IS DISTINCT FROM $1
+                        AND o.size <= $2
                  ) due",
-                &[&self.node.name],
+                &[&self.node.name, &max],
             )?;
             Ok(row.try_get::<_, Option<i64>>(0)?.map(|t| t.max(0) as u64))
         })
