@@ -144,7 +144,9 @@ impl Transfers {
         let Some(key) = parts.first().map(|p| p.key.clone()) else {
             return Ok(None);
         };
-        if parts.iter().any(|p| p.key != key) {
+        // The key is the registry's word (a lab's registry is every
+        // member's to write): it must be under this very record.
+        if !key.starts_with(&format!("{guid}/")) || parts.iter().any(|p| p.key != key) {
             return Ok(None);
         }
         self.journal(
