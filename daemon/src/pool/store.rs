@@ -147,9 +147,14 @@ impl Pool {
         Ok(pool)
     }
 
+    /// The threshold in `dir`'s `pool.json`, or `wanted` (else the
+    /// default) recorded there first. In a lab's shared folder another
+    /// member may write: the file is read without following a link and
+    /// with a bound, written through its own handle, and put in place only
+    /// if no other node did first (then that one's is read).
     fn recorded_threshold(dir: &Path, wanted: Option<u64>) -> Result<u64> {
         let path = dir.join("pool.json");
-        match std::fs::read(&path) {
+        match read_pool_file(&path) {
             Ok(text) => {
                 let file: PoolFile =
                     serde_json::from_slice(&text).map_err(|e| PoolError::Config {
@@ -171,17 +176,26 @@ impl Pool {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let threshold = wanted.unwrap_or(DEFAULT_THRESHOLD);
                 let text = serde_json::to_vec(&PoolFile { threshold }).expect("plain struct");
-                let tmp = tempfile::NamedTempFile::new_in(dir).at("create file in", dir)?;
-                std::fs::write(tmp.path(), text).at("write", tmp.path())?;
+                let mut tmp = tempfile::NamedTempFile::new_in(dir).at("create file in", dir)?;
+                std::io::Write::write_all(tmp.as_file_mut(), &text).at("write", tmp.path())?;
                 // Readable by every member of a lab sharing the folder (a
                 // threshold is no secret; a user's own pool folder is 0700).
                 use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o444))
+                tmp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(0o444))
                     .at("make readable", tmp.path())?;
-                tmp.persist(&path).map_err(|e| {
-                    PoolError::Io(crate::IoError::new("write", path.clone(), e.error))
-                })?;
-                Ok(threshold)
+                match tmp.persist_noclobber(&path) {
+                    Ok(_) => Ok(threshold),
+                    // Another node recorded it first: theirs holds.
+                    Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                        Self::recorded_threshold(dir, wanted)
+                    }
+                    Err(e) => Err(PoolError::Io(crate::IoError::new(
+                        "write",
+                        path.clone(),
+                        e.error,
+                    ))),
+                }
             }
             Err(e) => Err(e).at("read", path),
         }
@@ -814,4 +828,24 @@ impl Batch<'_> {
         self.pins.push(self.pool.pin(oid)?);
         Ok(())
     }
+}
+
+/// `pool.json` at `path`: not through a link, and 4 KiB at most (its
+/// JSON is a few bytes).
+fn read_pool_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    let mut text = Vec::new();
+    file.take(4096).read_to_end(&mut text)?;
+    Ok(text)
 }

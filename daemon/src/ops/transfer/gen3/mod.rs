@@ -96,6 +96,8 @@ pub enum FenceSendError {
     Read(#[from] PoolError),
     #[error("the bytes read for the upload are not object {oid} (sha256 {got}, or another md5): not sent")]
     NotTheObject { oid: Oid, got: Oid },
+    #[error("the hashing of object {oid} stopped before its end (the daemon is stopping): not completed")]
+    HashingStopped { oid: Oid },
     #[error("the signed URL Fence gave for record {guid} names no bucket and key to record")]
     NoLocation { guid: String },
     #[error("the store answered no ETag for part {number} of object {oid}")]

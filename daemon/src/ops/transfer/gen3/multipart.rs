@@ -240,7 +240,10 @@ impl Transfers {
             .buffered(PARTS_AT_ONCE)
             .try_collect()
             .await?;
-        let (got, got_md5) = hashing.finish().await;
+        let (got, got_md5) = hashing
+            .finish()
+            .await
+            .ok_or(FenceSendError::HashingStopped { oid })?;
         if got != oid || source.md5.is_some_and(|md5| md5 != got_md5) {
             return Err(FenceSendError::NotTheObject { oid, got });
         }
@@ -319,19 +322,19 @@ impl Hashing {
         }
     }
 
-    /// The sha256 and md5 of every part fed.
-    async fn finish(self) -> (Oid, String) {
+    /// The sha256 and md5 of every part fed; `None` when a thread did not
+    /// finish (the runtime shutting down).
+    async fn finish(self) -> Option<(Oid, String)> {
         let Hashing {
             sha: (sha_in, sha),
             md5: (md5_in, md5),
         } = self;
         drop((sha_in, md5_in));
-        let sha = sha.await.expect("hashing does not panic");
-        let md5 = md5.await.expect("hashing does not panic");
-        (
+        let (sha, md5) = (sha.await.ok()?, md5.await.ok()?);
+        Some((
             Oid::from_digest(sha2::Digest::finalize(sha).into()),
             hex::encode(md5.finalize()),
-        )
+        ))
     }
 }
 
