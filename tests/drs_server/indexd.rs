@@ -313,6 +313,8 @@ struct Filter {
     hashes: Vec<(String, String)>,
     size: Option<u64>,
     urls: Vec<String>,
+    /// Only records whose did sorts after this one (Indexd pages by did).
+    start: Option<String>,
     /// Records answered at most: Indexd's `limit`, 100 unless asked,
     /// 1024 at most.
     limit: usize,
@@ -339,6 +341,7 @@ impl Filter {
                     filter.size = Some(size);
                 }
                 "url" => filter.urls.push(value.into_owned()),
+                "start" => filter.start = Some(value.into_owned()),
                 "limit" => match value.parse::<usize>() {
                     Ok(n) if n <= 1024 => filter.limit = n,
                     _ => return Err(bad_request("limit must be between 0 and 1024")),
@@ -350,7 +353,8 @@ impl Filter {
     }
 
     fn matches(&self, record: &IndexRecord) -> bool {
-        self.size.is_none_or(|s| Some(s) == record.size)
+        self.start.as_ref().is_none_or(|s| record.did > *s)
+            && self.size.is_none_or(|s| Some(s) == record.size)
             && self
                 .hashes
                 .iter()
@@ -368,6 +372,9 @@ pub(crate) async fn query(
     state.counts.index_by_hash += 1;
     up(&state)?;
     let filter = Filter::parse(query.as_deref().unwrap_or(""))?;
+    if filter.hashes.iter().any(|(kind, _)| kind == "md5") {
+        state.counts.index_by_md5 += 1;
+    }
     let records: Vec<Value> = state
         .records
         .values()

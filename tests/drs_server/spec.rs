@@ -187,6 +187,8 @@ pub struct Counts {
     pub index_get: u64,
     /// `GET /index?hash=...` (any query of the index).
     pub index_by_hash: u64,
+    /// Of those, the ones asking by md5.
+    pub index_by_md5: u64,
     pub index_post: u64,
     /// `POST /index/{did}`: new versions of a record.
     pub index_version: u64,

@@ -277,6 +277,69 @@ fn an_object_the_commons_holds_under_its_md5_only_is_not_sent() {
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
 }
 
+/// The md5 of an object is computed before its upload only when the
+/// commons has a record of its size that names an md5 and no sha256 (one
+/// that may hold it under its md5 only): records of its size naming other
+/// sha256s, many pages of them, cost no pass over the bytes. One md5-only
+/// record of that size on the last page is found, asked by md5, and,
+/// being other content, does not stop the upload.
+#[test]
+fn only_a_record_of_its_size_without_a_sha256_has_the_md5_of_an_object_computed_before_its_upload()
+{
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "sized");
+    let len = 70_001;
+    let record = |hashes: BTreeMap<String, String>, did: Option<String>| NewRecord {
+        form: "object".into(),
+        size: len as u64,
+        hashes,
+        urls: vec!["s3://elsewhere/other.bin".into()],
+        file_name: Some("other.bin".into()),
+        authz: vec![AUTHZ.into()],
+        acl: Vec::new(),
+        did,
+    };
+    // More than one page (Indexd answers 1024 at most) of records of the
+    // size, each of other content and naming its sha256.
+    for i in 0..1100u32 {
+        let mut hashes = BTreeMap::new();
+        hashes.insert("sha256".to_string(), format!("{i:064x}"));
+        hashes.insert("md5".to_string(), format!("{i:032x}"));
+        server.add_record(record(hashes, None)).unwrap();
+    }
+    let first = content(len, 21);
+    commit(&world, &repo, &[("first.bin", &first)], "first");
+    let (_remotes, _bare) = bare_origin(&repo);
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.index_by_md5, counts.bucket_put),
+        (0, 1),
+        "no md5 asked, the object sent: {counts:?}"
+    );
+
+    // An md5-only record of the size, sorting after every other did: on
+    // the second page.
+    let mut hashes = BTreeMap::new();
+    hashes.insert("md5".to_string(), "ab".repeat(16));
+    let last = "dg.TEST/ffffffff-ffff-4fff-bfff-ffffffffffff".to_string();
+    server.add_record(record(hashes, Some(last))).unwrap();
+    let second = content(len, 22);
+    commit(&world, &repo, &[("second.bin", &second)], "second");
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.index_by_md5, counts.bucket_put),
+        (1, 1),
+        "asked by md5 once, and sent (the record is other content): {counts:?}"
+    );
+    completed_record(&server, &second);
+}
+
 /// A record naming our sha256, size and md5 is a claim (whoever may write
 /// the project's records chose them): one whose location holds other bytes
 /// is not taken as held. The object goes up into a record of its own, and

@@ -24,6 +24,12 @@ use super::DrsError;
 use crate::pool::Oid;
 use crate::stores::{shown_url, HttpConfig};
 
+/// Records asked for per page of a lookup by size: Indexd's largest.
+const SIZE_PAGE: usize = 1024;
+/// Pages of a lookup by size read at most before its answer is taken to be
+/// yes ([`IndexdClient::any_md5_only_of_size`]).
+const SIZE_PAGES: usize = 8;
+
 /// An Indexd record (the fields drsd reads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexdRecord {
@@ -119,17 +125,46 @@ impl IndexdClient {
         Ok(kept)
     }
 
-    /// Whether any record of the server is `size` bytes long: when none is,
-    /// no record can hold the object under its md5, and its md5 need not
-    /// be computed before the upload (which hashes it as it sends).
-    pub async fn any_of_size(&self, size: u64) -> Result<bool, DrsError> {
-        let mut url = self.url(&["index"])?;
-        url.query_pairs_mut()
-            .append_pair("size", &size.to_string())
-            .append_pair("limit", "1");
-        let asked = format!("Indexd lookup of records of {size} bytes");
-        let found: Records = self.get_json(&asked, &url).await?;
-        Ok(found.records.iter().any(|r| r.size == Some(size)))
+    /// Whether the server has a record of `size` bytes naming an md5 and no
+    /// sha256, which may be the object under its md5 only: when none is,
+    /// its md5 need not be computed before the upload (which hashes it as
+    /// it sends). Records of the size naming a sha256 are not: of this
+    /// content [`Self::by_sha256`] found them, of other content they are
+    /// not the object (a commons holds many of a common size, and every
+    /// record this daemon completes names its sha256). Paged as Indexd
+    /// pages (`start`: the did after which, in did order); past
+    /// [`SIZE_PAGES`] pages the answer is yes, and the md5 is computed.
+    pub async fn any_md5_only_of_size(&self, size: u64) -> Result<bool, DrsError> {
+        let mut start: Option<String> = None;
+        for _ in 0..SIZE_PAGES {
+            let mut url = self.url(&["index"])?;
+            url.query_pairs_mut()
+                .append_pair("size", &size.to_string())
+                .append_pair("limit", &SIZE_PAGE.to_string());
+            if let Some(after) = &start {
+                url.query_pairs_mut().append_pair("start", after);
+            }
+            let asked = format!("Indexd lookup of records of {size} bytes");
+            let found: Records = self.get_json(&asked, &url).await?;
+            if found.records.iter().any(|r| {
+                r.size == Some(size)
+                    && r.hashes.contains_key("md5")
+                    && !r.hashes.contains_key("sha256")
+            }) {
+                return Ok(true);
+            }
+            if found.records.len() < SIZE_PAGE {
+                return Ok(false);
+            }
+            let last = found.records.last().map(|r| r.did.clone());
+            // A page not moving past its start (a server ignoring `start`)
+            // leaves the rest unseen: they may hold one.
+            if last == start {
+                return Ok(true);
+            }
+            start = last;
+        }
+        Ok(true)
     }
 
     /// The records of `size` bytes with md5 `md5` (32 lowercase hex) that

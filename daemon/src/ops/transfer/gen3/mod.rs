@@ -342,10 +342,10 @@ impl Transfers {
         }
     }
 
-    /// The md5 of `blob` when the commons has records of its size, one of
-    /// which may hold it under its md5 only; `None` when it has none: the
-    /// md5 is then the upload's, hashed as the bytes go, not a pass of its
-    /// own over a file of many GB.
+    /// The md5 of `blob` when the commons has records of its size naming an
+    /// md5 and no sha256, one of which may hold it; `None` when it has
+    /// none: the md5 is then the upload's, hashed as the bytes go, not a
+    /// pass of its own over a file of many GB.
     async fn md5_if_asked(
         &self,
         target: &CommonsTarget<'_>,
@@ -354,7 +354,7 @@ impl Transfers {
     ) -> Result<Option<String>, CommonsPushError> {
         let sized = target
             .indexd
-            .any_of_size(pointer.size)
+            .any_md5_only_of_size(pointer.size)
             .await
             .map_err(|error| CommonsPushError::Ask {
                 commons: target.commons.url(),
@@ -410,13 +410,15 @@ impl Transfers {
         Ok(false)
     }
 
-    /// The bytes of `pointer` on this machine: the pool's (checked against
-    /// its oid), else the repo's own `.git/lfs/objects` file, else a foreign
-    /// object's source read into the pool. The repo's file is read where
-    /// it is, not taken into the pool first: that would hash a file of many
-    /// GB once more, and the upload hashes every byte it sends and
-    /// completes nothing that is not the object (`multipart`,
-    /// `check_whole`).
+    /// The bytes of `pointer` on this machine: the repo's own
+    /// `.git/lfs/objects` file, else the pool's (checked against its oid),
+    /// else a foreign object's source read into the pool. The repo's file
+    /// is read where it is, neither taken into the pool nor read out of it
+    /// (most often it is the pool's very file, linked in at commit, and a
+    /// link makes the pool hash it again at its next read-out, see
+    /// `pool/verified.rs`): either would hash a file of many GB once more,
+    /// and the upload hashes every byte it sends and completes nothing that
+    /// is not the object (`multipart`, `check_whole`).
     async fn local_blob(
         &self,
         target: &CommonsTarget<'_>,
@@ -426,10 +428,14 @@ impl Transfers {
         let oid = pointer.oid;
         let pool = self.pool.clone();
         let path = object_path(target.lfs_objects, &oid);
+        let size = pointer.size;
         let taken = blocking(move || -> Result<Option<Blob>, PoolError> {
-            match pool.size(&oid)? {
-                Some(_) => pool.get_verified(&oid),
-                None => repo_file(&path),
+            match repo_file(&path)? {
+                Some(blob) if blob.len() == size => Ok(Some(blob)),
+                theirs => match pool.size(&oid)? {
+                    Some(_) => pool.get_verified(&oid),
+                    None => Ok(theirs),
+                },
             }
         })
         .await;
