@@ -9,7 +9,11 @@
 //! - `GET /user/data/upload/{guid}?file_name=&expires_in=` -> `{url}` for a
 //!   record registered first;
 //! - `POST /user/data/multipart/init` `{file_name, guid?}` -> 201 `{guid,
-//!   uploadId}`, `POST /user/data/multipart/upload` `{key, uploadId,
+//!   uploadId}`: the upload of `{guid}/{file_name}`, the guid taken as
+//!   given with no record looked up or made (Fence's `BlankIndex(guid=)`:
+//!   a client registers the record it chose afterwards), else a new blank
+//!   record's (and always that, as Fence before it took a guid, once
+//!   `set_fence_ignores_guid`); `POST /user/data/multipart/upload` `{key, uploadId,
 //!   partNumber}` -> `{presigned_url}`, `POST /user/data/multipart/complete`
 //!   `{key, uploadId, parts: [{PartNumber, ETag}]}` -> `{message: "OK"}`
 //!   (S3's refusal as a 500 naming it);
@@ -225,7 +229,14 @@ pub(crate) async fn multipart_init(
         require(&params, &["file_name"])?;
         lifetime(&state, params.get("expires_in"))?;
         check_bucket(&params)?;
-        let guid = upload_record(&mut state, &params, subject, Vec::new())?;
+        let guid = match text(&params, "guid") {
+            Some(guid) if !state.fence_ignores_guid => guid.to_string(),
+            _ => {
+                let mut params = params.clone();
+                params.remove("guid");
+                upload_record(&mut state, &params, subject, Vec::new())?
+            }
+        };
         let key = format!("{guid}/{}", text(&params, "file_name").unwrap_or_default());
         let upload = match &shared.s3 {
             None => Some(bucket::begin(&mut state.bucket, &key)),

@@ -287,6 +287,10 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
+    let gate = shared.lock().registration_gate.clone();
+    if let Some(gate) = gate {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), gate.wait()).await;
+    }
     let mut state = shared.lock();
     state.counts.index_post += 1;
     up(&state)?;

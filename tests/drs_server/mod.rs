@@ -253,6 +253,21 @@ impl DrsServer {
         self.shared.lock().arborist = on;
     }
 
+    /// Whether Fence's multipart init ignores a guid it is given and makes
+    /// a blank record, as Fence did before it took one (default: it takes
+    /// the guid as given).
+    pub fn set_fence_ignores_guid(&self, on: bool) {
+        self.shared.lock().fence_ignores_guid = on;
+    }
+
+    /// Each `POST /index/` from now on is served only once `n` are waiting
+    /// (or after 30 s): `n` clients registering records at once, whatever
+    /// the order they got there in. `0` serves them as they come.
+    pub fn gather_registrations(&self, n: usize) {
+        self.shared.lock().registration_gate =
+            (n > 0).then(|| Arc::new(tokio::sync::Barrier::new(n)));
+    }
+
     /// Fence's `MAX_PRESIGNED_URL_TTL`: how long the URLs it signs from now
     /// on last (default an hour; at least a second), and the most a
     /// caller's `expires_in` gets.

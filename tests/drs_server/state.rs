@@ -97,6 +97,12 @@ pub(crate) struct State {
     /// Whether Indexd checks bearer tokens with Arborist (a commons), which
     /// takes this server's Fence tokens; else it has no Arborist.
     pub arborist: bool,
+    /// Fence's multipart init makes a blank record whatever guid it is
+    /// given, as Fence did before it took one.
+    pub fence_ignores_guid: bool,
+    /// `POST /index/` waits at this barrier (30 s at most) before it is
+    /// served: that many registrations are then under way at once.
+    pub registration_gate: Option<Arc<tokio::sync::Barrier>>,
     /// Fence's `MAX_PRESIGNED_URL_TTL`: the lifetime of the URLs it signs,
     /// and the most a caller's `expires_in` may ask.
     pub signed_url_ttl: Duration,
@@ -125,6 +131,8 @@ impl Default for State {
             indexd_login: ("indexd".into(), "indexd-password".into()),
             indexd_down: false,
             arborist: false,
+            fence_ignores_guid: false,
+            registration_gate: None,
             signed_url_ttl: Duration::from_secs(3600),
             bucket: Bucket::default(),
             bulk_max: Some(100),

@@ -91,6 +91,12 @@ fn records(server: &DrsServer, hash: &str) -> Vec<serde_json::Value> {
 
 /// The one complete record of `bytes`: size, sha256, md5 and a location in
 /// the commons' upload bucket holding exactly those bytes.
+/// The did of `bytes` in the tests' project, as drsd and git-drs derive
+/// it (UUIDv5 over `"p-q:<sha256>"`).
+fn own_did(bytes: &[u8]) -> String {
+    drsd::stores::drs::content_did("p-q", &sha256_hex(bytes))
+}
+
 fn completed_record(server: &DrsServer, bytes: &[u8]) -> serde_json::Value {
     let oid = sha256_hex(bytes);
     let found = records(server, &format!("sha256:{oid}"));
@@ -185,10 +191,18 @@ fn a_commons_takes_a_push_through_fence_once_and_a_fresh_clone_restores_every_fi
         (small.len() + large.len()) as u64,
         "{counts:?}"
     );
-    assert_eq!(counts.index_update, 2, "two records completed: {counts:?}");
+    assert_eq!(
+        (counts.index_post, counts.index_update),
+        (2, 0),
+        "two records registered once their bytes were in place, none blank first: {counts:?}"
+    );
     assert!(counts.token >= 1, "the key was exchanged: {counts:?}");
     let small_record = completed_record(&server, &small);
-    completed_record(&server, &large);
+    assert_eq!(small_record["did"], own_did(&small).as_str());
+    assert_eq!(
+        completed_record(&server, &large)["did"],
+        own_did(&large).as_str()
+    );
 
     // Pushing again (another commit, same objects) sends nothing.
     std::fs::write(repo.join("note.txt"), "x").unwrap();
@@ -388,13 +402,14 @@ fn a_record_naming_our_sha256_over_other_bytes_is_not_taken_as_held_and_the_obje
 }
 
 /// kill -9 of the daemon while its multipart upload through Fence is
-/// under way leaves one blank record and the registry's note of it
-/// (`drsctl status` names it after the restart); the next push, by a new
-/// daemon, finishes that very record and that very upload, sending only
-/// the parts the store did not take: one complete record holding the
-/// bytes, no blank one left, no second record, no upload left open.
+/// under way (under the content's did) leaves no record and the
+/// registry's note of the upload (`drsctl status` names it after the
+/// restart); the next push, by a new daemon, finishes that very upload,
+/// sending only the parts the store did not take, and registers the
+/// record: one complete record holding the bytes, no blank one, no
+/// second record, no upload left open.
 #[test]
-fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() {
+fn a_daemon_killed_mid_upload_leaves_no_record_and_the_next_push_finishes_that_upload() {
     let keys = tempfile::tempdir().unwrap();
     let server = commons(keys.path());
     std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
@@ -425,7 +440,7 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(100));
-    world.kill(); // SIGKILL, parts in the bucket, the record blank
+    world.kill(); // SIGKILL, parts in the bucket, no record yet
     assert!(!push.wait().unwrap().success());
     server.set_latency(Duration::ZERO);
     let parts = 8; // 40 MiB in 5 MiB parts
@@ -433,9 +448,9 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
     assert_eq!(open.len(), 1, "one upload open: {open:?}");
     let taken = open[0];
     assert!((1..parts).contains(&taken), "{taken} parts in the store");
-    let blank = server.blank_records();
-    assert_eq!(blank.len(), 1, "{blank:?}");
+    assert_eq!(server.blank_records(), Vec::<String>::new());
     assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+    let did = own_did(&bytes);
     let recorded = spoil_first_recorded_part(&world);
     assert!(recorded >= 2, "{recorded} parts recorded");
 
@@ -443,14 +458,14 @@ fn a_daemon_killed_mid_upload_leaves_one_blank_record_the_next_push_completes() 
     let status = world.drsctl_ok(&repo, &["status"]);
     let open = status["commons_uploads"].as_array().unwrap();
     assert_eq!(open.len(), 1, "{status}");
-    assert_eq!(open[0]["did"], blank[0].as_str(), "{status}");
+    assert_eq!(open[0]["did"], did.as_str(), "{status}");
     assert_eq!(open[0]["step"], "uploading", "{status}");
 
     server.reset_counts();
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     assert!(out.status.success(), "{}", text(&out));
     let record = completed_record(&server, &bytes);
-    assert_eq!(record["did"], blank[0].as_str(), "{record}");
+    assert_eq!(record["did"], did.as_str(), "{record}");
     assert!(server.blank_records().is_empty());
     // Each part recorded is kept but the spoilt one; those the store took
     // unrecorded (the kill came before their answer) are sent again.
@@ -493,13 +508,16 @@ fn spoil_first_recorded_part(world: &World) -> usize {
     parts.len()
 }
 
-/// A push whose last step (the record's completion) Indexd refuses leaves
-/// one blank record and says why in Indexd's words; the next push finishes
-/// that very record instead of making a second.
+/// With a Fence that makes a blank record for every upload, whatever guid
+/// it is given (as Fence did before it took one), a push whose last step
+/// (the record's completion) Indexd refuses leaves one blank record and
+/// says why in Indexd's words; the next push finishes that very record
+/// instead of making a second.
 #[test]
 fn a_blank_record_a_failed_push_left_is_completed_by_the_next_push() {
     let keys = tempfile::tempdir().unwrap();
     let server = commons(keys.path());
+    server.set_fence_ignores_guid(true);
     let world = World::new();
     let repo = gen3_repo(&world, &server, "blank");
     let bytes = content(99_991, 4);
@@ -530,4 +548,134 @@ fn a_blank_record_a_failed_push_left_is_completed_by_the_next_push() {
     );
     let counts = server.counts();
     assert_eq!(counts.index_update, 1, "{counts:?}");
+}
+
+/// A push whose registration under the content's did Indexd refuses
+/// leaves no record and says why in Indexd's words; the next push
+/// registers the object under that did: one record.
+#[test]
+fn a_push_whose_registration_indexd_refused_is_registered_under_the_contents_did_by_the_next() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "refused");
+    let bytes = content(99_989, 8);
+    commit(&world, &repo, &[("one.bin", &bytes)], "data");
+    let (_remotes, _bare) = bare_origin(&repo);
+    server.set_arborist(false);
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("Arborist is not configured"), "{said}");
+    assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+    assert!(
+        server.blank_records().is_empty(),
+        "no blank record was made"
+    );
+
+    server.set_arborist(true);
+    server.reset_counts();
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let record = completed_record(&server, &bytes);
+    assert_eq!(record["did"], own_did(&bytes).as_str(), "{record}");
+    assert_eq!(server.counts().index_post, 1, "{:?}", server.counts());
+}
+
+/// Two machines (two users' daemons, registries and pools) pushing the
+/// same new content into the same project at once make one record, under
+/// the content's did: the second registration is 409, and that machine
+/// counts the first's record once its bytes are shown to be the object.
+/// Both pushes succeed and a fresh clone of either gets the file.
+#[test]
+fn two_machines_pushing_the_same_content_at_once_make_one_record_under_its_did() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let bytes = content(3 << 20, 11);
+    let machines: Vec<World> = (0..2).map(|_| World::new()).collect();
+    let mut pushes = Vec::new();
+    let mut bares = Vec::new();
+    for (i, world) in machines.iter().enumerate() {
+        let repo = gen3_repo(world, &server, &format!("m{i}"));
+        commit(world, &repo, &[("same.bin", &bytes)], "data");
+        let (remotes, bare) = bare_origin(&repo);
+        bares.push((remotes, bare));
+        pushes.push((world, repo));
+    }
+    // Neither registration is served before both are asked: both
+    // machines found the did free and uploaded.
+    server.gather_registrations(2);
+    let handles: Vec<_> = pushes
+        .iter()
+        .map(|(world, repo)| {
+            Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["push", "-q", "origin", "main"])
+                .envs(world.env())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in handles {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    server.gather_registrations(0);
+    let record = completed_record(&server, &bytes);
+    assert_eq!(record["did"], own_did(&bytes).as_str(), "{record}");
+    assert!(server.blank_records().is_empty());
+    let counts = server.counts();
+    assert_eq!(counts.index_post, 2, "both tried, one made it: {counts:?}");
+    drop(machines);
+    for (_remotes, bare) in &bares {
+        assert_eq!(clone_elsewhere(bare, "same.bin"), sha256_hex(&bytes));
+    }
+}
+
+/// The content's did taken by a record of other content (a lab member's
+/// mistake, or a hostile writer): the object is not counted as held under
+/// it, and goes into a blank record of Fence's (one PUT), completed.
+#[test]
+fn a_contents_did_taken_by_other_content_sends_the_object_into_a_record_of_fences() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "squatted");
+    let ours = content(60_013, 12);
+    let other = content(60_013, 13);
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), sha256_hex(&other));
+    let squatter = server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: other.len() as u64,
+            hashes,
+            urls: vec![server.put_in_bucket("squat/other.bin", other)],
+            file_name: Some("other.bin".into()),
+            authz: vec![AUTHZ.into()],
+            acl: Vec::new(),
+            did: Some(own_did(&ours)),
+        })
+        .unwrap();
+    commit(&world, &repo, &[("ours.bin", &ours)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.bucket_put, counts.index_update, counts.index_post),
+        (1, 1, 0),
+        "one PUT into a blank record, then completed: {counts:?}"
+    );
+    let record = completed_record(&server, &ours);
+    assert_ne!(record["did"], squatter.as_str(), "{record}");
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
 }

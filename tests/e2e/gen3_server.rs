@@ -958,3 +958,30 @@ fn a_baseid_under_a_host_resolves_to_the_newest_version_of_its_record() {
         pointer_text(&sha256_hex(&new), new.len() as u64)
     );
 }
+
+/// Fence takes the guid a multipart upload is begun under as given: the
+/// key is `{guid}/{file_name}`, and no record is looked up or made (the
+/// client registers the record of the guid it chose once the bytes are
+/// in). A Fence from before it took a guid makes a blank record instead.
+#[test]
+fn a_multipart_upload_begun_under_a_chosen_guid_makes_no_record_unless_fence_ignores_the_guid() {
+    let server = DrsServer::start();
+    let token = fence_token(&server);
+    let chosen = "0b9c6f1e-7d1a-5e2b-9c3d-4e5f60718293";
+    let init = |server: &DrsServer| {
+        let body = json!({"file_name": "x.bam", "guid": chosen});
+        let (status, init) = fence(server, Some(&token), "multipart/init", &body);
+        assert_eq!(status, StatusCode::CREATED, "{init}");
+        init
+    };
+    let taken = init(&server);
+    assert_eq!(taken["guid"], chosen, "{taken}");
+    assert_eq!(get_index(&server, chosen).0, StatusCode::NOT_FOUND);
+    assert!(server.blank_records().is_empty());
+
+    server.set_fence_ignores_guid(true);
+    let ignored = init(&server);
+    let guid = ignored["guid"].as_str().unwrap();
+    assert_ne!(guid, chosen, "{ignored}");
+    assert_eq!(server.blank_records(), vec![guid.to_string()]);
+}

@@ -72,6 +72,14 @@ pub struct Completion {
     pub authz: Vec<String>,
 }
 
+/// What became of a registration under a chosen did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    Made,
+    /// The did was Indexd's already.
+    Taken,
+}
+
 /// A new upload: the record's guid and where its bytes go.
 pub struct NewUpload {
     pub guid: String,
@@ -298,6 +306,47 @@ impl Fence<'_> {
             },
         };
         self.caller.send(&ask).await.map(drop)
+    }
+
+    /// `POST /index/` of a complete record under the did `did` the client
+    /// chose (the content's did, [`content_did`]): its bytes are in place
+    /// already (a multipart upload Fence began under that guid), so no
+    /// blank record precedes it. [`Registration::Taken`] when the did is
+    /// Indexd's already (409): someone registered it first, and the caller
+    /// reads that record before counting on it.
+    pub async fn register(
+        &self,
+        did: &str,
+        file_name: &str,
+        completion: &Completion,
+    ) -> Result<Registration, DrsError> {
+        check_guid(did).map_err(|why| self.bad("an Indexd registration", why.to_string()))?;
+        let asked = format!("Indexd registration of record {}", quoted(did));
+        let mut url = below(&self.root, &["index", "index"])
+            .map_err(|why| self.bad("an Indexd registration", why.to_string()))?;
+        url.set_path(&format!("{}/", url.path()));
+        let body = serde_json::json!({
+            "did": did,
+            "form": "object",
+            "size": completion.size,
+            "hashes": {"sha256": completion.sha256, "md5": completion.md5},
+            "urls": completion.urls,
+            "file_name": file_name,
+            "authz": completion.authz,
+        })
+        .to_string()
+        .into_bytes();
+        let ask = Ask {
+            asked: &asked,
+            server: &self.root,
+            accept: &[StatusCode::CONFLICT],
+            build: &|http| call::post_json(http, &url, &body),
+        };
+        let resp = self.caller.send(&ask).await?;
+        Ok(match resp.status() {
+            StatusCode::CONFLICT => Registration::Taken,
+            _ => Registration::Made,
+        })
     }
 
     /// A PUT of `body` to the signed URL `url`, with no credential of ours

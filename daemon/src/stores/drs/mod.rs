@@ -39,7 +39,9 @@ pub use bulk_access::{AccessWanted, BulkUrls, ACCESS_BATCH};
 pub(crate) use call::Api;
 pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;
-pub use fence::{content_did, CommonsRecord, Completion, Fence, MultipartStart, NewUpload};
+pub use fence::{
+    content_did, CommonsRecord, Completion, Fence, MultipartStart, NewUpload, Registration,
+};
 pub use indexd_client::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};
 pub use netrc::{Login, NetrcFile};

@@ -13,17 +13,26 @@
 //! - else the record of the content's own did (UUIDv5 over
 //!   `"<project>:<sha256>"`, as calypr/git-drs derives it), if it exists with
 //!   this sha256, is the object held (another machine, or git-drs, pushed it);
-//! - otherwise the bytes go up through Fence's signed URLs (one PUT, or a
-//!   multipart upload above the `upload_part_size` setting) into a blank
-//!   record of that did (where Fence takes a client-chosen guid), which is
-//!   then completed with size, sha256, md5 and location (`PUT
-//!   /index/blank/{guid}?rev=R`), so a fresh clone asking by sha256 finds it.
+//! - otherwise the bytes go up through Fence's signed URLs, a multipart
+//!   upload (of one part for a small object) begun under that very did,
+//!   which Fence takes as given; once they are in place the complete
+//!   record is registered under it (`POST /index/`, size, sha256, md5,
+//!   location), so a fresh clone asking by sha256 finds it, and two
+//!   machines pushing the same content at once make one record (the
+//!   second's registration is 409, and it counts the first's record once
+//!   its bytes are shown to be the object). Where that did is taken by
+//!   other content, or Fence makes a blank record of its own whatever guid
+//!   it is given (as Fence did before it took one), the bytes go into
+//!   Fence's blank record (one PUT, or a multipart upload above the
+//!   `upload_part_size` setting), which is then completed (`PUT
+//!   /index/blank/{guid}?rev=R`).
 //!
 //! Each step is recorded in the registry before it is taken
-//! (`registry/fence_uploads.rs`): a push killed anywhere leaves at most a
-//! blank record, which the next push finds by the registry (or by the
-//! content's did) and finishes. Signed URLs and the token never reach a log
-//! line or an error: errors name the record.
+//! (`registry/fence_uploads.rs`): a push killed anywhere leaves no record
+//! (under the content's did) or at most a blank one (Fence's), and the
+//! upload begun, which the next push finds by the registry and finishes.
+//! Signed URLs and the token never reach a log line or an error: errors
+//! name the record.
 
 mod multipart;
 
@@ -43,7 +52,7 @@ use crate::pool::{Blob, Oid, PoolError};
 use crate::registry::{Entry, FenceStep, FenceUpload, RegistryError};
 use crate::remote::{project_of, Gen3Commons, ObjectRemote, ResolveError};
 use crate::stores::drs::{
-    content_did, CommonsRecord, Completion, DrsClient, DrsError, Fence, IndexdClient,
+    content_did, CommonsRecord, Completion, DrsClient, DrsError, Fence, IndexdClient, Registration,
 };
 use crate::stores::{ObjectUrl, SecretUrl};
 use drsd_proto::PushReport;
@@ -106,6 +115,8 @@ pub enum FenceSendError {
     RecordGone { guid: String },
     #[error("the record {guid} was completed by someone else with other content")]
     OtherContent { guid: String },
+    #[error("the record {did} (this content's did) was registered by someone else meanwhile, and its bytes could not be shown to be the object")]
+    TakenMeanwhile { did: String },
     #[error("the record {guid} has no rev to complete it by")]
     NoRev { guid: String },
 }
@@ -479,11 +490,19 @@ impl Transfers {
         }
     }
 
-    /// Sends `blob` through Fence and completes its record, resuming the
-    /// record the registry says a push before began. `md5`: the blob's, when
-    /// known before; else the upload's hashing gives it. `Ok(false)`: the
-    /// commons turned out to hold it (the content's own did registered by
-    /// another machine or git-drs, or a record a push before completed):
+    /// Sends `blob` through Fence and registers or completes its record,
+    /// resuming what the registry says a push before began. A fresh upload
+    /// goes under the content's own did (`own_did`) when no record holds
+    /// that did: Fence takes the guid a multipart upload is begun under as
+    /// given, and the complete record is registered under it once the
+    /// bytes are in place, so two machines (or drsd and git-drs) pushing
+    /// the same content at once make one record, and a kill leaves no
+    /// record at all. A Fence that makes a blank record of its own instead
+    /// (one before it took a guid), or a did taken by other content, gives
+    /// the upload a blank record that is then completed. `md5`: the blob's,
+    /// when known before; else the upload's hashing gives it. `Ok(false)`:
+    /// the commons turned out to hold it (the content's own did registered
+    /// by another machine or git-drs, or a record a push before completed):
     /// nothing was sent.
     async fn upload_through_fence(
         &self,
@@ -496,7 +515,7 @@ impl Transfers {
         let oid = pointer.oid;
         let fence = target.drs.fence(target.commons.root());
         let own_did = content_did(&target.project, &oid.to_hex());
-        match fence.record(&own_did).await? {
+        let own_free = match fence.record(&own_did).await? {
             Some(record)
                 if !record.is_blank()
                     && holds(&record, pointer)
@@ -506,34 +525,42 @@ impl Transfers {
                     .await?;
                 return Ok(false);
             }
-            Some(record) if !record.is_blank() => log::warn!(
-                "the record {} (the did of object {oid} in project {}) names other content (sha256 {}), or its bytes are not the object; uploading into a record of Fence's",
-                record.did,
-                target.project,
-                record.hash("sha256").unwrap_or_else(|| "none".into())
-            ),
-            _ => {}
-        }
-        let (resume, open_upload) = match self.resumable(target, &fence, pointer).await? {
-            Resume::Held => return Ok(false),
-            Resume::Blank { guid, upload_id } => (Some(guid), upload_id),
-            Resume::Fresh => (None, None),
+            Some(record) => {
+                log::warn!(
+                    "the record {} (the did of object {oid} in project {}) names other content (sha256 {}), or its bytes are not the object; uploading into a record of Fence's",
+                    record.did,
+                    target.project,
+                    record.hash("sha256").unwrap_or_else(|| "none".into())
+                );
+                false
+            }
+            None => true,
         };
-        // Recorded before a blank record is asked for: a kill after Fence
-        // answered and before its guid is recorded leaves one blank record
-        // nobody finishes, never a complete one without its bytes. The
-        // upload a push before began into it stays recorded, with its parts.
+        let (guid, open_upload) = match self.resumable(target, &fence, pointer, &own_did).await? {
+            Resume::Held => return Ok(false),
+            Resume::Into { guid, upload_id } => (Some(guid), upload_id),
+            Resume::Fresh => (own_free.then(|| own_did.clone()), None),
+        };
+        // Recorded before anything is asked of Fence: a kill after Fence
+        // made a blank record and before its guid is recorded leaves one
+        // blank record nobody finishes, never a complete one without its
+        // bytes. The upload a push before began stays recorded, with its
+        // parts.
         self.journal(
             target,
             oid,
             FenceStep::Begun,
-            resume.as_deref(),
+            guid.as_deref(),
             open_upload.as_deref(),
         )
         .await?;
-        let (guid, key, md5) = match pointer.size > self.upload.part_size {
-            false => {
-                let (guid, url) = match &resume {
+        // One PUT only into a blank record of Fence's: under the content's
+        // did there is no record to sign a PUT for, and a multipart upload
+        // of one part is begun instead.
+        let single = pointer.size <= self.upload.part_size && guid.as_ref() != Some(&own_did);
+        let (guid, key, md5) = match single {
+            true => {
+                let (guid, url) = match &guid {
                     Some(guid) => {
                         let url = fence.upload_url(guid, name).await?;
                         (guid.clone(), url)
@@ -554,7 +581,7 @@ impl Transfers {
                     .await?;
                 (guid, location, md5)
             }
-            true => {
+            false => {
                 let source = multipart::Source {
                     pointer,
                     blob: blob.clone(),
@@ -562,7 +589,7 @@ impl Transfers {
                     name,
                 };
                 let left = multipart::Left {
-                    guid: resume.as_deref(),
+                    guid: guid.as_deref(),
                     upload_id: open_upload.as_deref(),
                 };
                 let sent = self.multipart(target, &fence, &source, left).await?;
@@ -572,8 +599,14 @@ impl Transfers {
         self.journal(target, oid, FenceStep::Uploaded, Some(&guid), None)
             .await?;
         let location = key.ok_or_else(|| FenceSendError::NoLocation { guid: guid.clone() })?;
-        self.complete_record(target, &fence, &guid, pointer, &md5, location)
-            .await?;
+        let placed = Placed {
+            guid: &guid,
+            name,
+            md5: &md5,
+            location,
+            own_did: &own_did,
+        };
+        self.finish_record(target, &fence, pointer, placed).await?;
         self.journal(target, oid, FenceStep::Done, Some(&guid), None)
             .await?;
         log::info!(
@@ -584,21 +617,26 @@ impl Transfers {
     }
 
     /// What the registry says a push before left of `pointer`'s upload: a
-    /// blank record to finish, a record it completed, or nothing (a record
-    /// gone or filled with other content is forgotten).
+    /// blank record, or an upload under the content's did (`own_did`), to
+    /// finish; a record it completed; or nothing (a record gone or filled
+    /// with other content is forgotten).
     async fn resumable(
         &self,
         target: &CommonsTarget<'_>,
         fence: &Fence<'_>,
         pointer: Pointer,
+        own_did: &str,
     ) -> Result<Resume, FenceSendError> {
         let oid = pointer.oid;
         let recorded = self.journal_read(target, oid).await?;
-        // Bytes this daemon sent are in the record from `uploaded` on; one
-        // completed by another before that is shown like any other.
+        // Bytes this daemon sent are in a blank record of Fence's from
+        // `uploaded` on; one completed by another before that is shown like
+        // any other, and so is the content's did, which anyone may have
+        // registered, naming any location, while this push's own
+        // registration failed.
         let sent_here = recorded
             .as_ref()
-            .is_some_and(|r| r.step >= FenceStep::Uploaded);
+            .is_some_and(|r| r.step >= FenceStep::Uploaded && r.did.as_deref() != Some(own_did));
         let upload_id = recorded
             .as_ref()
             .filter(|r| r.step <= FenceStep::Uploading)
@@ -607,9 +645,19 @@ impl Transfers {
             return Ok(Resume::Fresh);
         };
         match fence.record(&did).await? {
+            // An upload under the content's did, not registered yet.
+            None if did == own_did => {
+                log::info!(
+                    "object {oid}: finishing the upload under its did {did} a push before began"
+                );
+                Ok(Resume::Into {
+                    guid: did,
+                    upload_id,
+                })
+            }
             Some(record) if record.is_blank() => {
                 log::info!("object {oid}: finishing the blank record {did} a push before began");
-                Ok(Resume::Blank {
+                Ok(Resume::Into {
                     guid: record.did,
                     upload_id,
                 })
@@ -629,20 +677,36 @@ impl Transfers {
         }
     }
 
-    /// The blank record `guid` completed with size, hashes, location and
-    /// authz; a record already complete with this content is left as it is.
-    async fn complete_record(
+    /// The record of the bytes `placed` says are in the commons' bucket:
+    /// registered under the content's did when the upload went under it
+    /// and no record holds it yet (one registered by someone else at once,
+    /// with this content, is counted once its bytes are shown to be the
+    /// object), else the blank record `guid` completed with size, hashes,
+    /// location and authz; a record already complete with this content is
+    /// left as it is.
+    async fn finish_record(
         &self,
         target: &CommonsTarget<'_>,
         fence: &Fence<'_>,
-        guid: &str,
         pointer: Pointer,
-        md5: &str,
-        location: String,
+        placed: Placed<'_>,
     ) -> Result<(), FenceSendError> {
-        let guid = guid.to_string();
-        let Some(record) = fence.record(&guid).await? else {
-            return Err(FenceSendError::RecordGone { guid });
+        let guid = placed.guid.to_string();
+        let completion = Completion {
+            size: pointer.size,
+            sha256: pointer.oid.to_hex(),
+            md5: placed.md5.to_string(),
+            urls: vec![placed.location],
+            authz: target.authz.to_vec(),
+        };
+        let record = match fence.record(&guid).await? {
+            None if guid == placed.own_did => {
+                return self
+                    .register_own(target, fence, pointer, &guid, placed.name, &completion)
+                    .await
+            }
+            None => return Err(FenceSendError::RecordGone { guid }),
+            Some(record) => record,
         };
         if !record.is_blank() {
             if record.hash("sha256") == Some(pointer.oid.to_hex()) {
@@ -653,14 +717,39 @@ impl Transfers {
         let Some(rev) = record.rev else {
             return Err(FenceSendError::NoRev { guid });
         };
-        let completion = Completion {
-            size: pointer.size,
-            sha256: pointer.oid.to_hex(),
-            md5: md5.to_string(),
-            urls: vec![location],
-            authz: target.authz.to_vec(),
-        };
         Ok(fence.complete(&record.did, &rev, &completion).await?)
+    }
+
+    /// Registers the record `did`, the content's own, whose bytes the
+    /// upload just put in place. Taken meanwhile (another machine, or
+    /// git-drs, pushing the same content at once): that record counts
+    /// when it names this content and its bytes are shown to be the
+    /// object, as any record's claim (DESIGN.md "Trust").
+    async fn register_own(
+        &self,
+        target: &CommonsTarget<'_>,
+        fence: &Fence<'_>,
+        pointer: Pointer,
+        did: &str,
+        name: &str,
+        completion: &Completion,
+    ) -> Result<(), FenceSendError> {
+        if fence.register(did, name, completion).await? == Registration::Made {
+            return Ok(());
+        }
+        let theirs = fence.record(did).await?;
+        if theirs.is_some_and(|r| !r.is_blank() && holds(&r, pointer))
+            && self.record_proven(target, did, pointer).await
+        {
+            log::info!(
+                "object {}: its did {did} was registered by another push at once, with its bytes",
+                pointer.oid
+            );
+            return Ok(());
+        }
+        Err(FenceSendError::TakenMeanwhile {
+            did: did.to_string(),
+        })
     }
 
     async fn journal(
@@ -702,12 +791,24 @@ impl Transfers {
 /// What a push before left of an upload ([`Transfers::resumable`]).
 enum Resume {
     Fresh,
-    /// A blank record to finish, and the multipart upload begun into it.
-    Blank {
+    /// A blank record, or the content's did not yet registered, to finish,
+    /// and the multipart upload begun under it.
+    Into {
         guid: String,
         upload_id: Option<String>,
     },
     Held,
+}
+
+/// Bytes an upload put in the commons' bucket, and what their record needs.
+struct Placed<'a> {
+    /// The guid they went under: a blank record's, or the content's did.
+    guid: &'a str,
+    name: &'a str,
+    md5: &'a str,
+    /// `s3://bucket/key`.
+    location: String,
+    own_did: &'a str,
 }
 
 /// Whether a complete record names `pointer`'s content: its sha256 and

@@ -84,9 +84,11 @@ pub(super) struct Left<'a> {
 }
 
 impl Transfers {
-    /// Sends `source` as a multipart upload into the record `left.guid` (or
-    /// a new blank record), resuming the upload `left.upload_id` when the
-    /// registry holds parts of it.
+    /// Sends `source` as a multipart upload under `left.guid` (a blank
+    /// record's guid, or the content's did no record holds yet, which
+    /// Fence takes as given), else into a new blank record of Fence's;
+    /// resuming the upload `left.upload_id` when the registry holds parts
+    /// of it.
     pub(super) async fn multipart(
         &self,
         target: &CommonsTarget<'_>,
