@@ -244,18 +244,50 @@ fn join_records(
     else {
         return Ok(());
     };
-    for repo in repos {
-        let entries = own.for_repo(repo).map_err(MigrateError::own_registry)?;
-        let have = team.for_repo(repo).map_err(MigrateError::team_registry)?;
-        let missing = not_in(&entries, &have);
-        if !missing.is_empty() {
-            team.record(repo, &missing)
-                .map_err(MigrateError::team_registry)?;
-            report.repos += 1;
-            report.records += missing.len() as u64;
+    let copy = RecordCopy {
+        from: &|repo| own.for_repo(repo).map_err(MigrateError::own_registry),
+        to: &|repo| team.for_repo(repo).map_err(MigrateError::team_registry),
+        write: &|repo, missing| {
+            team.record(repo, missing)
+                .map_err(MigrateError::team_registry)
+        },
+    };
+    copy.records(repos, report)
+}
+
+/// One direction of a migration's record copy: what each repo has where
+/// it comes from and where it goes, and how to write there (each with its
+/// side's error).
+struct RecordCopy<'a> {
+    from: &'a ReadRecords<'a>,
+    to: &'a ReadRecords<'a>,
+    write: &'a WriteRecords<'a>,
+}
+
+/// A repo's entries in one registry.
+type ReadRecords<'a> = dyn Fn(&Path) -> Result<Vec<Entry>, MigrateError> + 'a;
+/// Records a repo's entries in one registry.
+type WriteRecords<'a> = dyn Fn(&Path, &[Entry]) -> Result<(), MigrateError> + 'a;
+
+impl RecordCopy<'_> {
+    /// Writes, for each of `repos`, the entries the other side lacks or
+    /// knows less of ([`not_in`]); idempotent, so a rerun after a kill
+    /// finishes the copy.
+    fn records(
+        &self,
+        repos: &[PathBuf],
+        report: &mut TeamMigrateReport,
+    ) -> Result<(), MigrateError> {
+        for repo in repos {
+            let missing = not_in(&(self.from)(repo)?, &(self.to)(repo)?);
+            if !missing.is_empty() {
+                (self.write)(repo, &missing)?;
+                report.repos += 1;
+                report.records += missing.len() as u64;
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The entries of `from` that `to` lacks, or holds with less known (another
@@ -338,16 +370,13 @@ fn leave_records(
     report: &mut TeamMigrateReport,
 ) -> Result<(), MigrateError> {
     let own = Registry::open(path).map_err(MigrateError::own_registry)?;
-    for repo in repos {
-        let entries = team.for_repo(repo).map_err(MigrateError::team_registry)?;
-        let have = own.for_repo(repo).map_err(MigrateError::own_registry)?;
-        let missing = not_in(&entries, &have);
-        if !missing.is_empty() {
-            own.record(repo, &missing)
-                .map_err(MigrateError::own_registry)?;
-            report.repos += 1;
-            report.records += missing.len() as u64;
-        }
-    }
-    Ok(())
+    let copy = RecordCopy {
+        from: &|repo| team.for_repo(repo).map_err(MigrateError::team_registry),
+        to: &|repo| own.for_repo(repo).map_err(MigrateError::own_registry),
+        write: &|repo, missing| {
+            own.record(repo, missing)
+                .map_err(MigrateError::own_registry)
+        },
+    };
+    copy.records(repos, report)
 }
