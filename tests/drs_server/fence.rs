@@ -13,9 +13,10 @@
 //!   given with no record looked up or made (Fence's `BlankIndex(guid=)`:
 //!   a client registers the record it chose afterwards), else a new blank
 //!   record's (and always that, as Fence before it took a guid, once
-//!   `set_fence_ignores_guid`); `POST /user/data/multipart/upload` `{key, uploadId,
-//!   partNumber}` -> `{presigned_url}`, `POST /user/data/multipart/complete`
-//!   `{key, uploadId, parts: [{PartNumber, ETag}]}` -> `{message: "OK"}`
+//!   `set_fence_ignores_guid`); `POST /user/data/multipart/upload`
+//!   `{key, uploadId, partNumber}` -> `{presigned_url}`, `POST
+//!   /user/data/multipart/complete` `{key, uploadId, parts: [{PartNumber,
+//!   ETag}]}` -> `{message: "OK"}`
 //!   (S3's refusal as a 500 naming it);
 //! - `GET /user/data/download/{guid}?protocol=&expires_in=` and DRS
 //!   `GET /objects/{id}/access/{access_id}` of an Indexd record -> `{url}`
