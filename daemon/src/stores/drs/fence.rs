@@ -72,6 +72,19 @@ pub struct Completion {
     pub authz: Vec<String>,
 }
 
+impl Completion {
+    /// The fields a completion (`PUT /index/blank/`) and a registration
+    /// (`POST /index/`) both send.
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "size": self.size,
+            "hashes": {"sha256": self.sha256, "md5": self.md5},
+            "urls": self.urls,
+            "authz": self.authz,
+        })
+    }
+}
+
 /// What became of a registration under a chosen did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Registration {
@@ -287,14 +300,7 @@ impl Fence<'_> {
     ) -> Result<(), DrsError> {
         let asked = format!("Indexd completion of record {}", quoted(did));
         let url = self.index_url(did, Some(rev))?;
-        let body = serde_json::json!({
-            "size": completion.size,
-            "hashes": {"sha256": completion.sha256, "md5": completion.md5},
-            "urls": completion.urls,
-            "authz": completion.authz,
-        })
-        .to_string()
-        .into_bytes();
+        let body = completion.json().to_string().into_bytes();
         let ask = Ask {
             asked: &asked,
             server: &self.root,
@@ -325,17 +331,11 @@ impl Fence<'_> {
         let mut url = below(&self.root, &["index", "index"])
             .map_err(|why| self.bad("an Indexd registration", why.to_string()))?;
         url.set_path(&format!("{}/", url.path()));
-        let body = serde_json::json!({
-            "did": did,
-            "form": "object",
-            "size": completion.size,
-            "hashes": {"sha256": completion.sha256, "md5": completion.md5},
-            "urls": completion.urls,
-            "file_name": file_name,
-            "authz": completion.authz,
-        })
-        .to_string()
-        .into_bytes();
+        let mut body = completion.json();
+        body["did"] = did.into();
+        body["form"] = "object".into();
+        body["file_name"] = file_name.into();
+        let body = body.to_string().into_bytes();
         let ask = Ask {
             asked: &asked,
             server: &self.root,

@@ -679,7 +679,7 @@ impl Transfers {
 
     /// The record of the bytes `placed` says are in the commons' bucket:
     /// registered under the content's did when the upload went under it
-    /// and no record holds it yet (one registered by someone else at once,
+    /// (one registered by someone else at once,
     /// with this content, is counted once its bytes are shown to be the
     /// object), else the blank record `guid` completed with size, hashes,
     /// location and authz; a record already complete with this content is
@@ -699,14 +699,15 @@ impl Transfers {
             urls: vec![placed.location],
             authz: target.authz.to_vec(),
         };
-        let record = match fence.record(&guid).await? {
-            None if guid == placed.own_did => {
-                return self
-                    .register_own(target, fence, pointer, &guid, placed.name, &completion)
-                    .await
-            }
-            None => return Err(FenceSendError::RecordGone { guid }),
-            Some(record) => record,
+        // Under the content's did no record was made for the upload: it is
+        // registered now (Indexd says if the did was taken meanwhile).
+        if guid == placed.own_did {
+            return self
+                .register_own(target, fence, pointer, &guid, placed.name, &completion)
+                .await;
+        }
+        let Some(record) = fence.record(&guid).await? else {
+            return Err(FenceSendError::RecordGone { guid });
         };
         if !record.is_blank() {
             if record.hash("sha256") == Some(pointer.oid.to_hex()) {
