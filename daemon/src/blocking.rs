@@ -10,9 +10,12 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     match tokio::task::spawn_blocking(f).await {
         Ok(value) => value,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // Only when the runtime is shutting down, which drops this future
-        // before it could be polled again.
-        Err(e) => panic!("blocking task cancelled: {e}"),
+        // Cancelled: only the runtime shutting down cancels a blocking task
+        // (one queued, not begun). It drops this task too, but a worker may
+        // poll it once more first, woken by that very cancellation: there
+        // is nothing to return to, so it waits to be dropped rather than
+        // panic on the daemon's way out.
+        Err(_) => std::future::pending().await,
     }
 }
 
