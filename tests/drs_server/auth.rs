@@ -116,6 +116,22 @@ pub(crate) fn check_indexd_write(state: &State, headers: &HeaderMap) -> Result<(
     }
 }
 
+/// [`check_indexd_write`] for `POST /index/` (`auth.authorize("create",
+/// authz)` in uc-cdis/indexd `index/blueprint.py`): with
+/// `DrsServer::set_create_denied`, Arborist gives a Fence token no
+/// `create` (a user who may upload through Fence, `file_upload` on
+/// `/data_file`, but not register records): 403 `Permission denied.`.
+pub(crate) fn check_indexd_create(state: &State, headers: &HeaderMap) -> Result<(), Refusal> {
+    check_indexd_write(state, headers)?;
+    match presented(headers) {
+        Presented::Bearer(_) if state.create_denied => Err(Refusal::Indexd(
+            axum::http::StatusCode::FORBIDDEN,
+            "Permission denied.".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The subject of `token` when this server issued it (or a test added it)
 /// and it is neither revoked nor expired.
 fn good_token<'a>(state: &'a State, token: &str) -> Option<&'a str> {

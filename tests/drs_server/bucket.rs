@@ -201,6 +201,7 @@ pub(crate) async fn serve(
     Path(path): Path<String>,
     RawQuery(query): RawQuery,
     method: Method,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
     let Some(key) = path
@@ -226,7 +227,13 @@ pub(crate) async fn serve(
             "InvalidRequest",
             "a part can only be uploaded",
         )),
-        (method, None) => get(&shared, key, method == "HEAD"),
+        (method, None) => {
+            let range = headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(byte_range);
+            get(&shared, key, method == "HEAD", range)
+        }
     };
     answer.unwrap_or_else(IntoResponse::into_response)
 }
@@ -271,7 +278,24 @@ fn put_part(shared: &Shared, upload: &str, number: u32, body: Bytes) -> Result<R
     Ok((StatusCode::OK, etag_header(&etag)).into_response())
 }
 
-fn get(shared: &Shared, key: &str, head: bool) -> Result<Response, S3Error> {
+/// The first and last byte of a `Range: bytes=A-B` (or `A-`), as S3 takes
+/// one range; anything else is ignored, as S3 ignores it.
+fn byte_range(value: &str) -> Option<(u64, Option<u64>)> {
+    let (first, last) = value.strip_prefix("bytes=")?.split_once('-')?;
+    let first = first.trim().parse().ok()?;
+    let last = match last.trim() {
+        "" => None,
+        last => Some(last.parse().ok()?),
+    };
+    Some((first, last))
+}
+
+fn get(
+    shared: &Shared,
+    key: &str,
+    head: bool,
+    range: Option<(u64, Option<u64>)>,
+) -> Result<Response, S3Error> {
     let mut state = shared.lock();
     state.counts.bucket_get += 1;
     let stored = state.bucket.objects.get(key).cloned().ok_or(S3Error(
@@ -290,6 +314,21 @@ fn get(shared: &Shared, key: &str, head: bool) -> Result<Response, S3Error> {
     ];
     if head {
         return Ok((StatusCode::OK, headers).into_response());
+    }
+    let len = stored.bytes.len() as u64;
+    if let Some((first, last)) = range.filter(|(first, _)| *first < len) {
+        let last = last.unwrap_or(len - 1).min(len - 1);
+        let [etag, _, modified, kind] = headers;
+        let part = Bytes::copy_from_slice(&stored.bytes[first as usize..=last as usize]);
+        state.counts.data_bytes += part.len() as u64;
+        let ranged = [
+            etag,
+            (header::CONTENT_LENGTH, part.len().to_string()),
+            (header::CONTENT_RANGE, format!("bytes {first}-{last}/{len}")),
+            modified,
+            kind,
+        ];
+        return Ok((StatusCode::PARTIAL_CONTENT, ranged, part).into_response());
     }
     state.counts.data_bytes += stored.bytes.len() as u64;
     Ok((StatusCode::OK, headers, Bytes::from(stored.bytes.to_vec())).into_response())

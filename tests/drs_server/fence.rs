@@ -1,34 +1,42 @@
 //! Gen3 Fence's data routes under `/user/data/`, and its DRS access
-//! route for Indexd records, as uc-cdis/fence answers them (bodies and
-//! status codes; errors as `{"message": ...}`):
+//! route for Indexd records, as uc-cdis/fence 13.3.0 (commit d03fe036)
+//! answers them, read in `fence/blueprints/data/blueprint.py`
+//! (`upload_data_file`, `init_multipart_upload`,
+//! `generate_multipart_upload_presigned_url`, `complete_multipart_upload`,
+//! `upload_file`, `download_file`) and `fence/blueprints/data/indexd.py`
+//! (`BlankIndex`):
 //!
 //! - `POST /user/data/upload` `{file_name, authz?, guid?, expires_in?,
-//!   bucket?}` -> 201 `{guid, url}`: a blank Indexd record made for the
-//!   upload (or the record `guid` names, which must exist) and a URL signed
-//!   to PUT `{guid}/{file_name}` into the upload bucket;
+//!   bucket?}` -> 201 `{guid, url}`: a URL signed to PUT
+//!   `{guid}/{file_name}` into the upload bucket, for the record `guid`
+//!   names, or a new blank record (`POST /index/blank/`) without one;
 //! - `GET /user/data/upload/{guid}?file_name=&expires_in=` -> `{url}` for a
 //!   record registered first;
 //! - `POST /user/data/multipart/init` `{file_name, guid?}` -> 201 `{guid,
-//!   uploadId}`: the upload of `{guid}/{file_name}`, the guid taken as
-//!   given with no record looked up or made (Fence's `BlankIndex(guid=)`:
-//!   a client registers the record it chose afterwards), else a new blank
-//!   record's (and always that, as Fence before it took a guid, once
-//!   `set_fence_ignores_guid`); `POST /user/data/multipart/upload`
-//!   `{key, uploadId, partNumber}` -> `{presigned_url}`, `POST
-//!   /user/data/multipart/complete` `{key, uploadId, parts: [{PartNumber,
-//!   ETag}]}` -> `{message: "OK"}`
-//!   (S3's refusal as a 500 naming it);
+//!   uploadId}`: the upload of `{guid}/{file_name}`, for the record `guid`
+//!   names, else a new blank record's. **A guid must be a record Indexd
+//!   holds**: `BlankIndex.__init__` sets `self.guid =
+//!   self.index_document["did"]`, which GETs `/index/{guid}` and raises
+//!   NotFound (404, `No indexed document found with id {guid}`) when there
+//!   is none (since fence 391865be, released in 10.2.0); Fence never
+//!   fills or changes that record. Before 10.2.0 both routes ignored a
+//!   guid and made a blank record (`set_fence_before_10_2`);
+//! - `POST /user/data/multipart/upload` `{key, uploadId, partNumber}` ->
+//!   `{presigned_url}`; `POST /user/data/multipart/complete` `{key,
+//!   uploadId, parts: [{PartNumber, ETag}]}` -> `{message: "OK"}`, Fence
+//!   forwarding the parts to the store and checking nothing of what it
+//!   assembled (a store that drops a part: `set_complete_drops_last_part`);
+//!   the store's refusal as JSON `{message}` with its code, the one error
+//!   the route answers itself;
 //! - `GET /user/data/download/{guid}?protocol=&expires_in=` and DRS
 //!   `GET /objects/{id}/access/{access_id}` of an Indexd record -> `{url}`
 //!   signed to GET its location in the upload bucket; another bucket is 500
-//!   `permission denied for bucket` (Fence has no key for it), an http(s)
-//!   location is handed on as it is.
+//!   (Fence has no key for it), an http(s) location is handed on as it is.
 //!
-//! Every route wants a bearer token Fence issued (401 otherwise), but a
-//! download of a public record (acl `*`, no authz). Arborist's policies are
-//! not modelled: a good token may upload or read anything. Indexd keeps
-//! the record blank until the client fills it (`PUT /index/blank/{guid}`),
-//! as in a commons.
+//! Every other error is Fence's HTML error page (`reply.rs`). Every route
+//! wants a bearer token Fence issued (401 otherwise), but a download of a
+//! public record (acl `*`, no authz). Arborist's policies are not
+//! modelled: a good token may upload or read anything.
 
 use std::sync::Arc;
 
@@ -135,7 +143,7 @@ fn upload_record(
     subject: String,
     authz: Vec<String>,
 ) -> Result<String, Refusal> {
-    if let Some(guid) = text(params, "guid") {
+    if let Some(guid) = text(params, "guid").filter(|_| !state.fence_before_10_2) {
         return existing(state, guid);
     }
     let uploader = authz.is_empty().then_some(subject);
@@ -230,14 +238,7 @@ pub(crate) async fn multipart_init(
         require(&params, &["file_name"])?;
         lifetime(&state, params.get("expires_in"))?;
         check_bucket(&params)?;
-        let guid = match text(&params, "guid") {
-            Some(guid) if !state.fence_ignores_guid => guid.to_string(),
-            _ => {
-                let mut params = params.clone();
-                params.remove("guid");
-                upload_record(&mut state, &params, subject, Vec::new())?
-            }
-        };
+        let guid = upload_record(&mut state, &params, subject, Vec::new())?;
         let key = format!("{guid}/{}", text(&params, "file_name").unwrap_or_default());
         let upload = match &shared.s3 {
             None => Some(bucket::begin(&mut state.bucket, &key)),
@@ -334,10 +335,13 @@ pub(crate) async fn multipart_complete(
         check_bucket(&params)?;
         let key = text(&params, "key").unwrap_or_default().to_string();
         let upload = text(&params, "uploadId").unwrap_or_default().to_string();
-        let parts = parts_of(&params["parts"])?;
+        let mut parts = parts_of(&params["parts"])?;
+        if state.complete_drops_last_part && parts.len() > 1 {
+            parts.pop();
+        }
         if shared.s3.is_none() {
             bucket::complete(&mut state.bucket, &key, &upload, &parts).map_err(|bucket::Refused(code, msg)| {
-                refuse(
+                Refusal::FenceJson(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("Can not complete multipart upload for {key}. Detail An error occurred ({code}) when calling the CompleteMultipartUpload operation: {msg}"),
                 )
@@ -348,7 +352,7 @@ pub(crate) async fn multipart_complete(
     if let Some(s3) = &shared.s3 {
         let etags: Vec<String> = parts.into_iter().map(|(_, etag)| etag).collect();
         s3.complete(&key, &upload, &etags).await.map_err(|e| {
-            refuse(
+            Refusal::FenceJson(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("Can not complete multipart upload for {key}: {e}"),
             )

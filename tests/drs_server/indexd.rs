@@ -295,7 +295,7 @@ pub(crate) async fn create(
     state.counts.index_post += 1;
     up(&state)?;
     let body = PostBody::read(json_body(body)?)?;
-    auth::check_indexd_write(&state, &headers).map_err(as_indexd)?;
+    auth::check_indexd_create(&state, &headers).map_err(as_indexd)?;
     let record = store(&mut state, record_of(body, None))?;
     Ok(Json(ids(&record)).into_response())
 }

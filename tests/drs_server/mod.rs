@@ -253,11 +253,25 @@ impl DrsServer {
         self.shared.lock().arborist = on;
     }
 
-    /// Whether Fence's multipart init ignores a guid it is given and makes
-    /// a blank record, as Fence did before it took one (default: it takes
-    /// the guid as given).
-    pub fn set_fence_ignores_guid(&self, on: bool) {
-        self.shared.lock().fence_ignores_guid = on;
+    /// Whether Fence behaves as before 10.2.0: its upload and multipart
+    /// init ignore a guid and make a blank record (default: 13.3.0's, a
+    /// guid must name a record Indexd holds, else 404).
+    pub fn set_fence_before_10_2(&self, on: bool) {
+        self.shared.lock().fence_before_10_2 = on;
+    }
+
+    /// Whether Arborist denies Fence tokens `create` on records: `POST
+    /// /index/` is 403, while uploads through Fence and the blank records
+    /// they make (`file_upload`) still work.
+    pub fn set_create_denied(&self, on: bool) {
+        self.shared.lock().create_denied = on;
+    }
+
+    /// Whether Fence's multipart complete answers OK having handed the
+    /// store every part but the last (a store, or a Fence, that loses a
+    /// part and says nothing).
+    pub fn set_complete_drops_last_part(&self, on: bool) {
+        self.shared.lock().complete_drops_last_part = on;
     }
 
     /// Each `POST /index/` from now on is served only once `n` are waiting

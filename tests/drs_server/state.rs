@@ -97,9 +97,14 @@ pub(crate) struct State {
     /// Whether Indexd checks bearer tokens with Arborist (a commons), which
     /// takes this server's Fence tokens; else it has no Arborist.
     pub arborist: bool,
-    /// Fence's multipart init makes a blank record whatever guid it is
-    /// given, as Fence did before it took one.
-    pub fence_ignores_guid: bool,
+    /// Fence's upload and multipart init ignore a guid and make a blank
+    /// record, as Fence before 10.2.0 did.
+    pub fence_before_10_2: bool,
+    /// Fence's multipart complete hands the store every part but the last
+    /// and answers OK: a store that dropped a part.
+    pub complete_drops_last_part: bool,
+    /// Arborist gives Fence tokens no `create`: `POST /index/` is 403.
+    pub create_denied: bool,
     /// `POST /index/` waits at this barrier (30 s at most) before it is
     /// served: that many registrations are then under way at once.
     pub registration_gate: Option<Arc<tokio::sync::Barrier>>,
@@ -131,7 +136,9 @@ impl Default for State {
             indexd_login: ("indexd".into(), "indexd-password".into()),
             indexd_down: false,
             arborist: false,
-            fence_ignores_guid: false,
+            fence_before_10_2: false,
+            complete_drops_last_part: false,
+            create_denied: false,
             registration_gate: None,
             signed_url_ttl: Duration::from_secs(3600),
             bucket: Bucket::default(),

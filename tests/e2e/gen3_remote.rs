@@ -193,8 +193,13 @@ fn a_commons_takes_a_push_through_fence_once_and_a_fresh_clone_restores_every_fi
     );
     assert_eq!(
         (counts.index_post, counts.index_update),
-        (2, 0),
-        "two records registered once their bytes were in place, none blank first: {counts:?}"
+        (2, 2),
+        "two records registered before their bytes went up, each given its location once they were in, none blank: {counts:?}"
+    );
+    assert!(server.blank_records().is_empty());
+    assert_eq!(
+        counts.data_bytes, 2,
+        "each location read back by its first byte: {counts:?}"
     );
     assert!(counts.token >= 1, "the key was exchanged: {counts:?}");
     let small_record = completed_record(&server, &small);
@@ -220,6 +225,32 @@ fn a_commons_takes_a_push_through_fence_once_and_a_fresh_clone_restores_every_fi
         records(&server, &format!("sha256:{}", sha256_hex(&small)))[0]["did"],
         small_record["did"]
     );
+
+    // Another machine (its own HOME, registry and pool) pushing the same
+    // content into another repo sends and registers nothing: it reads the
+    // records' bytes through DRS and finds them the objects.
+    let other = World::new();
+    let elsewhere = gen3_repo(&other, &server, "elsewhere");
+    commit(
+        &other,
+        &elsewhere,
+        &[("a.bin", &small), ("b.bin", &large)],
+        "same data",
+    );
+    let (_other_remotes, _other_bare) = bare_origin(&elsewhere);
+    server.reset_counts();
+    ok(git_in(
+        &other,
+        &elsewhere,
+        &["push", "-q", "origin", "main"],
+    ));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.bucket_put, counts.index_post, counts.index_update),
+        (0, 0, 0),
+        "{counts:?}"
+    );
+    drop(other);
 
     // Another user, another machine: both files through DRS, Fence-signed.
     assert_eq!(clone_elsewhere(&bare, "small.bin"), sha256_hex(&small));
@@ -402,7 +433,8 @@ fn a_record_naming_our_sha256_over_other_bytes_is_not_taken_as_held_and_the_obje
 }
 
 /// kill -9 of the daemon while its multipart upload through Fence is
-/// under way (under the content's did) leaves no record and the
+/// under way (under the content's did) leaves the record registered first,
+/// without a location, and the
 /// registry's note of the upload (`drsctl status` names it after the
 /// restart); the next push, by a new daemon, finishes that very upload,
 /// sending only the parts the store did not take, and registers the
@@ -449,8 +481,13 @@ fn a_daemon_killed_mid_upload_leaves_no_record_and_the_next_push_finishes_that_u
     let taken = open[0];
     assert!((1..parts).contains(&taken), "{taken} parts in the store");
     assert_eq!(server.blank_records(), Vec::<String>::new());
-    assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
     let did = own_did(&bytes);
+    // The claim registered first, with no location: nothing reads it as
+    // the object.
+    let claimed = records(&server, &format!("sha256:{}", sha256_hex(&bytes)));
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0]["did"], did.as_str(), "{claimed:?}");
+    assert_eq!(claimed[0]["urls"], serde_json::json!([]), "{claimed:?}");
     let recorded = spoil_first_recorded_part(&world);
     assert!(recorded >= 2, "{recorded} parts recorded");
 
@@ -517,7 +554,7 @@ fn spoil_first_recorded_part(world: &World) -> usize {
 fn a_blank_record_a_failed_push_left_is_completed_by_the_next_push() {
     let keys = tempfile::tempdir().unwrap();
     let server = commons(keys.path());
-    server.set_fence_ignores_guid(true);
+    server.set_fence_before_10_2(true);
     let world = World::new();
     let repo = gen3_repo(&world, &server, "blank");
     let bytes = content(99_991, 4);
@@ -550,36 +587,122 @@ fn a_blank_record_a_failed_push_left_is_completed_by_the_next_push() {
     assert_eq!(counts.index_update, 1, "{counts:?}");
 }
 
-/// A push whose registration under the content's did Indexd refuses
-/// leaves no record and says why in Indexd's words; the next push
-/// registers the object under that did: one record.
+/// A commons that will not let the user register a record under a chosen
+/// did (Arborist gives no `create`, so `POST /index/` is 403) gets the
+/// object in a blank record of Fence's, filled and proven: the push goes
+/// through, one record, and a clone reads it.
 #[test]
-fn a_push_whose_registration_indexd_refused_is_registered_under_the_contents_did_by_the_next() {
+fn a_commons_that_refuses_the_contents_did_gets_a_completed_blank_record() {
     let keys = tempfile::tempdir().unwrap();
     let server = commons(keys.path());
+    server.set_create_denied(true);
     let world = World::new();
     let repo = gen3_repo(&world, &server, "refused");
     let bytes = content(99_989, 8);
     commit(&world, &repo, &[("one.bin", &bytes)], "data");
-    let (_remotes, _bare) = bare_origin(&repo);
-    server.set_arborist(false);
+    let (_remotes, bare) = bare_origin(&repo);
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let record = completed_record(&server, &bytes);
+    assert_ne!(record["did"], own_did(&bytes).as_str(), "{record}");
+    let counts = server.counts();
+    assert_eq!(
+        (counts.index_post, counts.bucket_put, counts.index_update),
+        (1, 1, 1),
+        "one refused registration, one PUT into a blank record, filled: {counts:?}"
+    );
+    assert!(server.blank_records().is_empty());
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "one.bin"), sha256_hex(&bytes));
+}
+
+/// A record under the content's did that claims its sha256 and size with
+/// no location (an upload another machine, or git-drs, began by
+/// registering first and did not finish) is where the bytes go: no second
+/// record, no blank one, and the claim gets its location.
+#[test]
+fn a_claim_of_the_content_without_a_location_is_uploaded_into_not_doubled() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "claimed");
+    let bytes = content(70_001, 21);
+    let mut hashes = BTreeMap::new();
+    hashes.insert("sha256".to_string(), sha256_hex(&bytes));
+    hashes.insert(
+        "md5".to_string(),
+        hex::encode(<md5::Md5 as md5::Digest>::digest(&bytes)),
+    );
+    let claim = server
+        .add_record(NewRecord {
+            form: "object".into(),
+            size: bytes.len() as u64,
+            hashes,
+            urls: Vec::new(),
+            file_name: Some("one.bin".into()),
+            authz: vec![AUTHZ.into()],
+            acl: Vec::new(),
+            did: Some(own_did(&bytes)),
+        })
+        .unwrap();
+    commit(&world, &repo, &[("one.bin", &bytes)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.reset_counts();
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    let counts = server.counts();
+    assert_eq!(
+        (counts.index_post, counts.bucket_put, counts.index_update),
+        (0, 1, 1),
+        "no registration, one PUT into the claim, its location set: {counts:?}"
+    );
+    let record = completed_record(&server, &bytes);
+    assert_eq!(record["did"], claim.as_str(), "{record}");
+    assert!(server.blank_records().is_empty());
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "one.bin"), sha256_hex(&bytes));
+}
+
+/// A store that loses a part while Fence's multipart complete answers OK:
+/// the read-back finds the size short, the record's location is taken out
+/// again and the push fails naming the record; no ref went out. The next
+/// push, with the store mended, sends the object again and succeeds.
+#[test]
+fn a_multipart_complete_that_lost_a_part_fails_the_push_and_the_next_sends_it_again() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "lied");
+    let bytes = content(12 << 20, 31);
+    commit(&world, &repo, &[("big.bin", &bytes)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.set_complete_drops_last_part(true);
     let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
     let said = text(&out);
     assert!(!out.status.success(), "{said}");
-    assert!(said.contains("Arborist is not configured"), "{said}");
-    assert!(records(&server, &format!("sha256:{}", sha256_hex(&bytes))).is_empty());
+    let did = own_did(&bytes);
+    assert!(said.contains(&did), "the record is named: {said}");
     assert!(
-        server.blank_records().is_empty(),
-        "no blank record was made"
+        said.contains(&format!("not the object's {}", bytes.len())),
+        "{said}"
     );
+    let claimed = records(&server, &format!("sha256:{}", sha256_hex(&bytes)));
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(
+        claimed[0]["urls"],
+        serde_json::json!([]),
+        "the location was taken out: {claimed:?}"
+    );
+    let refs = git(&bare, &["for-each-ref"]);
+    assert!(refs.trim().is_empty(), "a ref went out: {refs}");
 
-    server.set_arborist(true);
+    server.set_complete_drops_last_part(false);
     server.reset_counts();
-    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
-    assert!(out.status.success(), "{}", text(&out));
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    assert_eq!(server.counts().bucket_put, 3, "{:?}", server.counts());
     let record = completed_record(&server, &bytes);
-    assert_eq!(record["did"], own_did(&bytes).as_str(), "{record}");
-    assert_eq!(server.counts().index_post, 1, "{:?}", server.counts());
+    assert_eq!(record["did"], did.as_str(), "{record}");
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "big.bin"), sha256_hex(&bytes));
 }
 
 /// Two machines (two users' daemons, registries and pools) pushing the

@@ -46,11 +46,38 @@ fn record_body(content: &[u8]) -> Value {
     })
 }
 
-/// The answer's status and JSON body (Null when it has none).
+/// The answer's status and JSON body (Null when it has none). Fence's
+/// HTML error page reads as `{"page": true, "message": ...}`, the message
+/// being what the page shows under "Error Message:" (none from 500 up).
 fn answer(response: Response) -> (StatusCode, Value) {
     let status = response.status();
+    let html = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap().starts_with("text/html"));
     let text = response.text().expect("a body");
+    if html {
+        return (
+            status,
+            json!({"page": true, "message": page_message(&text)}),
+        );
+    }
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The message Fence's error page shows, unescaped.
+fn page_message(page: &str) -> Option<String> {
+    let (_, after) = page.split_once("Error Message:</p>")?;
+    let (_, after) = after.split_once("<p class=\"introduction\">")?;
+    let (message, _) = after.split_once("</p>")?;
+    Some(
+        message
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&#34;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&"),
+    )
 }
 
 /// `request` with Indexd's Basic login.
@@ -893,12 +920,10 @@ fn fence_signs_no_location_outside_its_bucket_and_a_public_record_downloads_with
     let (_, elsewhere) = post_index(&server, &record_body(b"elsewhere"));
     let did = elsewhere["did"].as_str().unwrap();
     let (status, said) = fence_get(&server, Some(&token), &format!("download/{did}"));
+    // Fence's page shows no message from 500 up.
     assert_eq!(
-        (status, said["message"].as_str()),
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some("permission denied for bucket")
-        )
+        (status, &said["page"], said["message"].as_str()),
+        (StatusCode::INTERNAL_SERVER_ERROR, &json!(true), None)
     );
     let (status, _) = fence_get(
         &server,
@@ -959,29 +984,85 @@ fn a_baseid_under_a_host_resolves_to_the_newest_version_of_its_record() {
     );
 }
 
-/// Fence takes the guid a multipart upload is begun under as given: the
-/// key is `{guid}/{file_name}`, and no record is looked up or made (the
-/// client registers the record of the guid it chose once the bytes are
-/// in). A Fence from before it took a guid makes a blank record instead.
+/// Fence 13.3.0 begins an upload under a guid only for a record Indexd
+/// holds (`BlankIndex.__init__` reads `index_document["did"]`): an unknown
+/// guid is 404 with Fence's page naming it, and makes nothing; a record
+/// registered first is used as it is (key `{did}/{file_name}`), neither
+/// filled nor changed. A Fence before 10.2.0 ignores the guid and makes a
+/// blank record.
 #[test]
-fn a_multipart_upload_begun_under_a_chosen_guid_makes_no_record_unless_fence_ignores_the_guid() {
+fn a_multipart_upload_under_a_guid_indexd_lacks_is_404_and_under_a_registered_one_leaves_it_as_it_is(
+) {
     let server = DrsServer::start();
     let token = fence_token(&server);
     let chosen = "0b9c6f1e-7d1a-5e2b-9c3d-4e5f60718293";
     let init = |server: &DrsServer| {
         let body = json!({"file_name": "x.bam", "guid": chosen});
-        let (status, init) = fence(server, Some(&token), "multipart/init", &body);
-        assert_eq!(status, StatusCode::CREATED, "{init}");
-        init
+        fence(server, Some(&token), "multipart/init", &body)
     };
-    let taken = init(&server);
-    assert_eq!(taken["guid"], chosen, "{taken}");
+    let (status, refused) = init(&server);
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    assert_eq!(
+        refused["message"].as_str(),
+        Some(format!("No indexed document found with id {chosen}").as_str()),
+        "{refused}"
+    );
     assert_eq!(get_index(&server, chosen).0, StatusCode::NOT_FOUND);
     assert!(server.blank_records().is_empty());
 
-    server.set_fence_ignores_guid(true);
-    let ignored = init(&server);
+    let mut claim = record_body(b"claimed");
+    claim["did"] = json!(chosen);
+    claim["urls"] = json!([]);
+    let (status, made) = post_index(&server, &claim);
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let (status, taken) = init(&server);
+    assert_eq!(status, StatusCode::CREATED, "{taken}");
+    assert_eq!(taken["guid"], chosen, "{taken}");
+    let (_, record) = get_index(&server, chosen);
+    assert_eq!(
+        record["rev"], made["rev"],
+        "the record is untouched: {record}"
+    );
+    assert_eq!(record["urls"], json!([]), "{record}");
+
+    server.set_fence_before_10_2(true);
+    let (status, ignored) = init(&server);
+    assert_eq!(status, StatusCode::CREATED, "{ignored}");
     let guid = ignored["guid"].as_str().unwrap();
     assert_ne!(guid, chosen, "{ignored}");
     assert_eq!(server.blank_records(), vec![guid.to_string()]);
+}
+
+/// Fence answers errors with its HTML page, whatever the client accepts:
+/// the status, its reason and (under 500) the message, escaped.
+#[test]
+fn fence_answers_errors_with_its_html_page_showing_the_message_under_500_only() {
+    let server = DrsServer::start();
+    let token = fence_token(&server);
+    let response = client()
+        .post(format!("{}/user/data/multipart/init", server.base_url()))
+        .bearer_auth(&token)
+        .header("accept", "application/json")
+        .json(&json!({"file_name": "x", "guid": "<no-such>"}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let kind = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(kind.starts_with("text/html"), "{kind}");
+    let page = response.text().unwrap();
+    assert!(
+        page.contains("<h1>404</h1>") && page.contains("<h2>Not Found</h2>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("No indexed document found with id &lt;no-such&gt;"),
+        "{page}"
+    );
+    assert_eq!(
+        page_message(&page).as_deref(),
+        Some("No indexed document found with id <no-such>")
+    );
 }

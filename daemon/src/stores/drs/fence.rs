@@ -91,6 +91,30 @@ pub enum Registration {
     Made,
     /// The did was Indexd's already.
     Taken,
+    /// The commons does not let this user choose the did (403 or 404:
+    /// an Indexd behind a gateway that only Fence may write, or a policy
+    /// that gives the user no `create` on the authz).
+    Refused {
+        status: u16,
+    },
+}
+
+/// What a store answered of an object read back ([`Fence::probe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The object's whole size.
+    pub size: u64,
+    /// Its ETag, unquoted and lowercased, when the store gave one.
+    pub etag: Option<String>,
+}
+
+/// The total of a `Content-Range: bytes 0-0/TOTAL`.
+fn range_total(value: &str) -> Option<u64> {
+    let (unit, rest) = value.trim().split_once(' ')?;
+    let (_, total) = rest.split_once('/')?;
+    (unit.eq_ignore_ascii_case("bytes"))
+        .then(|| total.trim().parse().ok())
+        .flatten()
 }
 
 /// A new upload: the record's guid and where its bytes go.
@@ -237,7 +261,7 @@ impl Fence<'_> {
     /// The commons' Indexd record `did`, or `None` when it has none.
     pub async fn record(&self, did: &str) -> Result<Option<CommonsRecord>, DrsError> {
         let asked = format!("Indexd record {}", quoted(did));
-        let url = self.index_url(did, None)?;
+        let url = self.index_url(did, At::Read)?;
         let ask = Ask {
             asked: &asked,
             server: &self.root,
@@ -277,7 +301,7 @@ impl Fence<'_> {
             "Indexd new version of {} with sha256 {sha256}",
             quoted(&record.did)
         );
-        let url = self.index_url(&record.did, None)?;
+        let url = self.index_url(&record.did, At::Read)?;
         let body = super::indexd_client::version_body(record, sha256);
         let answer: Registered = self.post(&asked, &url, &body).await?;
         check_guid(&answer.did).map_err(|why| self.bad(&asked, why.to_string()))?;
@@ -299,7 +323,7 @@ impl Fence<'_> {
         completion: &Completion,
     ) -> Result<(), DrsError> {
         let asked = format!("Indexd completion of record {}", quoted(did));
-        let url = self.index_url(did, Some(rev))?;
+        let url = self.index_url(did, At::FillBlank(rev))?;
         let body = completion.json().to_string().into_bytes();
         let ask = Ask {
             asked: &asked,
@@ -314,12 +338,15 @@ impl Fence<'_> {
         self.caller.send(&ask).await.map(drop)
     }
 
-    /// `POST /index/` of a complete record under the did `did` the client
-    /// chose (the content's did, [`content_did`]): its bytes are in place
-    /// already (a multipart upload Fence began under that guid), so no
-    /// blank record precedes it. [`Registration::Taken`] when the did is
-    /// Indexd's already (409): someone registered it first, and the caller
-    /// reads that record before counting on it.
+    /// `POST /index/` of the record under the did `did` the client chose
+    /// (the content's did, [`content_did`]), with the content's size and
+    /// hashes and the locations `completion` names: none when it is
+    /// registered before its bytes go up (Fence 10.2 and later sign an
+    /// upload under a guid only for a record Indexd holds), and a record
+    /// without a location is a claim of content, never of presence.
+    /// [`Registration::Taken`] when the did is Indexd's already (409):
+    /// someone registered it first, and the caller reads that record before
+    /// counting on it.
     pub async fn register(
         &self,
         did: &str,
@@ -339,14 +366,119 @@ impl Fence<'_> {
         let ask = Ask {
             asked: &asked,
             server: &self.root,
-            accept: &[StatusCode::CONFLICT],
+            accept: &[
+                StatusCode::CONFLICT,
+                StatusCode::FORBIDDEN,
+                StatusCode::NOT_FOUND,
+            ],
             build: &|http| call::post_json(http, &url, &body),
         };
         let resp = self.caller.send(&ask).await?;
         Ok(match resp.status() {
             StatusCode::CONFLICT => Registration::Taken,
+            status @ (StatusCode::FORBIDDEN | StatusCode::NOT_FOUND) => Registration::Refused {
+                status: status.as_u16(),
+            },
             _ => Registration::Made,
         })
+    }
+
+    /// `PUT /index/{did}?rev=R {urls}`: the record's locations set to
+    /// `urls` (none takes them out). Indexd never changes a record's size
+    /// or hashes here. `Ok(false)` when `rev` is stale (409): someone
+    /// changed the record since it was read.
+    pub async fn set_urls(&self, did: &str, rev: &str, urls: &[String]) -> Result<bool, DrsError> {
+        let asked = format!("Indexd update of the locations of record {}", quoted(did));
+        let url = self.index_url(did, At::Update(rev))?;
+        let body = serde_json::json!({ "urls": urls }).to_string().into_bytes();
+        let ask = Ask {
+            asked: &asked,
+            server: &self.root,
+            accept: &[StatusCode::CONFLICT],
+            build: &|http| {
+                http.put(url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            },
+        };
+        let resp = self.caller.send(&ask).await?;
+        Ok(resp.status() != StatusCode::CONFLICT)
+    }
+
+    /// `GET /user/data/download/{guid}` -> a URL Fence signs to read the
+    /// record's first location.
+    pub async fn download_url(&self, guid: &str) -> Result<SecretUrl, DrsError> {
+        let mut segments = vec!["user", "data", "download"];
+        segments.extend(guid.split('/'));
+        let url = self.url(&segments)?;
+        let asked = format!("Fence download URL of record {}", quoted(guid));
+        let answer: UrlAnswer = self.get(&asked, &url).await?;
+        self.signed(&asked, answer.url)
+    }
+
+    /// What the store says of the object at the signed URL `url`: its whole
+    /// size and its ETag, from a GET of its first byte (`Range: bytes=0-0`;
+    /// a store that ignores the range answers 200, and its body is not
+    /// read). `what` names the object in errors; the URL is never shown.
+    pub async fn probe(&self, what: &str, url: &SecretUrl) -> Result<Probe, DrsError> {
+        let shown = format!("the signed URL of {what}");
+        let asked = format!("read-back of {what}");
+        let bad = |why: &str| DrsError::BadAnswer {
+            asked: asked.clone(),
+            server: shown.clone(),
+            why: why.to_string(),
+        };
+        let parsed =
+            url::Url::parse(url.expose()).map_err(|_| bad("the signed URL does not parse"))?;
+        let http = &self.caller.api.http;
+        let make = || {
+            http.get(parsed.clone())
+                .header(reqwest::header::RANGE, "bytes=0-0")
+        };
+        let resp = match send_retrying(self.caller.api.retry, &[], make).await {
+            Sent::Answered(resp) => resp,
+            Sent::Refused { resp, attempt } => {
+                let status = resp.status().as_u16();
+                let said = call::error_message(resp, &[]).await;
+                return Err(DrsError::Http {
+                    asked,
+                    server: shown,
+                    status,
+                    attempts: attempt,
+                    said,
+                });
+            }
+            Sent::Failed { error, attempt } => {
+                return Err(DrsError::Transport {
+                    asked,
+                    server: shown,
+                    why: call::chain(&error),
+                    attempts: attempt,
+                    permanence: Permanence::of_transport(&error),
+                })
+            }
+        };
+        let header = |name| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let size = match resp.status() {
+            StatusCode::PARTIAL_CONTENT => header(reqwest::header::CONTENT_RANGE)
+                .as_deref()
+                .and_then(range_total)
+                .ok_or_else(|| bad("a 206 without the object's size in its Content-Range"))?,
+            _ => resp
+                .content_length()
+                .ok_or_else(|| bad("a 200 without a Content-Length"))?,
+        };
+        let etag = header(reqwest::header::ETAG).map(|e| {
+            e.trim_start_matches("W/")
+                .trim_matches('"')
+                .to_ascii_lowercase()
+        });
+        Ok(Probe { size, etag })
     }
 
     /// A PUT of `body` to the signed URL `url`, with no credential of ours
@@ -452,10 +584,10 @@ impl Fence<'_> {
     /// `/index/index/{did}` (or `/index/index/blank/{did}?rev=R`): the
     /// commons' Indexd is mounted at `/index`; a did's `/`s kept as
     /// separators, each part encoded.
-    fn index_url(&self, did: &str, blank_rev: Option<&str>) -> Result<url::Url, DrsError> {
+    fn index_url(&self, did: &str, at: At<'_>) -> Result<url::Url, DrsError> {
         check_guid(did).map_err(|why| self.bad("an Indexd request", why.to_string()))?;
         let mut segments = vec!["index", "index"];
-        if blank_rev.is_some() {
+        if matches!(at, At::FillBlank(_)) {
             segments.push("blank");
         }
         segments.extend(did.split('/'));
@@ -465,11 +597,22 @@ impl Fence<'_> {
                 format!("the did {}: {why}", quoted(did)),
             )
         })?;
-        if let Some(rev) = blank_rev {
+        if let At::Update(rev) | At::FillBlank(rev) = at {
             url.query_pairs_mut().append_pair("rev", rev);
         }
         Ok(url)
     }
+}
+
+/// Which of Indexd's record routes a request goes to.
+#[derive(Debug, Clone, Copy)]
+enum At<'a> {
+    /// `GET|POST /index/{did}`.
+    Read,
+    /// `PUT /index/{did}?rev=R`: urls, authz, file_name; never hashes.
+    Update(&'a str),
+    /// `PUT /index/blank/{did}?rev=R`: a blank record's size and hashes.
+    FillBlank(&'a str),
 }
 
 /// A map that may be `null` (a blank record's hashes).
@@ -520,6 +663,15 @@ mod tests {
             uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_DNS, b"www.example.com").to_string(),
             "2ed6657d-e927-568b-95e1-2665a8aea6a2"
         );
+    }
+
+    #[test]
+    fn the_total_of_a_content_range_is_the_objects_size() {
+        assert_eq!(range_total("bytes 0-0/1234"), Some(1234));
+        assert_eq!(range_total("BYTES 0-0/7"), Some(7));
+        assert_eq!(range_total("bytes 0-0/*"), None);
+        assert_eq!(range_total("items 0-0/7"), None);
+        assert_eq!(range_total("bytes0-0/7"), None);
     }
 
     #[test]

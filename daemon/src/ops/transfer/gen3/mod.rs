@@ -2,39 +2,44 @@
 //! (`drs-remote=gen3+https://host`, `remote/commons.rs`). For each object
 //! the push introduces:
 //!
-//! - a record of the commons' Indexd with its sha256 and size is the object
-//!   held: nothing is sent (the commons is the object remote the user chose
-//!   and named in `DRSD_DRS_SERVERS`; a clone checks every download against
-//!   the oid all the same);
+//! - a record of the commons' Indexd with its sha256, size and a location
+//!   is the object held once its bytes, read through DRS, hash to the oid
+//!   (or this daemon proved that very record, or the user trusts the
+//!   commons' claims): nothing is sent. One whose bytes cannot be read
+//!   fails the push with the reason, rather than sending them again;
 //! - else a record of its md5 and size naming no sha256 (most Gen3 records)
 //!   is the object once its bytes, read through DRS (Fence-signed), hash to
 //!   the oid: then a version of it carrying the sha256 is added (`POST
 //!   /index/{did}`, same `baseid`), and nothing is sent;
-//! - else the record of the content's own did (UUIDv5 over
-//!   `"<project>:<sha256>"`, as calypr/git-drs derives it), if it exists with
-//!   this sha256, is the object held (another machine, or git-drs, pushed it);
-//! - otherwise the bytes go up through Fence's signed URLs, a multipart
-//!   upload (of one part for a small object) begun under that very did,
-//!   which Fence takes as given; once they are in place the complete
-//!   record is registered under it (`POST /index/`, size, sha256, md5,
-//!   location), so a fresh clone asking by sha256 finds it, and two
-//!   machines pushing the same content at once make one record (the
-//!   second's registration is 409, and it counts the first's record once
-//!   its bytes are shown to be the object). Where that did is taken by
-//!   other content, or Fence makes a blank record of its own whatever guid
-//!   it is given (as Fence did before it took one), the bytes go into
-//!   Fence's blank record (one PUT, or a multipart upload above the
-//!   `upload_part_size` setting), which is then completed (`PUT
-//!   /index/blank/{guid}?rev=R`).
+//! - otherwise the bytes go up through Fence's signed URLs under the
+//!   content's own did (UUIDv5 over `"<project>:<sha256>"`, as
+//!   calypr/git-drs derives it, so both tools find each other's records):
+//!   the record is registered first, naming the content's size, sha256
+//!   and md5 and no location (Fence 10.2 and later sign an upload under a
+//!   guid only for a record Indexd holds), the bytes go into it, and its
+//!   location is set once they are in (`own_did.rs`). A record of that did
+//!   claiming this content without a location is an upload begun and not
+//!   finished, by this machine or another: the bytes go into it. Where the
+//!   commons will not let the did be chosen, or it names other content,
+//!   the bytes go into a blank record of Fence's, which is then filled
+//!   (`blank.rs`);
+//! - either way the location is read back through a URL Fence signs before
+//!   the push succeeds: the store's size and ETag must be those of the
+//!   parts sent, or the location is taken out again and the push fails
+//!   (`proof.rs`). A record never names a location that does not hold
+//!   the object, and no ref goes out for an object the commons lacks.
 //!
 //! Each step is recorded in the registry before it is taken
-//! (`registry/fence_uploads.rs`): a push killed anywhere leaves no record
-//! (under the content's did) or at most a blank one (Fence's), and the
-//! upload begun, which the next push finds by the registry and finishes.
+//! (`registry/fence_uploads.rs`): a push killed anywhere leaves at most a
+//! record without a location (the content's claim, or Fence's blank one)
+//! and the upload begun, which the next push finds and finishes.
 //! Signed URLs and the token never reach a log line or an error: errors
 //! name the record.
 
+mod blank;
 mod multipart;
+mod own_did;
+mod proof;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -50,10 +55,8 @@ use crate::lfs::hydrate::object_path;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::{Blob, Oid, PoolError};
 use crate::registry::{Entry, FenceStep, FenceUpload, RegistryError};
-use crate::remote::{project_of, Gen3Commons, ObjectRemote, ResolveError};
-use crate::stores::drs::{
-    content_did, CommonsRecord, Completion, DrsClient, DrsError, Fence, IndexdClient, Registration,
-};
+use crate::remote::{project_of, FetchError, Gen3Commons, ObjectRemote, ResolveError};
+use crate::stores::drs::{content_did, CommonsRecord, DrsClient, DrsError, Fence, IndexdClient};
 use crate::stores::{ObjectUrl, SecretUrl};
 use drsd_proto::PushReport;
 
@@ -84,6 +87,16 @@ pub enum CommonsPushError {
         oid: Oid,
         #[source]
         error: PoolError,
+    },
+    /// A record naming the object could not be read to show it holds it:
+    /// nothing is sent again on a guess (that would make another record).
+    #[error("the Gen3 commons {commons} has a record of object {oid} ({did}), but its bytes could not be read to show they are the object: {error}; nothing was sent, push again")]
+    Unreadable {
+        commons: String,
+        oid: Oid,
+        did: String,
+        #[source]
+        error: Box<ResolveError>,
     },
     /// Sending it through Fence, or completing its record.
     #[error("could not be sent to the Gen3 commons {commons}: {error}; push again to finish it")]
@@ -119,6 +132,19 @@ pub enum FenceSendError {
     TakenMeanwhile { did: String },
     #[error("the record {guid} has no rev to complete it by")]
     NoRev { guid: String },
+    #[error("the store answered for part {number} of object {oid} an ETag that is not the md5 of the bytes sent")]
+    PartNotStored { number: u32, oid: Oid },
+    #[error("the record {guid} was read back after the upload, and {why}: its location was taken out again")]
+    NotPlaced { guid: String, why: String },
+    #[error("the record {guid} changed under every try to set its location")]
+    Contended { guid: String },
+    #[error("the record {did}'s bytes could not be read to show they are object {oid}: {error}")]
+    Unreadable {
+        did: String,
+        oid: Oid,
+        #[source]
+        error: Box<ResolveError>,
+    },
 }
 
 /// The commons and what one push needs of it.
@@ -257,7 +283,7 @@ impl Transfers {
         }
         let name = file_name(pushed);
         match self
-            .upload_through_fence(target, pointer, blob, md5.as_deref(), &name)
+            .upload_through_fence(target, pointer, blob, md5, &name)
             .await
         {
             Ok(true) => Pushed3::Sent,
@@ -273,13 +299,16 @@ impl Transfers {
     }
 
     /// Whether the commons holds `pointer`'s content under a record naming
-    /// its sha256 and size; `Err` when it cannot be asked. A record is a
-    /// claim (whoever may write the project's records chose its hashes and
-    /// its location, DESIGN.md "Trust"): it counts when the user trusts
-    /// the commons at its word (`trust_claims` names `gen3+https://host`),
-    /// when this daemon completed that very record after sending the bytes
-    /// (the registry's Fence journal says `done` under its did), or once
-    /// its bytes, read through DRS, hash to the oid.
+    /// its sha256 and size and a location; `Err` when it cannot be asked,
+    /// or such a record's bytes cannot be read. A record is a claim
+    /// (whoever may write the project's records chose its hashes and its
+    /// location, DESIGN.md "Trust"), and one without a location is an
+    /// upload begun, never the object held: a record counts when the user
+    /// trusts the commons at its word (`trust_claims` names
+    /// `gen3+https://host`), when this daemon completed and proved that
+    /// very record (its own Fence journal says `done` under its did: a
+    /// lab's shared registry is every member's to write, and is not asked),
+    /// or once its bytes, read through DRS, hash to the oid.
     async fn held_in_commons(
         &self,
         target: &CommonsTarget<'_>,
@@ -296,7 +325,7 @@ impl Transfers {
             })?;
         let dids: Vec<String> = records
             .into_iter()
-            .filter(|r| r.size == Some(pointer.size))
+            .filter(|r| r.size == Some(pointer.size) && !r.urls.is_empty())
             .map(|r| r.did)
             .collect();
         if dids.is_empty() {
@@ -305,19 +334,36 @@ impl Transfers {
         if self.remote.trusts(&target.key) {
             return Ok(true);
         }
-        match self.journal_read(target, pointer.oid).await {
-            Ok(Some(sent)) if sent.step == FenceStep::Done => {
-                if sent.did.is_some_and(|did| dids.contains(&did)) {
-                    return Ok(true);
+        if self.registry.team().is_none() {
+            match self.journal_read(target, pointer.oid).await {
+                Ok(Some(sent)) if sent.step == FenceStep::Done => {
+                    if sent.did.is_some_and(|did| dids.contains(&did)) {
+                        return Ok(true);
+                    }
                 }
+                Ok(_) => {}
+                // Then the record is read instead: slower, as sure.
+                Err(e) => log::warn!("object {}: {e}", pointer.oid),
             }
-            Ok(_) => {}
-            // Then the record is read instead: slower, as sure.
-            Err(e) => log::warn!("object {}: {e}", pointer.oid),
         }
         for did in &dids {
-            if self.record_proven(target, did, pointer).await {
-                return Ok(true);
+            match self.record_proven(target, did, pointer).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(FenceSendError::Unreadable { did, oid, error }) => {
+                    return Err(CommonsPushError::Unreadable {
+                        commons: target.commons.url(),
+                        oid,
+                        did,
+                        error,
+                    })
+                }
+                Err(other) => {
+                    return Err(CommonsPushError::Send {
+                        commons: target.commons.url(),
+                        error: other,
+                    })
+                }
             }
         }
         Ok(false)
@@ -325,13 +371,20 @@ impl Transfers {
 
     /// Whether the record `did` of the commons holds `pointer`'s bytes:
     /// read through DRS (Fence-signed) into the pool, hashed on the way
-    /// against the oid. A record that fails is logged and not counted.
-    async fn record_proven(&self, target: &CommonsTarget<'_>, did: &str, pointer: Pointer) -> bool {
+    /// against the oid. `Ok(false)` when they were read and are not the
+    /// object (logged); [`FenceSendError::Unreadable`] when they could not
+    /// be read, which says nothing either way.
+    pub(super) async fn record_proven(
+        &self,
+        target: &CommonsTarget<'_>,
+        did: &str,
+        pointer: Pointer,
+    ) -> Result<bool, FenceSendError> {
         let uri = match target.commons.drs_uri(did) {
             Ok(uri) => uri,
             Err(e) => {
                 log::warn!("the Gen3 commons' record {did:?} cannot be read by DRS: {e}");
-                return false;
+                return Ok(false);
             }
         };
         let read = self
@@ -345,11 +398,16 @@ impl Transfers {
             )
             .await;
         match read {
-            Ok(_) => true,
-            Err(e) => {
-                log::warn!("{uri} is said to be object {}, but reading it did not show the object: {e}; not counted as held", pointer.oid);
-                false
+            Ok(_) => Ok(true),
+            Err(e) if not_the_object(&e) => {
+                log::warn!("{uri} is said to be object {}, but its bytes are not: {e}; not counted as held", pointer.oid);
+                Ok(false)
             }
+            Err(error) => Err(FenceSendError::Unreadable {
+                did: did.to_string(),
+                oid: pointer.oid,
+                error: Box::new(error),
+            }),
         }
     }
 
@@ -399,7 +457,14 @@ impl Transfers {
             })?;
         let fence = target.drs.fence(target.commons.root());
         for record in records {
-            if !self.record_proven(target, &record.did, pointer).await {
+            let proven = self
+                .record_proven(target, &record.did, pointer)
+                .await
+                .map_err(|error| CommonsPushError::Send {
+                    commons: target.commons.url(),
+                    error,
+                })?;
+            if !proven {
                 continue;
             }
             let did = fence
@@ -490,266 +555,148 @@ impl Transfers {
         }
     }
 
-    /// Sends `blob` through Fence and registers or completes its record,
-    /// resuming what the registry says a push before began. A fresh upload
-    /// goes under the content's own did (`own_did`) when no record holds
-    /// that did: Fence takes the guid a multipart upload is begun under as
-    /// given, and the complete record is registered under it once the
-    /// bytes are in place, so two machines (or drsd and git-drs) pushing
-    /// the same content at once make one record, and a kill leaves no
-    /// record at all. A Fence that makes a blank record of its own instead
-    /// (one before it took a guid), or a did taken by other content, gives
-    /// the upload a blank record that is then completed. `md5`: the blob's,
-    /// when known before; else the upload's hashing gives it. `Ok(false)`:
-    /// the commons turned out to hold it (the content's own did registered
-    /// by another machine or git-drs, or a record a push before completed):
-    /// nothing was sent.
+    /// Sends `blob` through Fence and registers its record, resuming what
+    /// the registry says a push before began (see the module notes): under
+    /// the content's own did where the commons lets it be chosen
+    /// (`own_did.rs`), else into a blank record of Fence's (`blank.rs`);
+    /// either way the record names the bytes' location only once the store
+    /// is shown to hold them (`proof.rs`). `md5`: the blob's, when known
+    /// before. `Ok(false)`: the commons turned out to hold it (the content's
+    /// own did registered by another machine or git-drs, or a record a push
+    /// before completed): nothing was sent.
     async fn upload_through_fence(
         &self,
         target: &CommonsTarget<'_>,
         pointer: Pointer,
         blob: Arc<Blob>,
-        md5: Option<&str>,
+        md5: Option<String>,
         name: &str,
     ) -> Result<bool, FenceSendError> {
         let oid = pointer.oid;
         let fence = target.drs.fence(target.commons.root());
         let own_did = content_did(&target.project, &oid.to_hex());
-        let own_free = match fence.record(&own_did).await? {
-            Some(record)
-                if !record.is_blank()
-                    && holds(&record, pointer)
-                    && self.record_proven(target, &record.did, pointer).await =>
-            {
-                self.journal(target, oid, FenceStep::Done, Some(&record.did), None)
-                    .await?;
-                return Ok(false);
-            }
-            Some(record) => {
-                log::warn!(
-                    "the record {} (the did of object {oid} in project {}) names other content (sha256 {}), or its bytes are not the object; uploading into a record of Fence's",
-                    record.did,
-                    target.project,
-                    record.hash("sha256").unwrap_or_else(|| "none".into())
-                );
-                false
-            }
-            None => true,
-        };
-        let (guid, open_upload) = match self.resumable(target, &fence, pointer, &own_did).await? {
-            Resume::Held => return Ok(false),
-            Resume::Into { guid, upload_id } => (Some(guid), upload_id),
-            Resume::Fresh => (own_free.then(|| own_did.clone()), None),
-        };
-        // Recorded before anything is asked of Fence: a kill after Fence
-        // made a blank record and before its guid is recorded leaves one
-        // blank record nobody finishes, never a complete one without its
-        // bytes. The upload a push before began stays recorded, with its
-        // parts.
-        self.journal(
-            target,
-            oid,
-            FenceStep::Begun,
-            guid.as_deref(),
-            open_upload.as_deref(),
-        )
-        .await?;
-        // One PUT only into a blank record of Fence's: under the content's
-        // did there is no record to sign a PUT for, and a multipart upload
-        // of one part is begun instead.
-        let single = pointer.size <= self.upload.part_size && guid.as_ref() != Some(&own_did);
-        let (guid, key, md5) = match single {
-            true => {
-                let (guid, url) = match &guid {
-                    Some(guid) => {
-                        let url = fence.upload_url(guid, name).await?;
-                        (guid.clone(), url)
-                    }
-                    None => {
-                        let new = fence.begin_upload(name, target.authz).await?;
-                        (new.guid, new.url)
-                    }
-                };
-                self.journal(target, oid, FenceStep::Blank, Some(&guid), None)
-                    .await?;
-                let bytes = read_part(blob.clone(), 0, pointer.size).await?;
-                let md5 = check_whole(&bytes, oid, md5)?;
-                let key = format!("{guid}/{name}");
-                let location = location_of(&url, &key);
-                fence
-                    .put(&format!("object {oid}"), &url, bytes::Bytes::from(bytes))
-                    .await?;
-                (guid, location, md5)
-            }
-            false => {
-                let source = multipart::Source {
-                    pointer,
-                    blob: blob.clone(),
-                    md5,
-                    name,
-                };
-                let left = multipart::Left {
-                    guid: guid.as_deref(),
-                    upload_id: open_upload.as_deref(),
-                };
-                let sent = self.multipart(target, &fence, &source, left).await?;
-                (sent.guid, sent.location, sent.md5)
-            }
-        };
-        self.journal(target, oid, FenceStep::Uploaded, Some(&guid), None)
-            .await?;
-        let location = key.ok_or_else(|| FenceSendError::NoLocation { guid: guid.clone() })?;
-        let placed = Placed {
-            guid: &guid,
+        let mut upload = Upload {
+            pointer,
+            blob,
             name,
-            md5: &md5,
-            location,
-            own_did: &own_did,
+            md5,
+            bytes: None,
         };
-        self.finish_record(target, &fence, pointer, placed).await?;
-        self.journal(target, oid, FenceStep::Done, Some(&guid), None)
-            .await?;
-        log::info!(
-            "object {oid}: sent to the Gen3 commons {} as record {guid}",
-            target.commons.url()
-        );
-        Ok(true)
-    }
-
-    /// What the registry says a push before left of `pointer`'s upload: a
-    /// blank record, or an upload under the content's did (`own_did`), to
-    /// finish; a record it completed; or nothing (a record gone or filled
-    /// with other content is forgotten).
-    async fn resumable(
-        &self,
-        target: &CommonsTarget<'_>,
-        fence: &Fence<'_>,
-        pointer: Pointer,
-        own_did: &str,
-    ) -> Result<Resume, FenceSendError> {
-        let oid = pointer.oid;
         let recorded = self.journal_read(target, oid).await?;
-        // Bytes this daemon sent are in a blank record of Fence's from
-        // `uploaded` on; one completed by another before that is shown like
-        // any other, and so is the content's did, which anyone may have
-        // registered, naming any location, while this push's own
-        // registration failed.
-        let sent_here = recorded
-            .as_ref()
-            .is_some_and(|r| r.step >= FenceStep::Uploaded && r.did.as_deref() != Some(own_did));
-        let upload_id = recorded
-            .as_ref()
-            .filter(|r| r.step <= FenceStep::Uploading)
-            .and_then(|r| r.upload_id.clone());
-        let Some(did) = recorded.and_then(|r| r.did) else {
-            return Ok(Resume::Fresh);
-        };
-        match fence.record(&did).await? {
-            // An upload under the content's did, not registered yet.
-            None if did == own_did => {
-                log::info!(
-                    "object {oid}: finishing the upload under its did {did} a push before began"
-                );
-                Ok(Resume::Into {
-                    guid: did,
-                    upload_id,
-                })
-            }
-            Some(record) if record.is_blank() => {
-                log::info!("object {oid}: finishing the blank record {did} a push before began");
-                Ok(Resume::Into {
-                    guid: record.did,
-                    upload_id,
-                })
-            }
-            Some(record)
-                if holds(&record, pointer)
-                    && (sent_here || self.record_proven(target, &record.did, pointer).await) =>
-            {
-                self.journal(target, oid, FenceStep::Done, Some(&record.did), None)
-                    .await?;
-                Ok(Resume::Held)
-            }
-            _ => {
-                self.journal_forget(target, oid).await?;
-                Ok(Resume::Fresh)
+        // A blank record of Fence's a push before began is finished first:
+        // its bytes may be there already.
+        if let Some(left) = recorded.filter(|r| r.did.as_deref().is_some_and(|d| d != own_did)) {
+            match self.blank_resumable(target, &fence, pointer, left).await? {
+                Resume::Held => return Ok(false),
+                Resume::Into { guid, upload_id } => {
+                    let left = multipart::Left {
+                        guid: Some(&guid),
+                        upload_id: upload_id.as_deref(),
+                    };
+                    self.into_blank(target, &fence, &mut upload, left).await?;
+                    return Ok(true);
+                }
+                Resume::Fresh => {}
             }
         }
-    }
-
-    /// The record of the bytes `placed` says are in the commons' bucket:
-    /// registered under the content's did when the upload went under it
-    /// (one registered by someone else at once,
-    /// with this content, is counted once its bytes are shown to be the
-    /// object), else the blank record `guid` completed with size, hashes,
-    /// location and authz; a record already complete with this content is
-    /// left as it is.
-    async fn finish_record(
-        &self,
-        target: &CommonsTarget<'_>,
-        fence: &Fence<'_>,
-        pointer: Pointer,
-        placed: Placed<'_>,
-    ) -> Result<(), FenceSendError> {
-        let guid = placed.guid.to_string();
-        let completion = Completion {
-            size: pointer.size,
-            sha256: pointer.oid.to_hex(),
-            md5: placed.md5.to_string(),
-            urls: vec![placed.location],
-            authz: target.authz.to_vec(),
-        };
-        // Under the content's did no record was made for the upload: it is
-        // registered now (Indexd says if the did was taken meanwhile).
-        if guid == placed.own_did {
-            return self
-                .register_own(target, fence, pointer, &guid, placed.name, &completion)
-                .await;
-        }
-        let Some(record) = fence.record(&guid).await? else {
-            return Err(FenceSendError::RecordGone { guid });
-        };
-        if !record.is_blank() {
-            if record.hash("sha256") == Some(pointer.oid.to_hex()) {
-                return Ok(());
-            }
-            return Err(FenceSendError::OtherContent { guid });
-        }
-        let Some(rev) = record.rev else {
-            return Err(FenceSendError::NoRev { guid });
-        };
-        Ok(fence.complete(&record.did, &rev, &completion).await?)
-    }
-
-    /// Registers the record `did`, the content's own, whose bytes the
-    /// upload just put in place. Taken meanwhile (another machine, or
-    /// git-drs, pushing the same content at once): that record counts
-    /// when it names this content and its bytes are shown to be the
-    /// object, as any record's claim (DESIGN.md "Trust").
-    async fn register_own(
-        &self,
-        target: &CommonsTarget<'_>,
-        fence: &Fence<'_>,
-        pointer: Pointer,
-        did: &str,
-        name: &str,
-        completion: &Completion,
-    ) -> Result<(), FenceSendError> {
-        if fence.register(did, name, completion).await? == Registration::Made {
-            return Ok(());
-        }
-        let theirs = fence.record(did).await?;
-        if theirs.is_some_and(|r| !r.is_blank() && holds(&r, pointer))
-            && self.record_proven(target, did, pointer).await
+        match self
+            .under_own_did(target, &fence, &mut upload, &own_did)
+            .await?
         {
-            log::info!(
-                "object {}: its did {did} was registered by another push at once, with its bytes",
-                pointer.oid
-            );
-            return Ok(());
+            Own::Sent => Ok(true),
+            Own::Held => Ok(false),
+            Own::Refused(why) => {
+                log::warn!("object {oid}: {why}; uploading into a record of Fence's instead");
+                let left = multipart::Left::default();
+                self.into_blank(target, &fence, &mut upload, left).await?;
+                Ok(true)
+            }
         }
-        Err(FenceSendError::TakenMeanwhile {
-            did: did.to_string(),
+    }
+
+    /// The md5 of `upload`'s object, known before or from a pass over its
+    /// bytes that also shows they hash to the oid (a record is registered
+    /// naming both before the bytes go up). An object of one part is read
+    /// whole for it, and those bytes are kept for its PUT.
+    async fn md5_ahead(&self, upload: &mut Upload<'_>) -> Result<String, FenceSendError> {
+        if let Some(md5) = &upload.md5 {
+            return Ok(md5.clone());
+        }
+        let pointer = upload.pointer;
+        let md5 = match pointer.size <= self.upload.part_size {
+            true => {
+                let bytes = read_part(upload.blob.clone(), 0, pointer.size).await?;
+                let md5 = check_whole(&bytes, pointer.oid, None)?;
+                upload.bytes = Some(bytes::Bytes::from(bytes));
+                md5
+            }
+            false => checked_md5(upload.blob.clone(), pointer.oid).await?,
+        };
+        upload.md5 = Some(md5.clone());
+        Ok(md5)
+    }
+
+    /// Sends `upload`'s bytes under the record `guid`, one PUT or a
+    /// multipart upload (resuming `upload_id`), or, with no guid, into a
+    /// new blank record of Fence's: where they went and what the store must
+    /// answer for them.
+    async fn send_through_fence(
+        &self,
+        target: &CommonsTarget<'_>,
+        fence: &Fence<'_>,
+        upload: &mut Upload<'_>,
+        left: multipart::Left<'_>,
+    ) -> Result<Placed, FenceSendError> {
+        let pointer = upload.pointer;
+        let oid = pointer.oid;
+        if pointer.size > self.upload.part_size {
+            let source = multipart::Source {
+                pointer,
+                blob: upload.blob.clone(),
+                md5: upload.md5.as_deref(),
+                name: upload.name,
+            };
+            let sent = self.multipart(target, fence, &source, left).await?;
+            let md5 = sent.md5.or_else(|| upload.md5.clone());
+            let md5 = md5.ok_or(FenceSendError::HashingStopped { oid })?;
+            let location = sent.location.ok_or_else(|| FenceSendError::NoLocation {
+                guid: sent.guid.clone(),
+            })?;
+            return Ok(Placed {
+                guid: sent.guid,
+                location,
+                md5,
+                etag: sent.etag,
+            });
+        }
+        let (guid, url) = match left.guid {
+            Some(guid) => (guid.to_string(), fence.upload_url(guid, upload.name).await?),
+            None => {
+                let new = fence.begin_upload(upload.name, target.authz).await?;
+                (new.guid, new.url)
+            }
+        };
+        self.journal(target, oid, FenceStep::Blank, Some(&guid), None)
+            .await?;
+        let bytes = match upload.bytes.take() {
+            Some(bytes) => bytes,
+            None => bytes::Bytes::from(read_part(upload.blob.clone(), 0, pointer.size).await?),
+        };
+        // Read again or kept from the md5's pass: shown to be the object
+        // either way before they go.
+        let md5 = check_whole(&bytes, oid, upload.md5.as_deref())?;
+        let key = format!("{guid}/{}", upload.name);
+        let location = location_of(&url, &key)
+            .ok_or_else(|| FenceSendError::NoLocation { guid: guid.clone() })?;
+        let answered = fence.put(&format!("object {oid}"), &url, bytes).await?;
+        if answered.is_some_and(|etag| etag.to_ascii_lowercase() != md5) {
+            return Err(FenceSendError::PartNotStored { number: 1, oid });
+        }
+        Ok(Placed {
+            guid,
+            location,
+            etag: md5.clone(),
+            md5,
         })
     }
 
@@ -789,11 +736,11 @@ impl Transfers {
     }
 }
 
-/// What a push before left of an upload ([`Transfers::resumable`]).
+/// What a push before left of an upload into a blank record of Fence's
+/// ([`Transfers::blank_resumable`]).
 enum Resume {
     Fresh,
-    /// A blank record, or the content's did not yet registered, to finish,
-    /// and the multipart upload begun under it.
+    /// A blank record to finish, and the multipart upload begun into it.
     Into {
         guid: String,
         upload_id: Option<String>,
@@ -801,20 +748,42 @@ enum Resume {
     Held,
 }
 
-/// Bytes an upload put in the commons' bucket, and what their record needs.
-struct Placed<'a> {
-    /// The guid they went under: a blank record's, or the content's did.
-    guid: &'a str,
-    name: &'a str,
-    md5: &'a str,
-    /// `s3://bucket/key`.
-    location: String,
-    own_did: &'a str,
+/// How an upload under the content's did ended ([`Transfers::under_own_did`]).
+enum Own {
+    Sent,
+    Held,
+    /// The commons would not have it there (why, for the log): the bytes
+    /// go into a blank record of Fence's instead.
+    Refused(String),
 }
 
-/// Whether a complete record names `pointer`'s content: its sha256 and
-/// size.
-fn holds(record: &CommonsRecord, pointer: Pointer) -> bool {
+/// One object on its way up, and what is known of it so far.
+struct Upload<'a> {
+    pointer: Pointer,
+    blob: Arc<Blob>,
+    /// The name Fence files it under.
+    name: &'a str,
+    /// Its md5, once known.
+    md5: Option<String>,
+    /// Its bytes, when a pass for the md5 read them whole (one part).
+    bytes: Option<bytes::Bytes>,
+}
+
+/// Bytes an upload put in the commons' bucket, and what their record needs.
+struct Placed {
+    /// The record they went under: a blank record's, or the content's did.
+    guid: String,
+    /// `s3://bucket/key`.
+    location: String,
+    md5: String,
+    /// The ETag the store must answer for them: their md5 for one PUT,
+    /// `md5-of-md5s-N` for a multipart upload.
+    etag: String,
+}
+
+/// Whether a record claims `pointer`'s content: its sha256 and size (with
+/// or without a location).
+fn claims(record: &CommonsRecord, pointer: Pointer) -> bool {
     record.hash("sha256") == Some(pointer.oid.to_hex()) && record.size == Some(pointer.size)
 }
 
@@ -887,6 +856,48 @@ fn check_whole(bytes: &[u8], oid: Oid, md5: Option<&str>) -> Result<String, Fenc
         return Err(FenceSendError::NotTheObject { oid, got });
     }
     Ok(got_md5)
+}
+
+/// Whether `error` says the bytes read are not the object (rather than
+/// that they could not be read).
+fn not_the_object(error: &ResolveError) -> bool {
+    matches!(
+        error,
+        ResolveError::Disagrees { .. } | ResolveError::Fetch(FetchError::Mismatch { .. })
+    )
+}
+
+/// The md5 of `blob`, in one pass that also shows it hashes to `oid` (the
+/// sha256 on a thread of its own): what a record registered before its
+/// bytes go up names.
+async fn checked_md5(blob: Arc<Blob>, oid: Oid) -> Result<String, FenceSendError> {
+    let (md5_of, sha_of) = (blob.clone(), blob);
+    let md5 = tokio::task::spawn_blocking(move || pass(&md5_of, Md5::new()));
+    let sha = tokio::task::spawn_blocking(move || pass(&sha_of, sha2::Sha256::new()));
+    let (md5, sha) = (md5.await, sha.await);
+    let (Ok(md5), Ok(sha)) = (md5, sha) else {
+        return Err(FenceSendError::HashingStopped { oid });
+    };
+    let got = Oid::from_digest(sha?.into());
+    if got != oid {
+        return Err(FenceSendError::NotTheObject { oid, got });
+    }
+    Ok(hex::encode(md5?))
+}
+
+/// `hasher` over every byte of `blob`, read 8 MiB at a time.
+fn pass<D: Digest>(blob: &Blob, mut hasher: D) -> Result<md5::digest::Output<D>, PoolError> {
+    let step = 8 << 20;
+    let mut offset = 0;
+    while offset < blob.len() {
+        let chunk = blob.read_at(offset, step)?;
+        if chunk.is_empty() {
+            break;
+        }
+        hasher.update(&chunk);
+        offset += chunk.len() as u64;
+    }
+    Ok(hasher.finalize())
 }
 
 /// A pool read failed: the push of this object fails, naming it.

@@ -58,18 +58,23 @@ struct OpenUpload {
 }
 
 /// What a multipart upload ends with: the record's guid, the object's
-/// location (from a part's signed URL) and the md5 of the whole.
+/// location (from a part's signed URL), the md5 of the whole (when it was
+/// not known before) and the ETag the store must now answer for it.
 pub(super) struct Sent {
     pub guid: String,
     pub location: Option<String>,
-    pub md5: String,
+    pub md5: Option<String>,
+    /// `md5(md5(part 1) .. md5(part N))-N`, of the bytes sent.
+    pub etag: String,
 }
 
 /// The object to send and what is known of it.
 pub(super) struct Source<'a> {
     pub pointer: Pointer,
     pub blob: Arc<Blob>,
-    /// The md5 when known before the upload: the whole must have it.
+    /// The md5 when known before the upload (a pass over these very bytes
+    /// that also showed their sha256): not hashed again. Else the upload
+    /// hashes it beside the parts'.
     pub md5: Option<&'a str>,
     /// The name Fence files it under.
     pub name: &'a str,
@@ -188,7 +193,7 @@ impl Transfers {
             let offset = (n - 1) * part_size;
             (n as u32, offset, part_size.min(pointer.size - offset))
         });
-        let hashing = Hashing::start();
+        let hashing = Hashing::start(source.md5.is_none());
         let kept = AtomicUsize::new(0);
         let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
             .map(|(number, offset, len)| {
@@ -242,12 +247,23 @@ impl Transfers {
             .buffered(PARTS_AT_ONCE)
             .try_collect()
             .await?;
-        let (got, got_md5) = hashing
+        let hashed = hashing
             .finish()
             .await
             .ok_or(FenceSendError::HashingStopped { oid })?;
-        if got != oid || source.md5.is_some_and(|md5| md5 != got_md5) {
-            return Err(FenceSendError::NotTheObject { oid, got });
+        if hashed.sha256 != oid {
+            return Err(FenceSendError::NotTheObject {
+                oid,
+                got: hashed.sha256,
+            });
+        }
+        for ((number, etag, _), md5) in sent.iter().zip(&hashed.parts) {
+            if *etag != hex::encode(md5) {
+                return Err(FenceSendError::PartNotStored {
+                    number: *number,
+                    oid,
+                });
+            }
         }
         let kept = kept.into_inner();
         if kept > 0 {
@@ -264,7 +280,8 @@ impl Transfers {
         Ok(Sent {
             guid: open.guid.clone(),
             location,
-            md5: got_md5,
+            md5: hashed.md5,
+            etag: multipart_etag(&hashed.parts),
         })
     }
 }
@@ -300,60 +317,91 @@ impl Recorded {
     }
 }
 
-/// The object's sha256 and md5, each on a thread of the blocking pool of
-/// its own, fed the parts in the object's order: md5 (the slower) never
-/// waits for sha256, nor a part's upload for either.
+/// The ETag S3 (and Ceph RGW) gives an object a multipart upload of these
+/// parts made: the md5 of their md5s, a dash, their count.
+pub(super) fn multipart_etag(parts: &[[u8; 16]]) -> String {
+    let mut whole = Md5::new();
+    for part in parts {
+        whole.update(part);
+    }
+    format!("{}-{}", hex::encode(whole.finalize()), parts.len())
+}
+
+/// What the hashes' threads made of the parts fed them.
+struct Hashed {
+    sha256: Oid,
+    /// The md5 of each part, in order: what the store's ETags must be.
+    parts: Vec<[u8; 16]>,
+    /// The md5 of the whole, when it was asked for.
+    md5: Option<String>,
+}
+
+/// The object's sha256, its parts' md5s and (when not known before) its
+/// whole md5, each on a thread of the blocking pool of its own, fed the
+/// parts in the object's order: no hash waits for another, nor a part's
+/// upload for any.
 struct Hashing {
     sha: (mpsc::Sender<Bytes>, JoinHandle<Sha256>),
-    md5: (mpsc::Sender<Bytes>, JoinHandle<Md5>),
+    parts: (mpsc::Sender<Bytes>, JoinHandle<Vec<[u8; 16]>>),
+    md5: Option<(mpsc::Sender<Bytes>, JoinHandle<Md5>)>,
 }
 
 impl Hashing {
-    fn start() -> Hashing {
+    fn start(whole_md5: bool) -> Hashing {
         Hashing {
             sha: chain(Sha256::new(), |h, b| sha2::Digest::update(h, b)),
-            md5: chain(Md5::new(), |h, b| h.update(b)),
+            parts: chain(Vec::new(), |md5s, b| md5s.push(Md5::digest(b).into())),
+            md5: whole_md5.then(|| chain(Md5::new(), |h, b| h.update(b))),
         }
     }
 
-    /// What hands both hashes the next part.
+    /// What hands every hash the next part.
     fn feeder(&self) -> Feeder {
         Feeder {
-            sha: self.sha.0.clone(),
-            md5: self.md5.0.clone(),
+            to: [
+                Some(self.sha.0.clone()),
+                Some(self.parts.0.clone()),
+                self.md5.as_ref().map(|(tx, _)| tx.clone()),
+            ],
         }
     }
 
-    /// The sha256 and md5 of every part fed; `None` when a thread did not
-    /// finish (the runtime shutting down).
-    async fn finish(self) -> Option<(Oid, String)> {
-        let Hashing {
-            sha: (sha_in, sha),
-            md5: (md5_in, md5),
-        } = self;
-        drop((sha_in, md5_in));
-        let (sha, md5) = (sha.await.ok()?, md5.await.ok()?);
-        Some((
-            Oid::from_digest(sha2::Digest::finalize(sha).into()),
-            hex::encode(md5.finalize()),
-        ))
+    /// The hashes of every part fed; `None` when a thread did not finish
+    /// (the runtime shutting down).
+    async fn finish(self) -> Option<Hashed> {
+        let Hashing { sha, parts, md5 } = self;
+        let (sha_in, sha) = sha;
+        let (parts_in, parts) = parts;
+        drop((sha_in, parts_in));
+        let md5 = match md5 {
+            Some((md5_in, md5)) => {
+                drop(md5_in);
+                Some(hex::encode(md5.await.ok()?.finalize()))
+            }
+            None => None,
+        };
+        Some(Hashed {
+            sha256: Oid::from_digest(sha2::Digest::finalize(sha.await.ok()?).into()),
+            parts: parts.await.ok()?,
+            md5,
+        })
     }
 }
 
-/// Hands a part to both hashes' threads.
+/// Hands a part to every hash's thread.
 struct Feeder {
-    sha: mpsc::Sender<Bytes>,
-    md5: mpsc::Sender<Bytes>,
+    to: [Option<mpsc::Sender<Bytes>>; 3],
 }
 
 impl Feeder {
-    /// Hands `part` (the next in the object's order) to both; waits while
+    /// Hands `part` (the next in the object's order) to each; waits while
     /// HASH_QUEUE parts are ahead of it.
     async fn feed(self, part: Bytes) {
         // A thread gone (it cannot panic) only leaves its hash short, and
         // the whole is then refused as another object.
-        let _ = self.sha.send(part.clone()).await;
-        let _ = self.md5.send(part).await;
+        for to in self.to.iter().flatten() {
+            let _ = to.send(part.clone()).await;
+        }
     }
 }
 
@@ -371,4 +419,29 @@ fn chain<T: Send + 'static>(
         state
     });
     (parts, thread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_multipart_etag_is_the_md5_of_the_parts_md5s_and_their_count() {
+        let parts: Vec<[u8; 16]> = [&b"first part"[..], b"second"]
+            .iter()
+            .map(|p| Md5::digest(p).into())
+            .collect();
+        let mut joined = Vec::new();
+        joined.extend_from_slice(&parts[0]);
+        joined.extend_from_slice(&parts[1]);
+        assert_eq!(
+            multipart_etag(&parts),
+            format!("{}-2", hex::encode(Md5::digest(&joined)))
+        );
+        // Not the md5 of the whole, which a single PUT's ETag is.
+        assert_ne!(
+            multipart_etag(&parts[..1]),
+            hex::encode(Md5::digest(b"first part"))
+        );
+    }
 }
