@@ -16,7 +16,7 @@ use crate::stores::drs::{CommonsRecord, Completion, Fence};
 impl Transfers {
     /// Sends `upload` into the blank record `left` names (resuming its
     /// multipart upload), or into a new one, and completes it.
-    pub(super) async fn into_blank(
+    pub(super) async fn send_into_blank(
         &self,
         target: &CommonsTarget<'_>,
         fence: &Fence<'_>,

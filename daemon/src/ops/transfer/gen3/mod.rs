@@ -593,7 +593,7 @@ impl Transfers {
                         guid: Some(&guid),
                         upload_id: upload_id.as_deref(),
                     };
-                    self.into_blank(target, &fence, &mut upload, left).await?;
+                    self.send_into_blank(target, &fence, &mut upload, left).await?;
                     return Ok(true);
                 }
                 Resume::Fresh => {}
@@ -608,7 +608,7 @@ impl Transfers {
             Own::Refused(why) => {
                 log::warn!("object {oid}: {why}; uploading into a record of Fence's instead");
                 let left = multipart::Left::default();
-                self.into_blank(target, &fence, &mut upload, left).await?;
+                self.send_into_blank(target, &fence, &mut upload, left).await?;
                 Ok(true)
             }
         }
