@@ -81,8 +81,9 @@ enum Command {
     },
     /// Add a remote object (s3://bucket/key or https://...) to the repo by
     /// URL: one HEAD, never a read of its content; writes a Git LFS pointer
-    /// at PATH, tracks PATH with git-lfs and stages it. Also `git drs add-url`
-    /// (see README).
+    /// at PATH, tracks PATH with git-lfs and stages it. `--from FILE` adds a
+    /// list of them; `--manifest FILE [DIR]` the objects of a Gen3 data
+    /// portal's manifest, as drs:// ids. Also `git drs add-url` (see README).
     AddUrl {
         /// The object's URL (or use --from); with --manifest, the folder
         /// the manifest's files go in [default: the current folder]
