@@ -146,7 +146,9 @@ fn a_manifest_drsd_cannot_add_as_written_adds_nothing_and_names_file_and_entry()
     ];
     for (manifest, says) in cases {
         let file = write_manifest(&world, &manifest);
-        let out = add_manifest(&world, &repo, &file, &["data", "--commons", HOST]);
+        // Without --json: the message as a person reads it.
+        let args = ["add-url", "--manifest", file.to_str().unwrap(), "data"];
+        let out = world.drsctl(&repo, &[&args[..], &["--commons", HOST]].concat());
         let said = text(&out);
         assert!(!out.status.success(), "{manifest}: {said}");
         assert!(
