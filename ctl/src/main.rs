@@ -81,27 +81,41 @@ enum Command {
     },
     /// Add a remote object (s3://bucket/key or https://...) to the repo by
     /// URL: one HEAD, never a read of its content; writes a Git LFS pointer
-    /// at PATH, tracks PATH with git-lfs and stages it. Also `git drs add-url`
-    /// (see README).
+    /// at PATH, tracks PATH with git-lfs and stages it. `--from FILE` adds a
+    /// list of them; `--manifest FILE [DIR]` the objects of a Gen3 data
+    /// portal's manifest, as drs:// ids. Also `git drs add-url` (see README).
     AddUrl {
-        /// The object's URL (or use --from)
+        /// The object's URL (or use --from); with --manifest, the folder
+        /// the manifest's files go in [default: the current folder]
         #[arg(
-            required_unless_present = "from",
+            required_unless_present_any = ["from", "manifest"],
             conflicts_with = "from",
             value_name = "URL"
         )]
         url: Option<String>,
         /// Where the pointer goes [default: the URL's file name, in the current folder]
-        #[arg(conflicts_with = "from", value_name = "PATH")]
+        #[arg(conflicts_with_all = ["from", "manifest"], value_name = "PATH")]
         path: Option<PathBuf>,
         /// A file of `URL [PATH]` lines, `-` for standard input (blank lines and
         /// # comments skipped; lines up to 64 KiB): read here and sent in batches
         /// of up to 1,000, HEADs run concurrently, one staging step per batch;
         /// failed lines are named by number and the rest still added (exit 1 if any failed)
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "manifest")]
         from: Option<PathBuf>,
+        /// A Gen3 manifest, as a data portal exports it (a JSON list of
+        /// {object_id, file_name, file_size, md5sum, commons_url, ...}; `-`
+        /// for standard input), checked whole first: a bad entry (named by
+        /// its place, from 1) adds nothing. Each object_id is added as the
+        /// drs:// id of its commons at DIR/file_name (give DIR in URL's
+        /// place); file_size and md5sum are what the object must be
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        /// The Gen3 commons of the manifest's objects that name no
+        /// commons_url [default: the repo's --gen3 object remote]
+        #[arg(long, value_name = "URL", requires = "manifest")]
+        commons: Option<String>,
         /// The content's sha256, when you know it: the pointer then carries it
-        #[arg(long, value_name = "HEX", conflicts_with = "from")]
+        #[arg(long, value_name = "HEX", conflicts_with_all = ["from", "manifest"])]
         sha256: Option<String>,
         /// Replace a file at PATH that is not an LFS pointer
         #[arg(long)]
@@ -304,6 +318,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 url,
                 path,
                 from,
+                manifest,
+                commons,
                 sha256,
                 force,
                 no_fetch,
@@ -313,6 +329,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     url,
                     path,
                     from,
+                    manifest,
+                    commons,
                     sha256,
                     force,
                 };

@@ -151,14 +151,22 @@ fn oid_source() -> impl Strategy<Value = OidSource> {
 }
 
 fn request() -> impl Strategy<Value = Request> {
-    let entry = (text(), opt(path()), opt(text()), opt(any::<usize>())).prop_map(
-        |(url, path, sha256, line)| AddUrlEntry {
+    let entry = (
+        text(),
+        opt(path()),
+        opt(text()),
+        opt(any::<usize>()),
+        opt(any::<u64>()),
+        opt(text()),
+    )
+        .prop_map(|(url, path, sha256, line, size, md5)| AddUrlEntry {
             url,
             path,
             sha256,
             line,
-        },
-    );
+            size,
+            md5,
+        });
     prop_oneof![
         (any::<u32>(), text())
             .prop_map(|(version, client)| Request::Hello(HelloRequest { version, client })),

@@ -177,9 +177,19 @@ pub struct AddUrlEntry {
     /// which refuses the line (not the batch) when it is not an oid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
-    /// Its line in the `--from` list, for the report [default: its place in `entries`].
+    /// Its line in the `--from` list (its entry in a `--manifest`), for the
+    /// report [default: its place in `entries`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
+    /// The object's size in bytes as the client was told it (a manifest's
+    /// `file_size`): the line is refused when the object has another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// The content's md5 (hex) as the client was told it (a manifest's
+    /// `md5sum`): refused when the object's record names another md5, and
+    /// the bytes are checked against it when they are read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
 }
 
 /// From the pre-push hook, before git-lfs runs: send every object the push

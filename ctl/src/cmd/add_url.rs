@@ -1,7 +1,9 @@
-//! `drsctl add-url URL [PATH]` and `drsctl add-url --from FILE`: the daemon
-//! HEADs the objects and writes, tracks and stages the pointers; this side
-//! reads a `--from` list (see [`super::url_list`]), sends it in batches, shows
-//! progress and the merged outcome.
+//! `drsctl add-url URL [PATH]`, `drsctl add-url --from FILE` and `drsctl
+//! add-url --manifest FILE [DIR]`: the daemon HEADs the objects and writes,
+//! tracks and stages the pointers; this side reads a `--from` list (see
+//! [`super::url_list`]) or a Gen3 manifest (checked whole first, see
+//! [`super::manifest`]), sends it in batches, shows progress and the merged
+//! outcome.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -10,15 +12,19 @@ use anyhow::{anyhow, Context};
 use drsd_proto::{AddUrlEntry, AddUrlReport, AddUrlRequest, Client, FailedUrl, MAX_REQUEST_LINE};
 use indicatif::ProgressBar;
 
+use super::manifest::{self, Commons};
 use super::url_list::{ListError, UrlList};
 use crate::exit::{Failure, FAILED};
 use crate::output::Output;
 
-/// What to add: one URL (with an optional path and known sha256) or a list.
+/// What to add: one URL (with an optional path and known sha256), a list,
+/// or a manifest (its folder in `url`'s place, its commons in `commons`).
 pub struct AddUrlArgs {
     pub url: Option<String>,
     pub path: Option<PathBuf>,
     pub from: Option<PathBuf>,
+    pub manifest: Option<PathBuf>,
+    pub commons: Option<String>,
     pub sha256: Option<String>,
     pub force: bool,
     pub no_fetch: bool,
@@ -42,27 +48,88 @@ pub async fn run(socket: &Path, args: AddUrlArgs, out: &Output) -> Result<(), Fa
         force: args.force,
         no_fetch: args.no_fetch,
     };
-    let report = match (args.url, args.from) {
-        (Some(url), None) => {
+    let (report, unit) = match (args.url, args.from, args.manifest) {
+        (dir, None, Some(file)) => {
+            let dir = PathBuf::from(dir.unwrap_or_default());
+            let entries = from_manifest(&cwd, &file, &dir, args.commons.as_deref())?;
+            let source = Source::Manifest(entries.into_iter());
+            let report = in_batches(socket, &cwd, source, &flags, out).await?;
+            (report, "entry")
+        }
+        (Some(url), None, None) => {
             let entry = AddUrlEntry {
                 url,
                 path: args.path,
                 sha256: args.sha256,
                 line: None,
+                size: None,
+                md5: None,
             };
             let mut client = super::connect(socket).await?;
             let mut bar = Bar::new(out);
             let report = send(&mut client, &cwd, vec![entry], &flags, &mut bar).await;
             bar.done();
-            report?
+            (report?, "line")
         }
-        (None, Some(file)) => {
+        (None, Some(file), None) => {
             let list = UrlList::open(&file).map_err(anyhow::Error::from)?;
-            from_list(socket, &cwd, list, &flags, out).await?
+            let report = in_batches(socket, &cwd, Source::List(list), &flags, out).await?;
+            (report, "line")
         }
-        _ => return Err(anyhow!("give a URL or --from FILE").into()),
+        _ => return Err(anyhow!("give a URL, --from FILE or --manifest FILE").into()),
     };
-    outcome(&report, out)
+    outcome(&report, unit, out)
+}
+
+/// The add-url lines of the manifest `file`, read and checked whole before
+/// anything is sent, each pointer under `dir`. The commons of an entry that
+/// names none is `commons`, else the repo's Gen3 object remote.
+fn from_manifest(
+    cwd: &Path,
+    file: &Path,
+    dir: &Path,
+    commons: Option<&str>,
+) -> Result<Vec<AddUrlEntry>, Failure> {
+    let bytes = manifest::read(file).map_err(anyhow::Error::from)?;
+    let entries = manifest::parse(file, &bytes).map_err(anyhow::Error::from)?;
+    let default = match commons {
+        Some(text) => {
+            Some(Commons::parse(text).map_err(|why| anyhow!("--commons {text:?} {why}"))?)
+        }
+        None if manifest::needs_default(&entries) => repo_commons(cwd)?,
+        None => None,
+    };
+    Ok(manifest::lines(file, entries, dir, default.as_ref()).map_err(anyhow::Error::from)?)
+}
+
+/// The Gen3 commons the repo at `cwd` records as its object remote
+/// (`drsctl init --gen3`, `.gitattributes drs-remote=gen3+URL`), if it
+/// records one; outside a repo, none (the daemon then says so).
+fn repo_commons(cwd: &Path) -> Result<Option<Commons>, Failure> {
+    let git = |dir: &Path, args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("running git {}", args[0]))
+    };
+    let top = git(cwd, &["rev-parse", "--show-toplevel"])?;
+    if !top.status.success() {
+        return Ok(None);
+    }
+    let top = PathBuf::from(String::from_utf8_lossy(&top.stdout).trim_end_matches('\n'));
+    let attr = git(&top, &["check-attr", "drs-remote", "--", ".gitattributes"])?;
+    // ".gitattributes: drs-remote: <value>", or "unspecified" / "unset".
+    let said = String::from_utf8_lossy(&attr.stdout);
+    let value = said.trim_end().rsplit(": ").next().unwrap_or_default();
+    match value.starts_with("gen3+") {
+        true => Commons::parse(value)
+            .map(Some)
+            .map_err(|why| anyhow!("the repo's object remote {value:?} {why}").into()),
+        false => Ok(None),
+    }
 }
 
 /// `--force` and `--no-fetch`, as every batch sends them.
@@ -71,9 +138,10 @@ struct Flags {
     no_fetch: bool,
 }
 
-/// Shows the report; a failed line makes the command fail (exit 1).
-fn outcome(report: &AddUrlReport, out: &Output) -> Result<(), Failure> {
-    show(report, out);
+/// Shows the report, naming failures by `unit` (`line` of a list, `entry`
+/// of a manifest); a failed one makes the command fail (exit 1).
+fn outcome(report: &AddUrlReport, unit: &str, out: &Output) -> Result<(), Failure> {
+    show(report, unit, out);
     if report.failed.is_empty() {
         return Ok(());
     }
@@ -93,13 +161,29 @@ fn outcome(report: &AddUrlReport, out: &Output) -> Result<(), Failure> {
     })
 }
 
-/// Sends the list in batches over one connection and merges the reports.
+/// Where the lines come from: a `--from` list, read as they are sent, or a
+/// manifest's lines, checked before the first is sent.
+enum Source {
+    List(UrlList),
+    Manifest(std::vec::IntoIter<AddUrlEntry>),
+}
+
+impl Source {
+    fn next_entry(&mut self) -> Result<Option<AddUrlEntry>, ListError> {
+        match self {
+            Source::List(list) => list.next_entry(),
+            Source::Manifest(entries) => Ok(entries.next()),
+        }
+    }
+}
+
+/// Sends the lines in batches over one connection and merges the reports.
 /// A line the list cannot go past (too long, unreadable) ends the command
 /// with its error, after showing what the batches before it added.
-async fn from_list(
+async fn in_batches(
     socket: &Path,
     cwd: &Path,
-    list: UrlList,
+    list: Source,
     flags: &Flags,
     out: &Output,
 ) -> Result<AddUrlReport, Failure> {
@@ -128,7 +212,7 @@ async fn from_list(
                 // What the earlier batches added stays added: say so first.
                 merged.failed.sort_by_key(|f| f.line);
                 bar.done();
-                let _ = outcome(&merged, out);
+                let _ = outcome(&merged, "line", out);
                 break Err(anyhow::Error::from(e).into());
             }
             None => {}
@@ -143,7 +227,7 @@ async fn from_list(
 /// The list cut into requests of up to [`BATCH`] entries and [`BATCH_BYTES`]
 /// of JSON.
 struct Batches {
-    list: UrlList,
+    list: Source,
     cwd: PathBuf,
     /// The entry that did not fit in the batch before.
     held: Option<(AddUrlEntry, usize)>,
@@ -154,7 +238,7 @@ struct Batches {
 }
 
 impl Batches {
-    fn new(list: UrlList, cwd: &Path) -> Batches {
+    fn new(list: Source, cwd: &Path) -> Batches {
         Batches {
             list,
             cwd: cwd.to_path_buf(),
@@ -307,7 +391,7 @@ async fn send(
     Ok(report?)
 }
 
-fn show(report: &AddUrlReport, out: &Output) {
+fn show(report: &AddUrlReport, unit: &str, out: &Output) {
     out.show(report, || {
         if report.added.len() <= LIST_UP_TO {
             for a in &report.added {
@@ -329,7 +413,7 @@ fn show(report: &AddUrlReport, out: &Output) {
     // With --json the report names them; standard error stays empty.
     if !out.json && (report.failed.len() > 1 || !report.added.is_empty()) {
         for f in &report.failed {
-            eprintln!("line {}: {}", f.line, f.message);
+            eprintln!("{unit} {}: {}", f.line, f.message);
         }
     }
 }

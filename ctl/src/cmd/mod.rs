@@ -6,6 +6,7 @@ pub mod config;
 pub mod fetch;
 pub mod gc;
 pub mod init;
+pub mod manifest;
 pub mod pool;
 pub mod promote;
 pub mod repos;

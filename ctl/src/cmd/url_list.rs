@@ -81,6 +81,8 @@ impl UrlList {
                 path: (!rest.is_empty()).then(|| PathBuf::from(rest)),
                 sha256: None,
                 line: Some(self.line),
+                size: None,
+                md5: None,
             }));
         }
     }

@@ -964,6 +964,8 @@ async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
         path: None,
         sha256: None,
         line: Some(i),
+        size: None,
+        md5: None,
     };
     let over = (0..=MAX_REQUEST_ENTRIES).map(entry).collect();
     let error = add_url_error(&daemon, over, None).await;
@@ -1214,6 +1216,8 @@ async fn an_add_url_of_three_hundred_small_objects_puts_them_into_the_pool_in_tw
             path: None,
             sha256: None,
             line: Some(i + 1),
+            size: None,
+            md5: None,
         })
         .collect();
     let request = AddUrlRequest {

@@ -2,7 +2,8 @@
 //! uploaded by us. This service owns their whole life on this machine:
 //!
 //! - [`plan`]: an add-url's lines checked (URL, path inside the repo);
-//! - [`resolve`]: one HEAD per URL, and the oid each pointer gets;
+//! - [`resolve`]: one HEAD per URL, and the oid each pointer gets, held
+//!   to the size and md5 the client expected ([`expected`]);
 //! - [`read_small`]: objects for the pool's small tier read at once, so
 //!   their pointers carry the content's sha256 from the start;
 //! - [`stage`]: the registry and its mirror ([`Registry::record_and_mirror`]), the
@@ -20,6 +21,7 @@
 
 mod drs;
 mod error;
+mod expected;
 pub mod fetch;
 pub mod plan;
 pub mod promotion;

@@ -58,6 +58,13 @@ pub struct BadSha256 {
     pub given: String,
 }
 
+/// An expected md5 that is not one.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the expected md5 {given:?} is not 32 hex digits")]
+pub struct BadMd5 {
+    pub given: String,
+}
+
 /// One line to add, as the client sent it.
 #[derive(Debug, Clone)]
 pub struct UrlLine {
@@ -69,6 +76,10 @@ pub struct UrlLine {
     pub path: Option<PathBuf>,
     /// The content's sha256, when the user knows it (`--sha256`).
     pub sha256: Option<String>,
+    /// The object's size and md5 (hex) as the client was told them (a
+    /// manifest's): see `expected.rs`.
+    pub size: Option<u64>,
+    pub md5: Option<String>,
 }
 
 /// A line whose URL parsed and whose path is usable.
@@ -80,6 +91,9 @@ pub(super) struct Target {
     /// The pointer's path, relative to the repo's top, `/`-separated.
     pub rel: String,
     pub sha256: Option<Oid>,
+    /// What the object must be (`expected.rs`); the md5 in lowercase hex.
+    pub size: Option<u64>,
+    pub md5: Option<String>,
 }
 
 /// Checks each line's URL and path; refused lines go to `refused`.
@@ -144,12 +158,18 @@ fn target(
         Some(hex) => Some(parse_sha256(hex).map_err(|e| fail(e.to_string()))?),
         None => None,
     };
+    let md5 = match &line.md5 {
+        Some(hex) => Some(parse_md5(hex).map_err(|e| fail(e.to_string()))?),
+        None => None,
+    };
     Ok(Target {
         no: line.no,
         raw: line.url.clone(),
         url,
         rel,
         sha256,
+        size: line.size,
+        md5,
     })
 }
 
@@ -262,6 +282,18 @@ fn parse_sha256(hex: &str) -> Result<Oid, BadSha256> {
     })
 }
 
+/// An expected md5, in either case, as lowercase hex.
+fn parse_md5(hex: &str) -> Result<String, BadMd5> {
+    let lower = hex.trim().to_ascii_lowercase();
+    let is_md5 = lower.len() == 32 && lower.bytes().all(|b| b.is_ascii_hexdigit());
+    match is_md5 {
+        true => Ok(lower),
+        false => Err(BadMd5 {
+            given: hex.chars().take(80).collect(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +332,20 @@ mod tests {
         assert_eq!(parse_sha256(&format!(" {oid} ")), Ok(oid));
         let err = parse_sha256("abc").unwrap_err();
         assert_eq!(err.to_string(), "--sha256 \"abc\" is not 64 hex digits");
+    }
+
+    #[test]
+    fn an_expected_md5_is_taken_in_either_case_and_must_be_32_hex_digits() {
+        let md5 = "900150983cd24fb0d6963f7d28e17f72";
+        assert_eq!(parse_md5(&md5.to_uppercase()), Ok(md5.to_string()));
+        for bad in [
+            "",
+            "abc",
+            &md5[1..],
+            &format!("{md5}0"),
+            "g0150983cd24fb0d6963f7d28e17f72",
+        ] {
+            assert!(parse_md5(bad).is_err(), "{bad}");
+        }
     }
 }

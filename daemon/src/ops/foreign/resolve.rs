@@ -62,7 +62,7 @@ pub(super) async fn resolve(
     let (picked, failed) = crate::blocking(move || pick_oids(&registry, headed)).await;
     resolved.extend(picked);
     refused.extend(failed);
-    resolved
+    super::expected::hold_to(resolved, refused)
 }
 
 /// The targets with what their HEAD said; reports every 64th and the last.

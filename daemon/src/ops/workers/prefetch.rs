@@ -41,7 +41,7 @@ pub enum PrefetchError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error(
-        "{object}: its bytes have md5 {got}, its DRS record says {expected}; nothing was kept"
+        "{object}: its bytes have md5 {got}, its DRS record (or the manifest it was added from) says {expected}; nothing was kept"
     )]
     Md5 {
         object: String,

@@ -72,6 +72,8 @@ fn lines_of(entries: Vec<AddUrlEntry>) -> Vec<UrlLine> {
             url: e.url,
             path: e.path,
             sha256: e.sha256,
+            size: e.size,
+            md5: e.md5,
         })
         .collect()
 }
