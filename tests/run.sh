@@ -10,8 +10,10 @@ tests/ci/install-system-deps.sh
 cargo build --workspace --bins
 # The tests' DRS server held to the GA4GH DRS compliance suite (fails unless PASS).
 tests/ci/drs-compliance.sh
-if cargo nextest --version >/dev/null 2>&1; then
-  exec tests/with-servers.sh cargo nextest run --workspace --no-fail-fast
-else
-  exec tests/with-servers.sh cargo test --workspace --no-fail-fast
+# nextest runs each test in a process of its own, which the end-to-end
+# tests need (they set the environment of the process they run in): it is
+# installed when missing, never replaced by `cargo test`.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  cargo install cargo-nextest --locked
 fi
+exec tests/with-servers.sh cargo nextest run --workspace --no-fail-fast
