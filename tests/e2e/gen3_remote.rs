@@ -802,3 +802,47 @@ fn a_contents_did_taken_by_other_content_sends_the_object_into_a_record_of_fence
     drop(world);
     assert_eq!(clone_elsewhere(&bare, "ours.bin"), sha256_hex(&ours));
 }
+
+/// A commit in a repo whose object remote is a commons has its large
+/// objects' md5s hashed in the background (the record registered before
+/// the upload needs it): the push finds it known, and the bytes are passed
+/// over for it once, not again at the push.
+#[test]
+fn a_large_objects_md5_is_hashed_once_after_the_commit_not_again_at_the_push() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
+    let mut world = World::new();
+    let (daemon, log) = logging_daemon(&mut world);
+    let repo = gen3_repo(&world, &server, "ahead");
+    let bytes = content(11 << 20, 41);
+    let oid = sha256_hex(&bytes);
+    commit(&world, &repo, &[("big.bin", &bytes)], "data");
+    let passes = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches(&format!("object {oid}: an md5 pass"))
+            .count()
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains(&format!("object {oid}: md5 hashed ahead of its push"))
+    {
+        assert!(
+            Instant::now() < until,
+            "not hashed ahead: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(passes(), 1);
+    let (_remotes, bare) = bare_origin(&repo);
+    ok(git_in(&world, &repo, &["push", "-q", "origin", "main"]));
+    assert_eq!(passes(), 1, "the push hashed the md5 again");
+    let record = completed_record(&server, &bytes);
+    assert_eq!(record["did"], own_did(&bytes).as_str(), "{record}");
+    daemon_stop(daemon);
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "big.bin"), oid);
+}

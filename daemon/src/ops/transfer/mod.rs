@@ -61,6 +61,8 @@ pub struct Transfers {
     facts: facts::FactsCache,
     confirmed: confirmed::Confirmed,
     gates: gates::Gates,
+    /// md5s of objects bound for a Gen3 commons, hashed ahead of the push.
+    md5s: Arc<gen3::Md5Ahead>,
 }
 
 /// Where the object a download hands out came from (the wire's enum).
@@ -83,6 +85,7 @@ impl Transfers {
             facts: Default::default(),
             confirmed: Default::default(),
             gates: Default::default(),
+            md5s: Default::default(),
         }
     }
 

@@ -7,7 +7,11 @@ use super::Shared;
 use drsd_proto::{ErrorCode, Reply, RepoPath, WireError};
 
 pub(crate) async fn add(shared: &Shared, request: RepoPath) -> Result<Reply, WireError> {
-    let repo = shared.registrar.register(absolute(request.path)?).await?;
+    let path = absolute(request.path)?;
+    let repo = shared.registrar.register(path.clone()).await?;
+    // Each git hook says so: a commit's large objects bound for a Gen3
+    // commons get their md5 before the push asks for it.
+    shared.transfers.hash_ahead(&path).await;
     Ok(Reply::Repo { repo })
 }
 

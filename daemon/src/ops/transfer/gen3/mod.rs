@@ -36,6 +36,7 @@
 //! Signed URLs and the token never reach a log line or an error: errors
 //! name the record.
 
+mod ahead;
 mod blank;
 mod multipart;
 mod own_did;
@@ -50,6 +51,8 @@ use md5::{Digest, Md5};
 
 use super::push::{PushFailure, PushOutcome, PushRefusal};
 use super::{TransferError, Transfers, PARALLEL};
+pub use ahead::Md5Ahead;
+
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{Pointer, Pushed};
@@ -593,7 +596,8 @@ impl Transfers {
                         guid: Some(&guid),
                         upload_id: upload_id.as_deref(),
                     };
-                    self.send_into_blank(target, &fence, &mut upload, left).await?;
+                    self.send_into_blank(target, &fence, &mut upload, left)
+                        .await?;
                     return Ok(true);
                 }
                 Resume::Fresh => {}
@@ -608,7 +612,8 @@ impl Transfers {
             Own::Refused(why) => {
                 log::warn!("object {oid}: {why}; uploading into a record of Fence's instead");
                 let left = multipart::Left::default();
-                self.send_into_blank(target, &fence, &mut upload, left).await?;
+                self.send_into_blank(target, &fence, &mut upload, left)
+                    .await?;
                 Ok(true)
             }
         }
@@ -630,7 +635,8 @@ impl Transfers {
                 upload.bytes = Some(bytes::Bytes::from(bytes));
                 md5
             }
-            false => checked_md5(upload.blob.clone(), pointer.oid).await?,
+            // Hashed ahead since the commit, or now (`ahead.rs`).
+            false => self.md5s.md5(pointer.oid, upload.blob.clone()).await?,
         };
         upload.md5 = Some(md5.clone());
         Ok(md5)
@@ -871,6 +877,7 @@ fn not_the_object(error: &ResolveError) -> bool {
 /// sha256 on a thread of its own): what a record registered before its
 /// bytes go up names.
 async fn checked_md5(blob: Arc<Blob>, oid: Oid) -> Result<String, FenceSendError> {
+    log::info!("object {oid}: an md5 pass over its {} bytes", blob.len());
     let (md5_of, sha_of) = (blob.clone(), blob);
     let md5 = tokio::task::spawn_blocking(move || pass(&md5_of, Md5::new()));
     let sha = tokio::task::spawn_blocking(move || pass(&sha_of, sha2::Sha256::new()));

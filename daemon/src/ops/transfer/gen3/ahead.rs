@@ -1,0 +1,122 @@
+//! The md5 of objects on their way to a Gen3 commons, hashed ahead of the
+//! push. A record registered under the content's did before its bytes go
+//! up must name the md5 (`own_did.rs`), which for an object of many parts
+//! is a pass over every byte before the upload may begin: on one core, 4 s
+//! a GiB. So when a commit lands in a repo whose object remote is a commons
+//! (the post-commit hook tells the daemon), the objects of HEAD larger than
+//! one part are hashed then, in the background, one at a time; the push
+//! finds the md5 known, or waits for the pass under way rather than making
+//! a second.
+//!
+//! The md5 is kept by oid, in memory, only when the same pass showed the
+//! bytes hash to the oid: the md5 of content is a fact of the content, and
+//! so never stale. Nothing is written anywhere another user could change.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+
+use super::{checked_md5, repo_file, FenceSendError};
+use crate::blocking;
+use crate::lfs::hydrate::object_path;
+use crate::pool::{Blob, Oid};
+use crate::remote::ObjectRemote;
+
+/// At most this many md5s are kept (a cohort of large objects; the oldest
+/// are not tracked, so past it the map is cleared and begins again).
+const KEPT: usize = 100_000;
+
+/// md5s of content, by oid: known, or being hashed.
+#[derive(Default)]
+pub struct Md5Ahead {
+    by_oid: Mutex<HashMap<Oid, Arc<OnceCell<String>>>>,
+}
+
+impl Md5Ahead {
+    /// The md5 of `blob`, object `oid`: known, the pass under way waited
+    /// for, or hashed now (and its sha256 checked).
+    pub(super) async fn md5(&self, oid: Oid, blob: Arc<Blob>) -> Result<String, FenceSendError> {
+        let cell = self.cell(oid);
+        let md5 = cell
+            .get_or_try_init(|| checked_md5(blob, oid))
+            .await
+            .cloned();
+        if md5.is_err() {
+            // Not kept: the next ask hashes again.
+            self.forget_unset(oid);
+        }
+        md5
+    }
+
+    /// The md5 of `oid`, if known.
+    pub(super) fn known(&self, oid: Oid) -> Option<String> {
+        let by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
+        by_oid.get(&oid).and_then(|cell| cell.get().cloned())
+    }
+
+    fn cell(&self, oid: Oid) -> Arc<OnceCell<String>> {
+        let mut by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
+        if by_oid.len() >= KEPT && !by_oid.contains_key(&oid) {
+            by_oid.retain(|_, cell| !cell.initialized());
+        }
+        by_oid.entry(oid).or_default().clone()
+    }
+
+    fn forget_unset(&self, oid: Oid) {
+        let mut by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
+        if by_oid.get(&oid).is_some_and(|cell| !cell.initialized()) {
+            by_oid.remove(&oid);
+        }
+    }
+
+    /// Hashes, one after the other, the objects of `repo`'s HEAD larger
+    /// than `part_size` whose files are in `lfs_objects`.
+    async fn hash_head(self: Arc<Self>, repo: PathBuf, lfs_objects: PathBuf, part_size: u64) {
+        let top = repo.clone();
+        let pointers = match blocking(move || crate::lfs::scan::head_pointers(&top)).await {
+            Ok(pointers) => pointers,
+            Err(e) => {
+                log::debug!("hashing ahead of a push in {}: {e}", repo.display());
+                return;
+            }
+        };
+        for pointer in pointers.into_iter().filter(|p| p.size > part_size) {
+            if self.known(pointer.oid).is_some() {
+                continue;
+            }
+            let path = object_path(&lfs_objects, &pointer.oid);
+            let Ok(Some(blob)) = blocking(move || repo_file(&path)).await else {
+                continue;
+            };
+            if blob.len() != pointer.size {
+                continue;
+            }
+            match self.md5(pointer.oid, Arc::new(blob)).await {
+                Ok(_) => log::info!("object {}: md5 hashed ahead of its push", pointer.oid),
+                Err(e) => log::debug!("object {}: not hashed ahead: {e}", pointer.oid),
+            }
+        }
+    }
+}
+
+impl super::Transfers {
+    /// After git told the daemon of `repo` (a hook ran: a commit, a
+    /// checkout, a merge): when its object remote is a Gen3 commons, the
+    /// md5s its next push will need are hashed in the background.
+    pub async fn hash_ahead(&self, repo: &Path) {
+        let Ok(facts) = self.facts(repo).await else {
+            return;
+        };
+        if !matches!(facts.object_remote(repo), Ok(ObjectRemote::Gen3(_))) {
+            return;
+        }
+        let lfs_objects = facts.lfs.join("objects");
+        let task =
+            self.md5s
+                .clone()
+                .hash_head(repo.to_path_buf(), lfs_objects, self.upload.part_size);
+        tokio::spawn(task);
+    }
+}
