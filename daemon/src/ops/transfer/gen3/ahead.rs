@@ -4,9 +4,10 @@
 //! is a pass over every byte before the upload may begin: on one core, 4 s
 //! a GiB. So when a commit lands in a repo whose object remote is a commons
 //! (the post-commit hook tells the daemon), the objects of HEAD larger than
-//! one part are hashed then, in the background, one at a time; the push
-//! finds the md5 known, or waits for the pass under way rather than making
-//! a second.
+//! one part that the commons has no record of with a location (those a
+//! push will send: not a cohort cloned from it) are hashed then, in the
+//! background, one at a time; the push finds the md5 known, or waits for
+//! the pass under way rather than making a second.
 //!
 //! The md5 is kept by oid, in memory, only when the same pass showed the
 //! bytes hash to the oid: the md5 of content is a fact of the content, and
@@ -21,8 +22,10 @@ use tokio::sync::OnceCell;
 use super::{checked_md5, repo_file, FenceSendError};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
+use crate::lfs::Pointer;
 use crate::pool::{Blob, Oid};
 use crate::remote::ObjectRemote;
+use crate::stores::drs::IndexdClient;
 
 /// At most this many md5s are kept (a cohort of large objects; the oldest
 /// are not tracked, so past it the map is cleared and begins again).
@@ -73,7 +76,13 @@ impl Md5Ahead {
 
     /// Hashes, one after the other, the objects of `repo`'s HEAD larger
     /// than `part_size` whose files are in `lfs_objects`.
-    async fn hash_head(self: Arc<Self>, repo: PathBuf, lfs_objects: PathBuf, part_size: u64) {
+    async fn hash_head(
+        self: Arc<Self>,
+        repo: PathBuf,
+        lfs_objects: PathBuf,
+        part_size: u64,
+        indexd: IndexdClient,
+    ) {
         let top = repo.clone();
         let pointers = match blocking(move || crate::lfs::scan::head_pointers(&top)).await {
             Ok(pointers) => pointers,
@@ -83,7 +92,7 @@ impl Md5Ahead {
             }
         };
         for pointer in pointers.into_iter().filter(|p| p.size > part_size) {
-            if self.known(pointer.oid).is_some() {
+            if self.known(pointer.oid).is_some() || in_commons(&indexd, pointer).await {
                 continue;
             }
             let path = object_path(&lfs_objects, &pointer.oid);
@@ -101,6 +110,18 @@ impl Md5Ahead {
     }
 }
 
+/// Whether the commons has a record of `pointer`'s content with a location:
+/// its push would send nothing, or read the record back, needing no md5.
+/// Not known (the commons out of reach): no.
+async fn in_commons(indexd: &IndexdClient, pointer: Pointer) -> bool {
+    match indexd.by_sha256(pointer.oid).await {
+        Ok(records) => records
+            .iter()
+            .any(|r| r.size == Some(pointer.size) && !r.urls.is_empty()),
+        Err(_) => false,
+    }
+}
+
 impl super::Transfers {
     /// After git told the daemon of `repo` (a hook ran: a commit, a
     /// checkout, a merge): when its object remote is a Gen3 commons, the
@@ -109,14 +130,19 @@ impl super::Transfers {
         let Ok(facts) = self.facts(repo).await else {
             return;
         };
-        if !matches!(facts.object_remote(repo), Ok(ObjectRemote::Gen3(_))) {
+        let Ok(ObjectRemote::Gen3(commons)) = facts.object_remote(repo) else {
             return;
-        }
+        };
+        let Ok(indexd) = self.remote.indexd(&commons.indexd()) else {
+            return;
+        };
         let lfs_objects = facts.lfs.join("objects");
-        let task =
-            self.md5s
-                .clone()
-                .hash_head(repo.to_path_buf(), lfs_objects, self.upload.part_size);
+        let task = self.md5s.clone().hash_head(
+            repo.to_path_buf(),
+            lfs_objects,
+            self.upload.part_size,
+            indexd,
+        );
         tokio::spawn(task);
     }
 }
