@@ -59,8 +59,9 @@ enum Command {
         /// Make the Gen3 commons at URL (https://host: Indexd at URL/index,
         /// DRS at URL/ga4gh/drs/v1, Fence at URL/user) the object remote, in
         /// .gitattributes as drs-remote=gen3+URL: pushes upload through Fence
-        /// with the Gen3 API key of DRSD_GEN3_CREDENTIALS (sent only to a
-        /// server named in DRSD_DRS_SERVERS); needs --authz /programs/P/projects/Q
+        /// with the Gen3 API key of DRSD_GEN3_CREDENTIALS (sent only to the
+        /// commons that issued it, or a server named in DRSD_DRS_SERVERS);
+        /// needs --authz /programs/P/projects/Q
         #[arg(long, value_name = "URL", conflicts_with_all = ["remote", "no_remote", "indexd"], requires = "authz")]
         gen3: Option<String>,
         /// Indexd authz resources for new records (/programs/P/projects/Q, comma-separated)

@@ -230,9 +230,30 @@ fn unix(t: SystemTime) -> u64 {
         .as_secs()
 }
 
+/// A Gen3 API key for `key_id`, as Fence's `POST /user/credentials/api/`
+/// makes one (`generate_api_key` in fence/jwt/token.py, uc-cdis/fence
+/// 13.3.0, d03fe036): a JWT whose claims are `pur: api_key`, `iss` (Fence's
+/// `BASE_URL`, the commons' root and `/user`), `sub`, `aud`, `iat`, `exp`,
+/// `jti`, `azp` and `scope`; a client finds the commons by its `iss`, as
+/// the gen3 SDK does. Signed with HS256 here (Fence signs RS256): nothing
+/// checks the signature of a key but the server that made it.
+pub(crate) fn api_key(secret: &[u8], issuer: &str, key_id: &str, expires: SystemTime) -> String {
+    let claims = json!({
+        "pur": "api_key",
+        "iss": format!("{issuer}/user"),
+        "sub": key_id,
+        "aud": ["gen3"],
+        "iat": unix(SystemTime::now()),
+        "exp": unix(expires),
+        "jti": hex::encode(rand::random::<[u8; 16]>()),
+        "azp": "",
+        "scope": ["openid", "user", "data", "fence"],
+    });
+    signed_jwt(secret, &claims)
+}
+
 /// `base64url(header).base64url(claims).base64url(HMAC-SHA256)`, as HS256.
 fn jwt(secret: &[u8], issuer: &str, subject: &str, expires: SystemTime) -> String {
-    let header = json!({ "alg": "HS256", "typ": "JWT" });
     let claims = json!({
         "iss": format!("{issuer}/user"),
         "sub": subject,
@@ -241,6 +262,11 @@ fn jwt(secret: &[u8], issuer: &str, subject: &str, expires: SystemTime) -> Strin
         "jti": hex::encode(rand::random::<[u8; 16]>()),
         "scope": ["openid", "user", "data"],
     });
+    signed_jwt(secret, &claims)
+}
+
+fn signed_jwt(secret: &[u8], claims: &serde_json::Value) -> String {
+    let header = json!({ "alg": "HS256", "typ": "JWT" });
     let signed = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),

@@ -199,6 +199,16 @@ impl DrsServer {
         state.api_keys.insert(key_id.into(), api_key.into());
     }
 
+    /// A new Gen3 API key for `key_id`, made as Fence makes one (a JWT
+    /// whose `iss` is this server's `/user`, valid for 30 days), which the
+    /// token endpoint takes from now on.
+    pub fn make_api_key(&self, key_id: &str) -> String {
+        let expires = SystemTime::now() + Duration::from_secs(30 * 24 * 3600);
+        let key = auth::api_key(&self.shared.secret, &self.shared.base_url, key_id, expires);
+        self.set_api_key(key_id, &key);
+        key
+    }
+
     /// How long the tokens issued from now on last (default an hour).
     pub fn set_token_ttl(&self, ttl: Duration) {
         self.shared.lock().token_ttl = ttl;

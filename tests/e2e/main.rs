@@ -16,6 +16,7 @@ mod drs_access;
 mod drs_server;
 mod failures;
 mod foreign;
+mod gen3_key;
 mod gen3_manifest;
 mod gen3_remote;
 mod gen3_server;

@@ -25,12 +25,26 @@ impl<T> Slot<T> {
     }
 
     fn get_or_build<E>(&self, build: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E> {
+        self.get_or_build_keeping(build, |_| true)
+    }
+
+    /// [`Slot::get_or_build`], keeping what was built only if `keep` says
+    /// so (it was built from files that could all be read).
+    fn get_or_build_keeping<E>(
+        &self,
+        build: impl FnOnce() -> Result<T, E>,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<Arc<T>, E> {
         // A panic while building leaves nothing half-made: take the lock over.
         let mut slot = crate::lock::lock(&self.0);
         if let Some(client) = slot.as_ref() {
             return Ok(client.clone());
         }
-        Ok(slot.insert(Arc::new(build()?)).clone())
+        let built = Arc::new(build()?);
+        if keep(&built) {
+            *slot = Some(built.clone());
+        }
+        Ok(built)
     }
 }
 
@@ -86,8 +100,11 @@ impl Clients {
             .get_or_build(|| Api::new(&HttpConfig::from_settings(&self.settings)))
     }
 
+    /// The DRS client. One built while the Gen3 API key file could not be
+    /// read is not kept: once the file is there, the commons that issued
+    /// the key is known without a restart.
     pub(super) fn drs(&self) -> Result<Arc<DrsClient>, DrsError> {
-        self.drs.get_or_build(|| {
+        let build = || {
             let api = Api::clone(&*self.api()?);
             let settings = &self.settings;
             let client = DrsClient::with_api(
@@ -101,7 +118,9 @@ impl Clients {
                 Some(bound) => client.with_pending_bound(bound),
                 None => client,
             })
-        })
+        };
+        self.drs
+            .get_or_build_keeping(build, DrsClient::read_the_key)
     }
 }
 
@@ -121,5 +140,14 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(*slot.get_or_build(|| Ok::<_, RemoteError>(7)).unwrap(), 7);
         assert_eq!(*slot.get_or_build(|| Ok::<_, RemoteError>(8)).unwrap(), 7);
+    }
+
+    #[test]
+    fn a_build_its_check_says_not_to_keep_is_handed_out_and_built_again() {
+        let slot = Slot::<u32>::new();
+        let build = |n| slot.get_or_build_keeping(|| Ok::<_, RemoteError>(n), |n| *n > 1);
+        assert_eq!(*build(1).unwrap(), 1);
+        assert_eq!(*build(2).unwrap(), 2);
+        assert_eq!(*build(3).unwrap(), 2, "kept from the second build");
     }
 }

@@ -11,9 +11,11 @@
 //! go through Fence (`ops/transfer/gen3.rs`, the client in
 //! `drs/fence.rs`).
 //!
-//! The commons is used only when the user named it in `DRSD_DRS_SERVERS`:
-//! a cloned repo must not choose where this user's Gen3 token goes, where
-//! their objects are uploaded, or where downloads are looked up.
+//! The commons is used only when it issued the user's Gen3 API key (the
+//! key's `iss`, `stores/drs/gen3.rs`) or the user named it in
+//! `DRSD_DRS_SERVERS`: a cloned repo must not choose where this user's Gen3
+//! token goes, where their objects are uploaded, or where downloads are
+//! looked up.
 
 use std::sync::Arc;
 
@@ -44,9 +46,14 @@ pub enum CommonsError {
     Client(Box<DrsError>),
     /// A cloned repo named a commons the user did not.
     #[error(
-        "the repo records the Gen3 commons {root}, which is not a server you named in DRSD_DRS_SERVERS: a repo you cloned must not choose where your Gen3 key goes or where your objects are uploaded. If you trust it, add {name}={root} to DRSD_DRS_SERVERS in the daemon's environment"
+        "the repo records the Gen3 commons {root}, which did not issue your Gen3 API key ({key}) and is not a server you named in DRSD_DRS_SERVERS: a repo you cloned must not choose where your Gen3 key goes or where your objects are uploaded. If you trust it, put an API key it issued in the file DRSD_GEN3_CREDENTIALS names, or add {name}={root} to DRSD_DRS_SERVERS in the daemon's environment"
     )]
-    NotNamed { root: String, name: String },
+    NotNamed {
+        root: String,
+        name: String,
+        /// Which commons the key names, or that there is none.
+        key: String,
+    },
     /// The commons' Indexd did not answer a lookup.
     #[error("the Gen3 commons {commons}'s Indexd could not be asked: {error}")]
     Indexd {
@@ -139,8 +146,9 @@ pub fn project_of(authz: &[String]) -> Option<String> {
 }
 
 impl Remote {
-    /// The DRS client, once the commons is shown to be a server the user
-    /// named in `DRSD_DRS_SERVERS`; else why not, with what to do.
+    /// The DRS client, once the commons is shown to be the one that issued
+    /// the user's Gen3 API key or a server the user named in
+    /// `DRSD_DRS_SERVERS`; else why not, with what to do.
     pub fn commons_client(&self, commons: &Gen3Commons) -> Result<Arc<DrsClient>, CommonsError> {
         let drs = self.drs()?;
         if drs.servers().names(commons.root()) {
@@ -151,7 +159,11 @@ impl Remote {
             Some(port) => format!("{}:{port}", commons.root().host_str().unwrap_or_default()),
             None => commons.root().host_str().unwrap_or_default().to_string(),
         };
-        Err(CommonsError::NotNamed { root, name })
+        let key = match drs.servers().key_commons() {
+            Some(issuer) => format!("it was issued by {}", issuer.as_str().trim_end_matches('/')),
+            None => "none names its commons".into(),
+        };
+        Err(CommonsError::NotNamed { root, name, key })
     }
 
     /// Object `oid` of `size` bytes from the commons into `pool`: its
@@ -212,8 +224,8 @@ impl Remote {
         Err(failed(tried.join("; ")))
     }
 
-    /// `drsctl init --gen3`'s check: the commons is named in
-    /// `DRSD_DRS_SERVERS`, and its Indexd answers a lookup.
+    /// `drsctl init --gen3`'s check: the commons issued the user's key or
+    /// is named in `DRSD_DRS_SERVERS`, and its Indexd answers a lookup.
     pub async fn check_commons(&self, commons: &Gen3Commons) -> Result<(), UnusableRemote> {
         self.commons_client(commons)?;
         let indexd = self.indexd(&commons.indexd()).map_err(CommonsError::from)?;

@@ -3,7 +3,8 @@
 //!
 //! For a request to a server, in this order:
 //! 1. a bearer credential, when one is configured and the server is one the
-//!    user named in `DRSD_DRS_SERVERS`: the Gen3 API key in
+//!    user named in `DRSD_DRS_SERVERS`, or the commons that issued the
+//!    user's Gen3 API key (its `iss`, `gen3.rs`): the Gen3 API key in
 //!    `DRSD_GEN3_CREDENTIALS` (exchanged for short-lived access tokens,
 //!    `gen3.rs`) or the token in `DRSD_DRS_TOKEN_FILE` (read at each use,
 //!    so a rotated token needs no restart). Not both: that is refused.
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use reqwest::header::{HeaderValue, AUTHORIZATION};
 use reqwest::RequestBuilder;
 
-use super::gen3::Gen3Key;
+use super::gen3::{Gen3Key, KeyCommons};
 use super::netrc::NetrcFile;
 use super::{DrsError, DrsServers};
 
@@ -278,6 +279,15 @@ impl DrsAuth {
     /// keys for.
     pub(super) fn has_bearer_for(&self, server: &url::Url) -> bool {
         self.bearer.is_some() && self.named.contains(&server.origin())
+    }
+
+    /// The commons that issued the Gen3 API key (`None`: no key is
+    /// configured), read from the key file now.
+    pub(super) fn key_commons(&self) -> Option<(PathBuf, KeyCommons)> {
+        match &self.bearer {
+            Some(Bearer::Gen3(key)) => Some((key.path().to_path_buf(), key.commons())),
+            _ => None,
+        }
     }
 
     /// Forgets the Gen3 access token `used`, after `server` refused it.

@@ -204,13 +204,14 @@ impl Caller {
                 }
                 Sent::Refused { resp, attempt } => {
                     let status = resp.status();
+                    let url = resp.url().clone();
                     // The server's own words, read within the call's time.
                     let said = until
                         .bound(ask, error_message(resp, &credential.secrets()))
                         .await
                         .ok()
                         .flatten();
-                    return Err(refused(ask, &credential, status, attempt, said));
+                    return Err(refused(ask, &url, &credential, status, attempt, said));
                 }
                 Sent::Failed { error, attempt } => return Err(failed(ask, &error, attempt)),
             }
@@ -316,14 +317,18 @@ pub(super) fn bad_answer(ask: &Ask<'_>, why: impl std::fmt::Display) -> DrsError
     }
 }
 
+/// The refusal of `url` (the URL asked, redirects followed), naming it
+/// rather than the server's root: `/user/data/upload` and
+/// `/index/index/{did}` on one commons fail for different reasons.
 fn refused(
     ask: &Ask<'_>,
+    url: &url::Url,
     credential: &Credential,
     status: StatusCode,
     attempts: u32,
     said: Option<String>,
 ) -> DrsError {
-    let server = shown_url(ask.server);
+    let server = shown_url(url);
     let asked = ask.asked.to_string();
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
         return DrsError::Auth {
@@ -348,11 +353,12 @@ const MAX_ERROR_BODY: usize = 16 << 10;
 
 /// The message of an error answer as Indexd (`{"error": ...}`), DRS
 /// servers and Indexd's DRS routes (`{"msg": ..., "status_code": N}`) and
-/// others (`message`, `detail`) write it: quoted, shortened, with
+/// others (`message`, `detail`) write it, or as an HTML error page says it
+/// (Fence's, a proxy's; `error_page.rs`): quoted, shortened, with
 /// `secrets` (the credential sent), bearer-like tokens and URL secrets
-/// taken out, so a server echoing what it was sent shows no secret. `None`
-/// for a body that is not such JSON (an HTML error page says nothing a
-/// user can act on).
+/// taken out, so a server echoing what it was sent shows no secret; and
+/// the identifier Fence logged the error under. `None` for a body that
+/// says nothing readable.
 pub(super) async fn error_message(mut resp: Response, secrets: &[String]) -> Option<String> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = resp.chunk().await {
@@ -366,20 +372,35 @@ pub(super) async fn error_message(mut resp: Response, secrets: &[String]) -> Opt
 
 /// [`error_message`] of a body already read.
 pub(super) fn said_in(body: &[u8], secrets: &[String]) -> Option<String> {
+    let (text, id) = match json_message(body) {
+        Some(text) => (text, None),
+        None => {
+            let page = super::error_page::page_message(body)?;
+            (page.message, page.id)
+        }
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let quoted = super::model::quoted(&scrubbed(text, secrets));
+    Some(match id {
+        Some(id) => format!("{quoted} (error id {})", scrubbed(&id, secrets)),
+        None => quoted,
+    })
+}
+
+/// The message of a JSON error body, in the shapes [`error_message`] names.
+fn json_message(body: &[u8]) -> Option<String> {
     let json: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text = ["error", "msg", "message", "detail"]
+    ["error", "msg", "message", "detail"]
         .iter()
         .find_map(|key| match json.get(key)? {
             serde_json::Value::String(s) => Some(s.clone()),
             // `{"error": {"message": ...}}`
             serde_json::Value::Object(o) => o.get("message")?.as_str().map(str::to_string),
             _ => None,
-        })?;
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    Some(super::model::quoted(&scrubbed(text, secrets)))
+        })
 }
 
 /// `text` without `secrets`, JWT-like words or URL secrets.
@@ -402,10 +423,12 @@ fn scrubbed(text: &str, secrets: &[String]) -> String {
     redact_text(&words.join(" "))
 }
 
+/// A request that got no answer, naming the URL asked when reqwest knows
+/// it, else the server's root.
 fn failed(ask: &Ask<'_>, error: &reqwest::Error, attempts: u32) -> DrsError {
     DrsError::Transport {
         asked: ask.asked.to_string(),
-        server: shown_url(ask.server),
+        server: shown_url(error.url().unwrap_or(ask.server)),
         why: chain(error),
         attempts,
         permanence: Permanence::of_transport(error),
@@ -465,6 +488,39 @@ mod tests {
         assert!(!forged.contains('\n'), "{forged}");
         assert_eq!(said("<html>502 Bad Gateway</html>"), None);
         assert_eq!(said(r#"{"error": ""}"#), None);
+    }
+
+    #[test]
+    fn a_fence_error_page_is_quoted_by_its_message_and_error_id() {
+        use super::super::error_page::fence_page;
+        let secrets = vec!["k3y-s3cr3t".to_string()];
+        let said = |body: String| said_in(body.as_bytes(), &secrets);
+        let not_found = fence_page(
+            404,
+            "Not Found",
+            Some("No indexed document found with id dg.TEST/0a1b"),
+        );
+        assert_eq!(
+            said(not_found).as_deref(),
+            Some(
+                "\"No indexed document found with id dg.TEST/0a1b\" \
+                 (error id 6f1c2a7e-93b4-4d0a-8e5f-2b9c1d3e4f50)"
+            )
+        );
+        let failed = said(fence_page(500, "Internal Server Error", None)).unwrap();
+        assert!(failed.starts_with("\"Internal Server Error\""), "{failed}");
+        let echoed = said(fence_page(
+            401,
+            "Unauthorized",
+            Some("bad key k3y-s3cr3t, token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"),
+        ))
+        .unwrap();
+        assert!(
+            !echoed.contains("s3cr3t") && !echoed.contains("eyJhbGci"),
+            "{echoed}"
+        );
+        let long = said(fence_page(400, "Bad Request", Some(&"word ".repeat(400)))).unwrap();
+        assert!(long.len() < 200, "shortened: {long}");
     }
 
     #[test]

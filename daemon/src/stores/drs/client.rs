@@ -44,6 +44,9 @@ pub struct DrsClient {
     /// The servers (by base URL) found to have no bulk access URLs
     /// (`bulk_access.rs`).
     pub(super) no_bulk_access: Mutex<HashSet<String>>,
+    /// Whether the Gen3 API key file, when one is configured, could be
+    /// read for the commons that issued it.
+    key_read: bool,
 }
 
 impl DrsClient {
@@ -57,8 +60,11 @@ impl DrsClient {
         Ok(DrsClient::with_api(Api::new(http)?, servers, auth))
     }
 
-    /// A client on connections shared with others (the facade's).
+    /// A client on connections shared with others (the facade's). The
+    /// commons that issued the Gen3 API key, when one is configured, is
+    /// read from the key file here and joins `servers`.
     pub(crate) fn with_api(api: Api, servers: DrsServers, auth: DrsAuth) -> DrsClient {
+        let (servers, key_read) = with_key_commons(servers, &auth);
         DrsClient {
             caller: Caller {
                 api,
@@ -68,7 +74,15 @@ impl DrsClient {
             servers,
             bulk: Mutex::new(HashMap::new()),
             no_bulk_access: Mutex::new(HashSet::new()),
+            key_read,
         }
+    }
+
+    /// Whether the Gen3 API key file (if one is configured) could be read
+    /// when this client was built: a client built while it could not be
+    /// knows nothing of its commons, and is worth building again.
+    pub fn read_the_key(&self) -> bool {
+        self.key_read
     }
 
     /// How long all the `202 Accepted` answers to one call may be waited
@@ -198,10 +212,11 @@ impl DrsClient {
                 "a bearer credential is sent to it".into()
             }
             _ => format!(
-                "none is sent to it: set {} or {} and name the server in {}",
-                crate::settings::env::GEN3_CREDENTIALS_ENV,
+                "none is sent to it: put an API key this commons issued in the file {gen3} \
+                 names, or name the server in {} and set {gen3} or {}",
+                crate::settings::env::DRS_SERVERS_ENV,
                 crate::settings::env::DRS_TOKEN_FILE_ENV,
-                crate::settings::env::DRS_SERVERS_ENV
+                gen3 = crate::settings::env::GEN3_CREDENTIALS_ENV,
             ),
         }
     }
@@ -252,6 +267,45 @@ impl DrsClient {
         checked_access(&given)
             .map(Some)
             .map_err(|why| call::bad_answer(&ask, why))
+    }
+}
+
+/// `servers` with the commons that issued the user's Gen3 API key, when
+/// the key names one; whether the key file could be read. What was found
+/// is logged: the user learns where their key will go, or why their
+/// commons still needs naming.
+fn with_key_commons(servers: DrsServers, auth: &DrsAuth) -> (DrsServers, bool) {
+    use super::gen3::KeyCommons;
+    let Some((path, found)) = auth.key_commons() else {
+        return (servers, true);
+    };
+    let env = crate::settings::env::DRS_SERVERS_ENV;
+    match found {
+        KeyCommons::Root(root) => {
+            log::info!(
+                "the Gen3 API key in {} was issued by the commons at {}: its drs:// URIs, \
+                 uploads and downloads go there with the key, unnamed in {env}",
+                path.display(),
+                shown_url(&root)
+            );
+            (servers.with_key_commons(root), true)
+        }
+        KeyCommons::Unnamed(why) => {
+            log::warn!(
+                "the Gen3 API key in {} names no commons drsd can use ({why}): its commons \
+                 must be named in {env}, and the key goes only to servers named there",
+                path.display()
+            );
+            (servers, true)
+        }
+        KeyCommons::Unread(why) => {
+            log::warn!(
+                "the Gen3 API key in {} cannot be read ({why}): the commons that issued it is \
+                 not known until it can be",
+                path.display()
+            );
+            (servers, false)
+        }
     }
 }
 

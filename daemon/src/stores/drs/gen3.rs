@@ -11,6 +11,14 @@
 //! each asking for their own. The key file is read at each exchange, so a
 //! rotated key needs no restart; the key and tokens never reach a log, an
 //! error or a `Debug` print.
+//!
+//! The key also says which commons issued it: it is a JWT whose `iss` is
+//! that commons' Fence (`https://commons.example/user`), as the gen3 SDK
+//! finds its endpoint. [`Gen3Key::commons`] reads it, so the commons that
+//! issued the user's key needs no naming in `DRSD_DRS_SERVERS`
+//! (`servers.rs`). The claim is read without checking the signature (no
+//! key to check it is at hand): it only chooses where the key goes, and
+//! the only place it can choose is the host that issued it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +68,17 @@ struct KeyFile {
 #[derive(serde::Deserialize)]
 struct Exchanged {
     access_token: String,
+}
+
+/// What a key file says of the commons that issued its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum KeyCommons {
+    /// The root of the commons (`https://host`): the `iss` without `/user`.
+    Root(url::Url),
+    /// The file was read, and its key names no commons drsd can use: why.
+    Unnamed(String),
+    /// The file could not be read (missing, another user's): why.
+    Unread(String),
 }
 
 impl Gen3Key {
@@ -182,27 +201,91 @@ impl Gen3Key {
     }
 
     async fn read(&self) -> Result<KeyFile, DrsError> {
-        let bad = |why: String| DrsError::Credentials {
-            what: "the Gen3 API key",
-            path: self.path.clone(),
-            why,
-        };
         // Read (and checked) at each exchange (`trusted_file`).
         let path = self.path.clone();
         let text = crate::blocking(move || crate::trusted_file::read(&path))
             .await
-            .map_err(|e| bad(e.to_string()))?;
-        let key: KeyFile = serde_json::from_slice(&text).map_err(|e| {
-            bad(format!(
-                "{} (want {{\"api_key\", \"key_id\"}})",
-                call::json_error(&e)
-            ))
-        })?;
-        if key.api_key.trim().is_empty() {
-            return Err(bad("its api_key is empty".into()));
-        }
-        Ok(key)
+            .map_err(|e| self.bad(e.to_string()))?;
+        parse_key(&text).map_err(|why| self.bad(why))
     }
+
+    fn bad(&self, why: String) -> DrsError {
+        DrsError::Credentials {
+            what: "the Gen3 API key",
+            path: self.path.clone(),
+            why,
+        }
+    }
+
+    /// The commons that issued the key, by its `iss` claim. Read here and
+    /// now, on the caller's thread: it is called once, when a DRS client
+    /// is built, and the file is a few hundred bytes.
+    pub fn commons(&self) -> KeyCommons {
+        let text = match crate::trusted_file::read(&self.path) {
+            Ok(text) => text,
+            Err(e) => return KeyCommons::Unread(e.to_string()),
+        };
+        let key = match parse_key(&text) {
+            Ok(key) => key,
+            Err(why) => return KeyCommons::Unnamed(why),
+        };
+        let Some(claims) = jwt_payload::<Issued>(key.api_key.trim()) else {
+            return KeyCommons::Unnamed("its api_key is not a JWT".into());
+        };
+        let Some(iss) = claims.iss else {
+            return KeyCommons::Unnamed("its api_key has no `iss` claim".into());
+        };
+        match commons_of_issuer(&iss) {
+            Ok(root) => KeyCommons::Root(root),
+            Err(why) => KeyCommons::Unnamed(format!(
+                "its `iss` claim {} {why}",
+                super::model::quoted(&crate::stores::redacted(&iss))
+            )),
+        }
+    }
+}
+
+/// The `iss` claim of an API key.
+#[derive(serde::Deserialize)]
+struct Issued {
+    #[serde(default)]
+    iss: Option<String>,
+}
+
+/// A key file's `{"api_key", "key_id"}`, its api_key not empty.
+fn parse_key(text: &[u8]) -> Result<KeyFile, String> {
+    let key: KeyFile = serde_json::from_slice(text).map_err(|e| {
+        format!(
+            "{} (want {{\"api_key\", \"key_id\"}})",
+            call::json_error(&e)
+        )
+    })?;
+    if key.api_key.trim().is_empty() {
+        return Err("its api_key is empty".into());
+    }
+    Ok(key)
+}
+
+/// The root of the commons whose Fence is `iss` (`https://host[:port]
+/// [/prefix]/user`): that URL without its `/user`. Anything else (another
+/// scheme, user-info, a query, no `/user`) names no commons: why not.
+pub(super) fn commons_of_issuer(iss: &str) -> Result<url::Url, &'static str> {
+    let mut url = url::Url::parse(iss.trim()).map_err(|_| "is not a URL")?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err("is not an http(s) URL with a host");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("holds user-info");
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("has a query or fragment");
+    }
+    let path = url.path().trim_end_matches('/').to_string();
+    let root = path
+        .strip_suffix("/user")
+        .ok_or("does not end in /user, where a commons serves Fence")?;
+    url.set_path(root);
+    Ok(url)
 }
 
 fn bearer(token: &str) -> Option<HeaderValue> {
@@ -219,11 +302,17 @@ fn bearer(token: &str) -> Option<HeaderValue> {
 /// without checking the signature: it only decides when to ask for a new
 /// token, and the server checks the token itself.
 pub(super) fn jwt_exp(token: &str) -> Option<u64> {
-    use base64::Engine;
     #[derive(serde::Deserialize)]
     struct Claims {
         exp: Option<u64>,
     }
+    jwt_payload::<Claims>(token)?.exp
+}
+
+/// The payload of a JWT (`header.payload.signature`, base64url) as `T`,
+/// the signature not checked.
+fn jwt_payload<T: serde::de::DeserializeOwned>(token: &str) -> Option<T> {
+    use base64::Engine;
     let mut parts = token.split('.');
     let (_header, payload, _signature) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
@@ -232,7 +321,7 @@ pub(super) fn jwt_exp(token: &str) -> Option<u64> {
     let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
         .ok()?;
-    serde_json::from_slice::<Claims>(&json).ok()?.exp
+    serde_json::from_slice(&json).ok()
 }
 
 #[cfg(test)]
@@ -276,5 +365,73 @@ mod tests {
         ] {
             assert_eq!(jwt_exp(token), None, "{token}");
         }
+    }
+
+    #[test]
+    fn the_commons_of_an_issuer_is_its_url_without_user() {
+        for (iss, root) in [
+            ("https://commons.example/user", "https://commons.example/"),
+            ("https://commons.example/user/", "https://commons.example/"),
+            ("http://127.0.0.1:8080/user", "http://127.0.0.1:8080/"),
+            ("https://h.example/prefix/user", "https://h.example/prefix"),
+        ] {
+            assert_eq!(commons_of_issuer(iss).unwrap().as_str(), root, "{iss}");
+        }
+    }
+
+    #[test]
+    fn an_issuer_that_is_not_an_http_fence_url_names_no_commons() {
+        for (iss, why) in [
+            ("commons.example/user", "not a URL"),
+            ("ftp://commons.example/user", "http(s)"),
+            ("https://commons.example/", "/user"),
+            ("https://commons.example/userx", "/user"),
+            ("https://u:pw@commons.example/user", "user-info"),
+            ("https://commons.example/user?x=1", "query"),
+            ("https://commons.example/user#x", "fragment"),
+        ] {
+            let err = commons_of_issuer(iss).unwrap_err();
+            assert!(err.contains(why), "{iss}: {err}");
+        }
+    }
+
+    fn key_in(dir: &std::path::Path, api_key: &str) -> Gen3Key {
+        let path = dir.join("credentials.json");
+        let text = serde_json::json!({"api_key": api_key, "key_id": "k1"});
+        std::fs::write(&path, text.to_string()).unwrap();
+        Gen3Key::new(path)
+    }
+
+    #[test]
+    fn a_key_file_names_the_commons_that_issued_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = jwt(&serde_json::json!({
+            "iss": "https://commons.example/user", "pur": "api_key", "sub": "7"
+        }));
+        assert_eq!(
+            key_in(dir.path(), &key).commons(),
+            KeyCommons::Root(url::Url::parse("https://commons.example").unwrap())
+        );
+    }
+
+    #[test]
+    fn a_key_file_without_a_usable_issuer_says_why_and_shows_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        for (api_key, why) in [
+            ("opaque-s3cr3t", "not a JWT"),
+            (&jwt(&serde_json::json!({"sub": "s3cr3t"})), "no `iss`"),
+            (
+                &jwt(&serde_json::json!({"iss": "https://h/user?sig=s3cr3t"})),
+                "query",
+            ),
+        ] {
+            let KeyCommons::Unnamed(said) = key_in(dir.path(), api_key).commons() else {
+                panic!("{api_key}");
+            };
+            assert!(said.contains(why), "{said}");
+            assert!(!said.contains("s3cr3t"), "{said}");
+        }
+        let missing = Gen3Key::new(dir.path().join("none.json"));
+        assert!(matches!(missing.commons(), KeyCommons::Unread(_)));
     }
 }

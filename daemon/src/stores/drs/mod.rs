@@ -9,7 +9,8 @@
 //!   URLs; `bulk_access.rs`: many access URLs in one request;
 //! - `indexd_client.rs`: Indexd records by sha256 and did, and registration;
 //! - `call.rs`: the one request path (credentials, retries, 202 waits,
-//!   answers bounded and checked);
+//!   answers bounded and checked); `error_page.rs`: what an HTML error
+//!   page (Fence's) says;
 //! - `auth.rs`, `netrc.rs`, `gen3.rs`: credentials per server, and why a
 //!   server must be named before a token goes to it.
 //!
@@ -23,6 +24,7 @@ mod bulk_access;
 mod call;
 mod client;
 mod error;
+mod error_page;
 mod fence;
 mod gen3;
 mod indexd_client;

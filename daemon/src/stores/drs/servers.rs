@@ -8,6 +8,13 @@
 //! answer would decide which host gets the user's credentials), so a
 //! prefix must be named here. The servers named here are also the only ones
 //! bearer tokens go to (`auth.rs`).
+//!
+//! Besides the map, one server needs no naming: the commons that issued
+//! the user's Gen3 API key (the key's `iss`, `gen3.rs`). A hostname-form
+//! URI of its host, with no port or the port the key names, goes to it
+//! with the key's scheme and port (`drs://host/...` of a commons served
+//! over plain http on port 8080 reaches it); an entry of the map for the
+//! same name still comes first.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,6 +43,8 @@ pub struct DrsServers {
     /// Keys lowercased (prefixes and host names compare without case);
     /// values are roots, without the API path.
     by_name: BTreeMap<String, url::Url>,
+    /// The root of the commons that issued the user's Gen3 API key.
+    key_commons: Option<url::Url>,
 }
 
 impl DrsServers {
@@ -60,7 +69,22 @@ impl DrsServers {
                 return Err(bad("the name is given twice"));
             }
         }
-        Ok(DrsServers { by_name })
+        Ok(DrsServers {
+            by_name,
+            key_commons: None,
+        })
+    }
+
+    /// This map and the commons at `root` (`https://host[:port]`), the one
+    /// that issued the user's Gen3 API key.
+    pub(super) fn with_key_commons(mut self, root: url::Url) -> DrsServers {
+        self.key_commons = Some(root);
+        self
+    }
+
+    /// The root of the commons that issued the user's Gen3 API key.
+    pub fn key_commons(&self) -> Option<&url::Url> {
+        self.key_commons.as_ref()
     }
 
     /// The DRS API root for `uri`: the mapped base (or `https://host[:port]`
@@ -80,13 +104,15 @@ impl DrsServers {
             .map_err(|why| BadDrsUri::new(uri.as_str(), why.to_string()))
     }
 
-    /// The base URLs of the map: the servers the user named.
+    /// The base URLs of the map and the commons that issued the user's
+    /// key: the servers the user named.
     pub(super) fn bases(&self) -> impl Iterator<Item = &url::Url> {
-        self.by_name.values()
+        self.by_name.values().chain(&self.key_commons)
     }
 
     /// Whether the server at `url` (scheme, host and port) is one the user
-    /// named: what a repo says (its Indexd) is trusted only then.
+    /// named (in the map, or by holding a key it issued): what a repo says
+    /// (its Indexd, its commons) is trusted only then.
     pub fn names(&self, url: &url::Url) -> bool {
         self.bases().any(|base| base.origin() == url.origin())
     }
@@ -104,8 +130,22 @@ impl DrsServers {
         if let Some(base) = self.by_name.get(&authority) {
             return Ok(base.clone());
         }
+        if let Some(root) = self.key_commons_at(host, port) {
+            return Ok(root.clone());
+        }
         url::Url::parse(&format!("https://{authority}"))
             .map_err(|e| BadDrsUri::new(uri.as_str(), format!("host {authority}: {e}")))
+    }
+
+    /// The key's commons, when `host[:port]` is its host and, if a port is
+    /// given, its port (said or its scheme's default).
+    fn key_commons_at(&self, host: &str, port: Option<u16>) -> Option<&url::Url> {
+        let root = self.key_commons.as_ref()?;
+        let same_host = root
+            .host_str()
+            .is_some_and(|h| h.eq_ignore_ascii_case(host));
+        let same_port = port.is_none_or(|p| Some(p) == root.port_or_known_default());
+        (same_host && same_port).then_some(root)
     }
 
     fn prefix_root(&self, prefix: &str, uri: &DrsUri) -> Result<url::Url, BadDrsUri> {
@@ -126,9 +166,12 @@ impl DrsServers {
 
 impl fmt::Debug for DrsServers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map()
-            .entries(self.by_name.iter().map(|(k, v)| (k, v.as_str())))
-            .finish()
+        let mut map = f.debug_map();
+        map.entries(self.by_name.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some(root) = &self.key_commons {
+            map.entry(&"(the Gen3 key's commons)", &root.as_str());
+        }
+        map.finish()
     }
 }
 
@@ -342,6 +385,70 @@ mod tests {
                 .unwrap();
             assert_eq!(back, id, "{url}");
         }
+    }
+
+    fn with_key_commons(map: &str, root: &str) -> DrsServers {
+        DrsServers::parse(map)
+            .unwrap()
+            .with_key_commons(url::Url::parse(root).unwrap())
+    }
+
+    #[test]
+    fn the_key_commons_host_resolves_with_the_keys_scheme_and_port() {
+        let map = with_key_commons("", "http://commons.example:8080");
+        let base = |text: &str| {
+            map.base_url(&DrsUri::parse(text).unwrap())
+                .unwrap()
+                .to_string()
+        };
+        for uri in [
+            "drs://commons.example/x",
+            "drs://COMMONS.example/x",
+            "drs://commons.example:8080/x",
+        ] {
+            assert_eq!(
+                base(uri),
+                "http://commons.example:8080/ga4gh/drs/v1",
+                "{uri}"
+            );
+        }
+        assert_eq!(
+            base("drs://commons.example:9090/x"),
+            "https://commons.example:9090/ga4gh/drs/v1",
+            "another port is another server"
+        );
+        assert_eq!(
+            base("drs://other.example/x"),
+            "https://other.example/ga4gh/drs/v1"
+        );
+        let https = with_key_commons("", "https://commons.example/");
+        let uri = DrsUri::parse("drs://commons.example:443/x").unwrap();
+        assert_eq!(
+            https.base_url(&uri).unwrap().as_str(),
+            "https://commons.example/ga4gh/drs/v1",
+            "the scheme's default port is the key's port"
+        );
+    }
+
+    #[test]
+    fn the_key_commons_is_a_named_server_and_an_entry_for_its_host_comes_first() {
+        let map = with_key_commons(
+            "commons.example=https://mirror.example",
+            "http://commons.example:8080",
+        );
+        let uri = DrsUri::parse("drs://commons.example/x").unwrap();
+        assert_eq!(
+            map.base_url(&uri).unwrap().as_str(),
+            "https://mirror.example/ga4gh/drs/v1"
+        );
+        let url = |s: &str| url::Url::parse(s).unwrap();
+        assert!(map.names(&url("http://commons.example:8080/index")));
+        assert!(
+            !map.names(&url("https://commons.example/")),
+            "another origin"
+        );
+        assert!(!DrsServers::default().names(&url("http://commons.example:8080/")));
+        assert!(format!("{map:?}").contains("http://commons.example:8080/"));
     }
 
     #[test]

@@ -233,3 +233,83 @@ async fn a_credential_file_another_user_could_change_is_refused_before_any_reque
     let carried = seen.iter().filter(|s| s.authorization.is_some()).count();
     assert_eq!((seen.len(), carried), (4, 3), "{seen:?}");
 }
+
+/// A Gen3 API key as Fence makes one: a JWT whose `iss` is `fence`.
+fn api_key(fence: &str) -> String {
+    let enc = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let claims = serde_json::json!({"iss": fence, "pur": "api_key", "sub": "7", "jti": "k1"});
+    format!(
+        "{}.{}.sig",
+        enc(b"{\"alg\":\"RS256\"}"),
+        enc(claims.to_string().as_bytes())
+    )
+}
+
+fn key_file_of(dir: &Path, api_key: &str) -> PathBuf {
+    let path = dir.join("credentials.json");
+    let text = serde_json::json!({"api_key": api_key, "key_id": "k1"});
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
+/// The commons that issued the key, on plain http and its own port, named
+/// nowhere else: `drs://HOST:PORT/...` and `drs://HOST/...` reach it
+/// there, with a token the key was exchanged for.
+#[tokio::test]
+async fn the_commons_that_issued_the_key_is_reached_with_no_server_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = access_token(1, 3600);
+    let issued = token.clone();
+    let server = TestServer::start(move |seen, _| match seen.path.as_str() {
+        EXCHANGE => reply(200, serde_json::json!({"access_token": issued})),
+        _ if seen.authorization.as_deref() == Some(&format!("Bearer {issued}")) => {
+            reply(200, object("u1", 1))
+        }
+        _ => status(401),
+    })
+    .await;
+    let fence = format!("{}user", server.root);
+    let key = key_file_of(dir.path(), &api_key(&fence));
+    let auth = DrsAuth::none().with_gen3_key(key);
+    let client = DrsClient::new(&quick(), Default::default(), auth).unwrap();
+    assert_eq!(client.servers().key_commons(), Some(&server.root));
+    for text in [
+        format!("drs://{}/u1", server.authority()),
+        "drs://127.0.0.1/u1".to_string(),
+    ] {
+        let uri = DrsUri::parse(&text).unwrap();
+        assert_eq!(client.object(&uri).await.unwrap().id, "u1", "{text}");
+    }
+    let exchanged = server.seen().into_iter().find(|s| s.path == EXCHANGE);
+    assert_eq!(
+        exchanged.unwrap().json()["api_key"],
+        api_key(&fence).as_str()
+    );
+    assert!(client.read_the_key());
+}
+
+/// A key goes to the origin that issued it and nowhere else: not the same
+/// host on another port, not the same port over another scheme, not a
+/// server a repo names; nothing is even asked there.
+#[tokio::test]
+async fn a_key_is_sent_to_no_server_but_the_one_that_issued_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(|_, _| status(500)).await;
+    let key = key_file_of(dir.path(), &api_key("http://127.0.0.1:9/user"));
+    let auth = DrsAuth::none().with_gen3_key(key);
+    let client = DrsClient::new(&quick(), Default::default(), auth).unwrap();
+    let https = url::Url::parse("https://127.0.0.1:9/").unwrap();
+    for other in [server.root.clone(), https] {
+        let credential = client
+            .caller
+            .auth
+            .credential(&client.caller.api.http, &other)
+            .await
+            .unwrap();
+        assert_eq!(credential.kind, CredentialKind::None, "{other}");
+    }
+    let uri = DrsUri::parse(&format!("drs://{}/u1", server.authority())).unwrap();
+    let shown = client.credential_shown(&uri);
+    assert!(shown.starts_with("none is sent to it"), "{shown}");
+    assert!(server.seen().is_empty());
+}

@@ -584,3 +584,59 @@ async fn a_refusal_quotes_the_servers_error_body_and_never_the_password_sent() {
     );
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// An answer with Fence's HTML error page for `status`.
+fn fence_error(status: u16, reason: &str, message: Option<&str>) -> Reply {
+    Reply {
+        status,
+        headers: vec![("content-type", "text/html; charset=utf-8".into())],
+        body: crate::stores::drs::error_page::fence_page(status, reason, message),
+    }
+}
+
+/// Fence's HTML pages are read for their message, and the error names the
+/// URL asked (its path; never its query) rather than the server's root,
+/// with what to do next.
+#[tokio::test]
+async fn a_fence_error_page_is_quoted_and_the_error_names_the_url_asked() {
+    let server = TestServer::start(|seen, _| match seen.path.as_str() {
+        "/ga4gh/drs/v1/objects/dg.TEST%2Fdenied" => fence_error(
+            403,
+            "Forbidden",
+            Some("You don&#39;t have access permission on this file"),
+        ),
+        _ => fence_error(500, "Internal Server Error", None),
+    })
+    .await;
+    let client = client(&server);
+    let denied = client
+        .object(&DrsUri::parse("drs://dg.TEST:denied").unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    let url = format!("{}ga4gh/drs/v1/objects/dg.TEST%2Fdenied", server.root);
+    for part in [
+        format!("{url} refused access (HTTP 403) with no credentials"),
+        "the server says \"You don't have access permission on this file\"".into(),
+        "(error id 6f1c2a7e-93b4-4d0a-8e5f-2b9c1d3e4f50)".into(),
+        "DRSD_GEN3_CREDENTIALS".into(),
+    ] {
+        assert!(denied.contains(&part), "{part}: {denied}");
+    }
+    let failed = client
+        .object(&DrsUri::parse("drs://dg.TEST:u1").unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    for part in [
+        format!(
+            "HTTP 500 from {}ga4gh/drs/v1/objects/dg.TEST%2Fu1",
+            server.root
+        ),
+        "the server says \"Internal Server Error\"".into(),
+        "try again later".into(),
+    ] {
+        assert!(failed.contains(&part), "{part}: {failed}");
+    }
+    assert!(!failed.contains("<"), "no markup: {failed}");
+}
