@@ -1,5 +1,5 @@
-//! The md5 of objects on their way to a Gen3 commons, hashed ahead of the
-//! push. A record registered under the content's did before its bytes go
+//! The md5 of objects on their way to a Gen3 commons (and of their parts,
+//! the ETags the store must answer), hashed ahead of the push. A record registered under the content's did before its bytes go
 //! up must name the md5 (`own_did.rs`), which for an object of many parts
 //! is a pass over every byte before the upload may begin: on one core, 4 s
 //! a GiB. So when a commit lands in a repo whose object remote is a commons
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::{checked_md5, repo_file, FenceSendError};
+use super::{checked_hashes, repo_file, FenceSendError, Hashes};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::Pointer;
@@ -34,32 +34,38 @@ const KEPT: usize = 100_000;
 /// md5s of content, by oid: known, or being hashed.
 #[derive(Default)]
 pub struct Md5Ahead {
-    by_oid: Mutex<HashMap<Oid, Arc<OnceCell<String>>>>,
+    by_oid: Mutex<HashMap<Oid, Arc<OnceCell<Hashes>>>>,
 }
 
 impl Md5Ahead {
-    /// The md5 of `blob`, object `oid`: known, the pass under way waited
-    /// for, or hashed now (and its sha256 checked).
-    pub(super) async fn md5(&self, oid: Oid, blob: Arc<Blob>) -> Result<String, FenceSendError> {
+    /// The md5 of `blob`, object `oid`, and of its parts of `part_size`:
+    /// known, the pass under way waited for, or hashed now (and its sha256
+    /// checked).
+    pub(super) async fn hashes(
+        &self,
+        oid: Oid,
+        blob: Arc<Blob>,
+        part_size: u64,
+    ) -> Result<Hashes, FenceSendError> {
         let cell = self.cell(oid);
-        let md5 = cell
-            .get_or_try_init(|| checked_md5(blob, oid))
+        let hashes = cell
+            .get_or_try_init(|| checked_hashes(blob, oid, part_size))
             .await
             .cloned();
-        if md5.is_err() {
+        if hashes.is_err() {
             // Not kept: the next ask hashes again.
             self.forget_unset(oid);
         }
-        md5
+        hashes
     }
 
-    /// The md5 of `oid`, if known.
-    pub(super) fn known(&self, oid: Oid) -> Option<String> {
+    /// The hashes of `oid`, if known.
+    pub(super) fn known(&self, oid: Oid) -> Option<Hashes> {
         let by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
         by_oid.get(&oid).and_then(|cell| cell.get().cloned())
     }
 
-    fn cell(&self, oid: Oid) -> Arc<OnceCell<String>> {
+    fn cell(&self, oid: Oid) -> Arc<OnceCell<Hashes>> {
         let mut by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
         if by_oid.len() >= KEPT && !by_oid.contains_key(&oid) {
             by_oid.retain(|_, cell| !cell.initialized());
@@ -102,7 +108,7 @@ impl Md5Ahead {
             if blob.len() != pointer.size {
                 continue;
             }
-            match self.md5(pointer.oid, Arc::new(blob)).await {
+            match self.hashes(pointer.oid, Arc::new(blob), part_size).await {
                 Ok(_) => log::info!("object {}: md5 hashed ahead of its push", pointer.oid),
                 Err(e) => log::debug!("object {}: not hashed ahead: {e}", pointer.oid),
             }

@@ -584,6 +584,7 @@ impl Transfers {
             name,
             md5,
             bytes: None,
+            parts: None,
         };
         let recorded = self.journal_read(target, oid).await?;
         // A blank record of Fence's a push before began is finished first:
@@ -636,7 +637,17 @@ impl Transfers {
                 md5
             }
             // Hashed ahead since the commit, or now (`ahead.rs`).
-            false => self.md5s.md5(pointer.oid, upload.blob.clone()).await?,
+            false => {
+                let part_size = self.upload.part_size;
+                let hashes = self
+                    .md5s
+                    .hashes(pointer.oid, upload.blob.clone(), part_size);
+                let hashes = hashes.await?;
+                if hashes.part_size == part_size {
+                    upload.parts = Some(hashes.parts);
+                }
+                hashes.md5
+            }
         };
         upload.md5 = Some(md5.clone());
         Ok(md5)
@@ -660,6 +671,7 @@ impl Transfers {
                 pointer,
                 blob: upload.blob.clone(),
                 md5: upload.md5.as_deref(),
+                parts: upload.parts.as_deref(),
                 name: upload.name,
             };
             let sent = self.multipart(target, fence, &source, left).await?;
@@ -773,6 +785,9 @@ struct Upload<'a> {
     md5: Option<String>,
     /// Its bytes, when a pass for the md5 read them whole (one part).
     bytes: Option<bytes::Bytes>,
+    /// The md5s of its parts, when that pass gave them (`upload_part_size`
+    /// parts): the upload then hashes only the sha256.
+    parts: Option<Vec<[u8; 16]>>,
 }
 
 /// Bytes an upload put in the commons' bucket, and what their record needs.
@@ -873,38 +888,84 @@ fn not_the_object(error: &ResolveError) -> bool {
     )
 }
 
-/// The md5 of `blob`, in one pass that also shows it hashes to `oid` (the
-/// sha256 on a thread of its own): what a record registered before its
-/// bytes go up names.
-async fn checked_md5(blob: Arc<Blob>, oid: Oid) -> Result<String, FenceSendError> {
+/// What a pass over an object's bytes gives a record registered before
+/// they go up, and the upload after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Hashes {
+    /// The md5 of the whole.
+    md5: String,
+    /// The parts' size, and the md5 of each part of it: the ETags the
+    /// store must answer for a multipart upload of those parts.
+    part_size: u64,
+    parts: Vec<[u8; 16]>,
+}
+
+/// The md5 of `blob` and of each of its parts of `part_size`, in one pass
+/// that also shows it hashes to `oid`: the whole md5 on one thread, the
+/// sha256 and the parts' md5s on another.
+async fn checked_hashes(
+    blob: Arc<Blob>,
+    oid: Oid,
+    part_size: u64,
+) -> Result<Hashes, FenceSendError> {
     log::info!("object {oid}: an md5 pass over its {} bytes", blob.len());
+    let part_size = part_size.max(1);
     let (md5_of, sha_of) = (blob.clone(), blob);
     let md5 = tokio::task::spawn_blocking(move || pass(&md5_of, Md5::new()));
-    let sha = tokio::task::spawn_blocking(move || pass(&sha_of, sha2::Sha256::new()));
+    let sha = tokio::task::spawn_blocking(move || sha_and_parts(&sha_of, part_size));
     let (md5, sha) = (md5.await, sha.await);
     let (Ok(md5), Ok(sha)) = (md5, sha) else {
         return Err(FenceSendError::HashingStopped { oid });
     };
-    let got = Oid::from_digest(sha?.into());
+    let (got, parts) = sha?;
     if got != oid {
         return Err(FenceSendError::NotTheObject { oid, got });
     }
-    Ok(hex::encode(md5?))
+    Ok(Hashes {
+        md5: hex::encode(md5?),
+        part_size,
+        parts,
+    })
 }
 
-/// `hasher` over every byte of `blob`, read 8 MiB at a time.
-fn pass<D: Digest>(blob: &Blob, mut hasher: D) -> Result<md5::digest::Output<D>, PoolError> {
+/// Read steps of at most 8 MiB, none across a part's end.
+fn steps(len: u64, part_size: u64) -> impl Iterator<Item = (u64, u64)> {
     let step = 8 << 20;
     let mut offset = 0;
-    while offset < blob.len() {
-        let chunk = blob.read_at(offset, step)?;
-        if chunk.is_empty() {
-            break;
+    std::iter::from_fn(move || {
+        if offset >= len {
+            return None;
         }
-        hasher.update(&chunk);
-        offset += chunk.len() as u64;
+        let part_end = (offset / part_size + 1) * part_size;
+        let n = step.min(part_end - offset).min(len - offset);
+        let at = offset;
+        offset += n;
+        Some((at, n))
+    })
+}
+
+/// `hasher` over every byte of `blob`.
+fn pass<D: Digest>(blob: &Blob, mut hasher: D) -> Result<md5::digest::Output<D>, PoolError> {
+    for (offset, n) in steps(blob.len(), u64::MAX) {
+        hasher.update(&blob.read_at(offset, n)?);
     }
     Ok(hasher.finalize())
+}
+
+/// The sha256 of `blob` and the md5 of each of its parts of `part_size`.
+fn sha_and_parts(blob: &Blob, part_size: u64) -> Result<(Oid, Vec<[u8; 16]>), PoolError> {
+    let mut sha = sha2::Sha256::new();
+    let mut parts = Vec::new();
+    let mut part = Md5::new();
+    for (offset, n) in steps(blob.len(), part_size) {
+        let chunk = blob.read_at(offset, n)?;
+        sha2::Digest::update(&mut sha, &chunk);
+        part.update(&chunk);
+        if (offset + n) % part_size == 0 || offset + n == blob.len() {
+            parts.push(std::mem::replace(&mut part, Md5::new()).finalize().into());
+        }
+    }
+    Ok((Oid::from_digest(sha2::Digest::finalize(sha).into()), parts))
 }
 
 /// A pool read failed: the push of this object fails, naming it.
@@ -950,6 +1011,33 @@ fn location_of(url: &SecretUrl, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_gives_the_md5_of_the_whole_and_of_each_part_and_checks_the_sha256() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("object");
+        let bytes: Vec<u8> = (0..(20u32 << 20) + 12_345)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let blob = || Arc::new(repo_file(&path).unwrap().unwrap());
+        let oid = Oid::of(&bytes);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let part_size = 5 << 20;
+        let hashes = rt.block_on(checked_hashes(blob(), oid, part_size)).unwrap();
+        assert_eq!(hashes.md5, hex::encode(Md5::digest(&bytes)));
+        let parts: Vec<[u8; 16]> = bytes
+            .chunks(part_size as usize)
+            .map(|c| Md5::digest(c).into())
+            .collect();
+        assert_eq!(hashes.parts.len(), 5);
+        assert_eq!(hashes.parts, parts);
+        let other = Oid::of(b"other");
+        assert!(matches!(
+            rt.block_on(checked_hashes(blob(), other, part_size)),
+            Err(FenceSendError::NotTheObject { .. })
+        ));
+    }
 
     #[test]
     fn the_location_of_a_signed_url_is_its_bucket_and_key_without_the_signature() {

@@ -76,6 +76,9 @@ pub(super) struct Source<'a> {
     /// that also showed their sha256): not hashed again. Else the upload
     /// hashes it beside the parts'.
     pub md5: Option<&'a str>,
+    /// The md5s of its parts when known before (the same pass): not
+    /// hashed again.
+    pub parts: Option<&'a [[u8; 16]]>,
     /// The name Fence files it under.
     pub name: &'a str,
 }
@@ -193,7 +196,7 @@ impl Transfers {
             let offset = (n - 1) * part_size;
             (n as u32, offset, part_size.min(pointer.size - offset))
         });
-        let hashing = Hashing::start(source.md5.is_none());
+        let hashing = Hashing::start(source.md5.is_none(), source.parts.is_none());
         let kept = AtomicUsize::new(0);
         let sent: Vec<(u32, String, Option<String>)> = stream::iter(spans)
             .map(|(number, offset, len)| {
@@ -257,8 +260,12 @@ impl Transfers {
                 got: hashed.sha256,
             });
         }
-        for ((number, etag, _), md5) in sent.iter().zip(&hashed.parts) {
-            if *etag != hex::encode(md5) {
+        let md5s = source.parts.map(<[_]>::to_vec).unwrap_or(hashed.parts);
+        if md5s.len() != sent.len() {
+            return Err(FenceSendError::HashingStopped { oid });
+        }
+        for ((number, etag, _), md5) in sent.iter().zip(&md5s) {
+            if etag.to_ascii_lowercase() != hex::encode(md5) {
                 return Err(FenceSendError::PartNotStored {
                     number: *number,
                     oid,
@@ -281,7 +288,7 @@ impl Transfers {
             guid: open.guid.clone(),
             location,
             md5: hashed.md5,
-            etag: multipart_etag(&hashed.parts),
+            etag: multipart_etag(&md5s),
         })
     }
 }
@@ -330,7 +337,8 @@ pub(super) fn multipart_etag(parts: &[[u8; 16]]) -> String {
 /// What the hashes' threads made of the parts fed them.
 struct Hashed {
     sha256: Oid,
-    /// The md5 of each part, in order: what the store's ETags must be.
+    /// The md5 of each part, in order: what the store's ETags must be
+    /// (none when they were known before).
     parts: Vec<[u8; 16]>,
     /// The md5 of the whole, when it was asked for.
     md5: Option<String>,
@@ -342,15 +350,15 @@ struct Hashed {
 /// upload for any.
 struct Hashing {
     sha: (mpsc::Sender<Bytes>, JoinHandle<Sha256>),
-    parts: (mpsc::Sender<Bytes>, JoinHandle<Vec<[u8; 16]>>),
+    parts: Option<(mpsc::Sender<Bytes>, JoinHandle<Vec<[u8; 16]>>)>,
     md5: Option<(mpsc::Sender<Bytes>, JoinHandle<Md5>)>,
 }
 
 impl Hashing {
-    fn start(whole_md5: bool) -> Hashing {
+    fn start(whole_md5: bool, part_md5s: bool) -> Hashing {
         Hashing {
             sha: chain(Sha256::new(), |h, b| sha2::Digest::update(h, b)),
-            parts: chain(Vec::new(), |md5s, b| md5s.push(Md5::digest(b).into())),
+            parts: part_md5s.then(|| chain(Vec::new(), |md5s, b| md5s.push(Md5::digest(b).into()))),
             md5: whole_md5.then(|| chain(Md5::new(), |h, b| h.update(b))),
         }
     }
@@ -360,7 +368,7 @@ impl Hashing {
         Feeder {
             to: [
                 Some(self.sha.0.clone()),
-                Some(self.parts.0.clone()),
+                self.parts.as_ref().map(|(tx, _)| tx.clone()),
                 self.md5.as_ref().map(|(tx, _)| tx.clone()),
             ],
         }
@@ -371,8 +379,14 @@ impl Hashing {
     async fn finish(self) -> Option<Hashed> {
         let Hashing { sha, parts, md5 } = self;
         let (sha_in, sha) = sha;
-        let (parts_in, parts) = parts;
-        drop((sha_in, parts_in));
+        drop(sha_in);
+        let parts = match parts {
+            Some((parts_in, parts)) => {
+                drop(parts_in);
+                parts.await.ok()?
+            }
+            None => Vec::new(),
+        };
         let md5 = match md5 {
             Some((md5_in, md5)) => {
                 drop(md5_in);
@@ -382,7 +396,7 @@ impl Hashing {
         };
         Some(Hashed {
             sha256: Oid::from_digest(sha2::Digest::finalize(sha.await.ok()?).into()),
-            parts: parts.await.ok()?,
+            parts,
             md5,
         })
     }
