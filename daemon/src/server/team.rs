@@ -49,7 +49,8 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
     };
     let required = settings.flag(Key::TeamRequired).unwrap_or(true);
     let shown = PgServer::redacted(&url);
-    match crate::blocking(move || PgServer::open(&url)).await {
+    let ca_file = settings.path(Key::CaFile).map(PathBuf::from);
+    match crate::blocking(move || PgServer::open_trusting(&url, ca_file.as_deref())).await {
         Ok(server) => {
             let large = match settings.text(Key::TeamLarge) {
                 None | Some(PG_LO) => Large::PgLo,
@@ -69,6 +70,10 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
                 lease,
             }))
         }
+        Err(source @ PoolError::TrustedFile { .. }) => Err(DaemonError::TeamTrust {
+            server: shown,
+            source: Box::new(source),
+        }),
         Err(source) if required => Err(DaemonError::TeamDown {
             server: shown,
             source: Box::new(source),
