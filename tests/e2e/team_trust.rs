@@ -52,3 +52,49 @@ fn a_ca_file_others_may_write_stops_a_team_daemon_naming_it_and_a_private_one_is
     let status = node.drsctl_ok(top.path(), &["status"]);
     assert_eq!(status["registry_engine"], "postgres", "{status}");
 }
+
+#[test]
+fn node_names_holding_terminal_controls_are_shown_escaped_by_drsctl_status() {
+    let db = TeamDb::create();
+    let (top, large) = world();
+    let mut a = Node::new(top.path(), "alice@a", &db, &large, &[]);
+    a.start();
+    // Another member writes a node of their making into the shared table:
+    // retitle the window, clear the screen, move the cursor (C0 and C1).
+    let name = "bob\u{1b}]0;owned\u{7}\u{1b}[2J";
+    let host = "h\u{1b}[1A\u{9b}2K";
+    let user = "u\rforged line\u{202e}";
+    let mut pg = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    pg.execute(
+        "INSERT INTO drsd_team_nodes (name, host, username) VALUES ($1, $2, $3)",
+        &[&name, &host, &user],
+    )
+    .unwrap();
+    let out = a.drsctl(top.path(), &["status"]);
+    let shown = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let sent: Vec<char> = shown
+        .chars()
+        .filter(|c| (c.is_control() && *c != '\n') || *c == '\u{202e}')
+        .collect();
+    assert!(
+        sent.is_empty(),
+        "sent to the terminal: {sent:?} in {shown:?}"
+    );
+    for escaped in [
+        "bob\\u{1b}]0;owned\\u{7}\\u{1b}[2J",
+        "h\\u{1b}[1A\\u{9b}2K",
+        "u\\rforged line\\u{202e}",
+    ] {
+        assert!(shown.contains(escaped), "{escaped} not shown in {shown}");
+    }
+    // Scripts read the JSON, where every string is escaped as JSON is.
+    let status = a.drsctl_ok(top.path(), &["status"]);
+    let names: Vec<&str> = status["team"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    assert!(names.contains(&name), "{status}");
+}
