@@ -7,12 +7,44 @@
 //! database role.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use drsd_e2e::bin;
+use drsd_e2e::liar::Liar;
 
-use super::add_url::text;
-use super::team::{world, Node, TeamDb};
+use super::add_url::{pointer_text, sha256_hex, text};
+use super::foreign::{staged, wait_up_to};
+use super::team::{body, world, Node, TeamDb, LM};
+
+/// `cmd`'s output and how long it took; killed past `limit`, which fails
+/// the test naming what hung (so old code that hangs fails, not stalls).
+fn within(limit: Duration, what: &str, cmd: &mut Command) -> (Output, Duration) {
+    let began = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what} hung past {limit:?}: {}", text(&out));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child.wait_with_output().unwrap(), began.elapsed())
+}
+
+impl Node {
+    /// `drsctl ARGS` in `dir` as this machine, as a command to run.
+    fn drsctl_cmd(&self, dir: &std::path::Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("drsctl"));
+        cmd.current_dir(dir).args(args).envs(self.env());
+        cmd
+    }
+}
 
 #[test]
 fn a_ca_file_others_may_write_stops_a_team_daemon_naming_it_and_a_private_one_is_taken() {
@@ -97,4 +129,100 @@ fn node_names_holding_terminal_controls_are_shown_escaped_by_drsctl_status() {
         .filter_map(|n| n["name"].as_str())
         .collect();
     assert!(names.contains(&name), "{status}");
+}
+
+#[test]
+fn a_lock_held_on_the_team_tables_fails_add_url_in_bounded_time_and_status_answers_at_once() {
+    let db = TeamDb::create();
+    let (top, large) = world();
+    let bytes = body(300 << 10);
+    let liar = Liar::start(bytes.clone(), "lock-etag", LM);
+    let url = liar.url("d/held.bin");
+    let mut a = Node::new(top.path(), "alice@a", &db, &large, &[]);
+    a.start();
+    let ra = a.repo("ra");
+    // Another member, through the shared role, locks the tables and sits.
+    let mut member = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    member
+        .batch_execute(
+            "BEGIN; LOCK TABLE drsd_team_nodes, drsd_reg_jobs, drsd_reg_objects, \
+             drsd_reg_repo_refs, drsd_reg_fence_uploads IN ACCESS EXCLUSIVE MODE",
+        )
+        .unwrap();
+    let (out, took) = within(
+        Duration::from_secs(30),
+        "drsctl status",
+        &mut a.drsctl_cmd(&ra, &["status"]),
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(took < Duration::from_secs(8), "status took {took:?}");
+    assert!(
+        said.contains("unreachable"),
+        "the team is not shown unreachable: {said}"
+    );
+    let (out, took) = within(
+        Duration::from_secs(90),
+        "drsctl add-url",
+        &mut a.drsctl_cmd(&ra, &["add-url", &url, "held.bin"]),
+    );
+    let said = text(&out);
+    assert!(
+        !out.status.success(),
+        "add-url went through a held lock: {said}"
+    );
+    assert!(took < Duration::from_secs(60), "add-url took {took:?}");
+    assert!(
+        said.contains("lock"),
+        "the error does not say what held it: {said}"
+    );
+    // The lock is let go: the same add-url goes through, nothing lost.
+    member.batch_execute("ROLLBACK").unwrap();
+    a.drsctl_ok(&ra, &["add-url", &url, "held.bin"]);
+    let promoted = pointer_text(&sha256_hex(&bytes), bytes.len() as u64);
+    wait_up_to(Duration::from_secs(60), "the promotion", || {
+        staged(&ra, "held.bin") == promoted
+    });
+    let status = a.drsctl_ok(&ra, &["status"]);
+    assert!(status["team"].get("unreachable").is_none(), "{status}");
+}
+
+#[test]
+fn a_job_leased_for_ever_to_a_ghost_node_is_taken_over_and_promote_wait_ends() {
+    let db = TeamDb::create();
+    let (top, large) = world();
+    let size = 4 << 20;
+    let bytes = body(size);
+    let liar = Liar::start(bytes.clone(), "ghost-etag", LM);
+    let url = liar.url("d/ghost.bin");
+    // A crawls, so that its claim is caught running.
+    let slow = [("DRSD_PREFETCH_BANDWIDTH", "128K")];
+    let mut a = Node::new(top.path(), "alice@a", &db, &large, &slow);
+    a.start();
+    let ra = a.repo("ra");
+    a.drsctl_ok(&ra, &["add-url", &url, "ghost.bin"]);
+    wait_up_to(Duration::from_secs(60), "A's claim", || {
+        let status = a.drsctl_ok(&ra, &["status"]);
+        status["queue"]["running"] == 1
+    });
+    a.kill9();
+    // A member hands the job to a node that does not exist, for ever.
+    let mut member = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let n = member
+        .execute(
+            "UPDATE drsd_reg_jobs SET claimed_by = 'ghost@nowhere', lease_until = 'infinity'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let mut a = Node::new(top.path(), "alice@a", &db, &large, &[]);
+    a.start();
+    let (out, _) = within(
+        Duration::from_secs(120),
+        "drsctl promote --all --wait",
+        &mut a.drsctl_cmd(&ra, &["promote", "--all", "--wait"]),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let promoted = pointer_text(&sha256_hex(&bytes), size as u64);
+    assert_eq!(staged(&ra, "ghost.bin"), promoted);
 }

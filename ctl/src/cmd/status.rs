@@ -15,12 +15,27 @@ struct Shown {
     provisional: Option<ProvisionalReport>,
 }
 
+/// How long status waits for the repo's provisional pointers.
+const PROVISIONAL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
     let status = client.status().await?;
     // Outside a git work tree the daemon says so, and there is nothing to list.
     let cwd = std::env::current_dir().map_err(anyhow::Error::from)?;
-    let provisional = client.provisional(cwd).await.ok();
+    // Status answers at once: a registry that hangs (a team's database with
+    // a lock held on its tables) leaves this repo's pointers unlisted.
+    let provisional = match tokio::time::timeout(PROVISIONAL_WAIT, client.provisional(cwd)).await {
+        Ok(read) => read.ok(),
+        Err(_) => {
+            eprintln!(
+                "drsctl: this repo's provisional pointers are not listed: the registry did not \
+                 answer within {}s",
+                PROVISIONAL_WAIT.as_secs()
+            );
+            None
+        }
+    };
     let shown = Shown {
         status,
         provisional,
@@ -168,6 +183,10 @@ fn print_engines(s: &StatusReport) {
         escaped(&team.server),
         escaped(&team.node)
     );
+    if let Some(why) = &team.unreachable {
+        println!("  unreachable: {}", escaped(why));
+        return;
+    }
     println!("  {:<24} {:<20} {:<12} last seen", "node", "host", "user");
     for n in &team.nodes {
         println!(

@@ -34,6 +34,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call waits out a server that went away (a restart takes a
 /// few seconds) before it fails.
 const RECONNECT_FOR: Duration = Duration::from_secs(30);
+/// How long one statement may wait for a lock before it fails. Every
+/// member of a lab may hold a lock on the team's tables (one role, one
+/// database): a lock held for good must fail a call, never hang it. The
+/// daemon's own waits are short (a gc batch's advisory locks, a row's
+/// update), far below this.
+pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one statement may run. The longest of the daemon's (gc's
+/// listing of a million entries, a large object's write) take seconds.
+pub(crate) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One PostgreSQL server (and database) the engines talk to, with its
 /// pooled connections.
@@ -119,6 +128,7 @@ impl PgServer {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        bound_waits(&mut config);
         let mut roots = Vec::new();
         if let Some(path) = ca_file {
             roots.push(("the extra TLS roots (ca_file)", path));
@@ -394,6 +404,23 @@ pub(crate) fn create_tables(conn: &mut PgConn, ddl: &str) -> Result<(), postgres
     tx.commit()
 }
 
+/// Sets [`LOCK_TIMEOUT`] and [`STATEMENT_TIMEOUT`] on every session, at
+/// its start (the startup packet's options: no statement of ours runs
+/// before them). Options the connection string gives come after, so a lab
+/// that wants other bounds says so there.
+fn bound_waits(config: &mut postgres::Config) {
+    let ours = format!(
+        "-c lock_timeout={} -c statement_timeout={}",
+        LOCK_TIMEOUT.as_millis(),
+        STATEMENT_TIMEOUT.as_millis()
+    );
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
+        _ => ours,
+    };
+    config.options(&options);
+}
+
 fn shown(config: &postgres::Config) -> String {
     use postgres::config::Host;
     let hosts: Vec<String> = config
@@ -613,6 +640,45 @@ uUg99eMXONg0m10REvpH2dg=\n\
         let missing = dir.path().join("missing.pem");
         let err = tls(&[("ca_file", &missing)]).err().unwrap().to_string();
         assert!(err.contains("missing.pem"), "{err}");
+    }
+
+    #[test]
+    fn every_session_gives_up_on_a_lock_held_by_another_session_and_its_options_stay() {
+        let db = TestDb::create();
+        let mut holder = db.client();
+        holder.batch_execute("CREATE TABLE held (n int)").unwrap();
+        holder
+            .batch_execute("BEGIN; LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
+            .unwrap();
+        // The connection string's own options come after ours: they win.
+        let url = format!("{}?options=-cstatement_timeout%3D60000", db.url);
+        let server = PgServer::open(&url).unwrap();
+        let (lock, statement): (String, String) = server
+            .with("show", |c| {
+                let row = c.client.query_one(
+                    "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+                    &[],
+                )?;
+                Ok((row.get(0), row.get(1)))
+            })
+            .unwrap();
+        assert_eq!(lock, "15s");
+        assert_eq!(
+            statement, "1min",
+            "the connection string's own options were lost"
+        );
+        let began = Instant::now();
+        let err = server
+            .with("read the held table", |c| {
+                c.client.batch_execute("SELECT * FROM held")
+            })
+            .unwrap_err();
+        let waited = began.elapsed();
+        assert!(
+            waited >= LOCK_TIMEOUT && waited < LOCK_TIMEOUT + Duration::from_secs(5),
+            "waited {waited:?}"
+        );
+        assert!(err.to_string().contains("lock timeout"), "{err}");
     }
 
     #[test]

@@ -76,6 +76,42 @@ fn a_lapsed_lease_is_taken_over_by_another_node() {
 }
 
 #[test]
+fn a_lease_no_node_would_write_is_read_back_capped_and_the_job_taken_over() {
+    let db = TestDb::create();
+    let lease = Duration::from_secs(30);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    one_queued_job(&a);
+    // A member leases the job to a node that does not exist, for ever.
+    db.client()
+        .execute(
+            "UPDATE drsd_reg_jobs SET state = 'running', claimed_by = 'ghost@nowhere', \
+             lease_until = 'infinity'",
+            &[],
+        )
+        .unwrap();
+    let due = a.next_due().unwrap().expect("a due time, not an error");
+    assert!(
+        due <= crate::registry::now() + lease.as_secs() + 2,
+        "due {due}"
+    );
+    let job = a
+        .claim(100)
+        .unwrap()
+        .expect("the job is taken over at once");
+    assert_eq!(a.job_counts().unwrap().running, 1);
+    drop(job);
+    // And a lease a year ahead is put back by a restart, as a lapsed one.
+    db.client()
+        .execute(
+            "UPDATE drsd_reg_jobs SET claimed_by = 'ghost@nowhere', \
+             lease_until = now() + interval '365 days'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(a.requeue_running().unwrap(), 1);
+}
+
+#[test]
 fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
     let db = TestDb::create();
     let lease = Duration::from_millis(500);
