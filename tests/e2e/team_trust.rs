@@ -16,6 +16,7 @@ use drsd_e2e::liar::Liar;
 use super::add_url::{pointer_text, sha256_hex, text};
 use super::foreign::{staged, wait_up_to};
 use super::team::{body, world, Node, TeamDb, LM};
+use super::team_users::{as_bob, give, lab_user, run};
 
 /// `cmd`'s output and how long it took; killed past `limit`, which fails
 /// the test naming what hung (so old code that hangs fails, not stalls).
@@ -225,4 +226,124 @@ fn a_job_leased_for_ever_to_a_ghost_node_is_taken_over_and_promote_wait_ends() {
     assert!(out.status.success(), "{}", text(&out));
     let promoted = pointer_text(&sha256_hex(&bytes), size as u64);
     assert_eq!(staged(&ra, "ghost.bin"), promoted);
+}
+
+/// Two users of one lab, as `team_users.rs` sets them up: machine A's
+/// daemon runs as root, machine B's as the second user (bob), in the lab's
+/// group, on one database and one shared folder (the group's, setgid).
+struct Lab {
+    db: TeamDb,
+    _top: tempfile::TempDir,
+    large: std::path::PathBuf,
+    bob: (u32, u32),
+    a: Node,
+    b: Node,
+    home: std::path::PathBuf,
+}
+
+fn lab() -> Lab {
+    let bob = lab_user();
+    let db = TeamDb::create();
+    let (top, large) = world();
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    give(&large, 0, bob.1);
+    std::fs::set_permissions(&large, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    let a = Node::new(top.path(), "root@a", &db, &large, &[]);
+    let b = Node::new(top.path(), "bob@b", &db, &large, &[]);
+    let home = b.dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = B\n\temail = b@example.org\n[init]\n\tdefaultBranch = main\n\
+         [safe]\n\tdirectory = *\n",
+    )
+    .unwrap();
+    give(&b.dir, bob.0, bob.1);
+    Lab {
+        db,
+        _top: top,
+        large,
+        bob,
+        a,
+        b,
+        home,
+    }
+}
+
+impl Lab {
+    /// `program` run as bob, with B's environment.
+    fn bob(&self, program: &str) -> Command {
+        as_bob(&self.b, &self.home, self.bob, std::path::Path::new(program))
+    }
+
+    fn start_b(&mut self) {
+        let mut cmd = as_bob(&self.b, &self.home, self.bob, &bin("drsd"));
+        cmd.args(["serve", "--ready"]).stderr(Stdio::inherit());
+        self.b.daemon = Some(drsd_e2e::spawn_ready(&mut cmd));
+    }
+}
+
+#[test]
+fn a_urls_password_and_signature_never_reach_the_team_and_its_add_url_still_promotes() {
+    let mut lab = lab();
+    let bytes = body(300 << 10);
+    let liar = Liar::start(bytes.clone(), "secret-etag", LM);
+    let plain = liar.url("d/signed.bin");
+    let url = format!(
+        "{}?versionId=3&X-Amz-Credential=AKIASECRETCRED%2F20261207&X-Amz-Signature=5ec7e75160a7",
+        plain.replacen("http://", "http://alice:PASSW0RD@", 1)
+    );
+    let secrets = ["PASSW0RD", "AKIASECRETCRED", "5ec7e75160a7"];
+    lab.a.start();
+    lab.start_b();
+    let ra = lab.a.repo("ra");
+    lab.a.drsctl_ok(&ra, &["add-url", &url, "signed.bin"]);
+    let promoted = pointer_text(&sha256_hex(&bytes), bytes.len() as u64);
+    wait_up_to(Duration::from_secs(60), "A's promotion", || {
+        staged(&ra, "signed.bin") == promoted
+    });
+    // Bob dumps everything the team's database holds, as the lab's role.
+    let dump = run(lab
+        .bob("pg_dump")
+        .args(["--data-only", "--no-owner", &lab.db.url]));
+    let dump = text(&dump);
+    assert!(
+        dump.contains("d/signed.bin"),
+        "the object is not in the dump: {dump}"
+    );
+    assert!(
+        dump.contains("versionId=3"),
+        "what tells objects apart went: {dump}"
+    );
+    for secret in secrets {
+        assert!(
+            !dump.contains(secret),
+            "{secret} is in the team's database: {dump}"
+        );
+    }
+    // And every file of the shared folder the group may read.
+    let grep = lab
+        .bob("grep")
+        .args(["-rlF", "-e", secrets[0], "-e", secrets[1], "-e", secrets[2]])
+        .arg(&lab.large)
+        .output()
+        .unwrap();
+    assert!(
+        grep.stdout.is_empty(),
+        "in the shared folder: {}",
+        text(&grep)
+    );
+    // The whole URL stays in A's own state, which bob cannot read.
+    let private = lab.a.dir.join("state/team-urls.sqlite");
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", private.display());
+    let read = lab.bob("cat").arg(&private).output().unwrap();
+    assert!(!read.status.success(), "bob read A's private URLs");
+    // A's own URL works on: its record reads it whole, and a second repo
+    // of A's adding it again finds the object hashed.
+    let rb = lab.a.repo("rb");
+    lab.a.drsctl_ok(&rb, &["add-url", &url, "again.bin"]);
+    wait_up_to(Duration::from_secs(60), "A's second promotion", || {
+        staged(&rb, "again.bin") == promoted
+    });
 }

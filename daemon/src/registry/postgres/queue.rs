@@ -34,7 +34,9 @@ fn lease_read_back(param: usize) -> String {
 
 /// A job is takeable when it is due, or running on a lease that lapsed
 /// (its node stopped renewing: dead, or cut off from the database; or a
-/// lease no node writes, [`lease_lapsed`]).
+/// lease no node writes, [`lease_lapsed`]), and this node can fetch its
+/// object: its URL holds no secret, or this node holds it whole
+/// (`secrets.rs`).
 /// `FOR UPDATE SKIP LOCKED`: a second claimer passes over the row the first
 /// one is taking instead of waiting for it, and never gets it.
 fn claim_sql() -> String {
@@ -44,6 +46,9 @@ fn claim_sql() -> String {
             WHERE ((j.state IN ('queued', 'retrying') AND j.next_at <= $1)
                    OR (j.state = 'running' AND {lapsed}))
               AND o.size <= $2
+              AND (NOT EXISTS (SELECT 1 FROM drsd_reg_url_holders h WHERE h.object_id = o.id)
+                   OR EXISTS (SELECT 1 FROM drsd_reg_url_holders h
+                              WHERE h.object_id = o.id AND h.node = $3))
             ORDER BY j.next_at, j.object_id
             LIMIT 1
             FOR UPDATE OF j SKIP LOCKED)
@@ -133,6 +138,8 @@ impl JobQueue for PgRegistry {
         etag: &str,
         size: u64,
     ) -> Result<Option<(JobState, Option<String>)>, RegistryError> {
+        let url = super::secrets::shared(url);
+        let url = url.as_str();
         self.tx("look up a job", |tx| {
             let row = tx.query_opt(
                 "SELECT j.state, j.error FROM drsd_reg_jobs j
@@ -210,7 +217,7 @@ impl JobQueue for PgRegistry {
     }
 
     fn claim_up_to(&self, at: u64, max_size: u64) -> Result<Option<Job>, RegistryError> {
-        self.tx("claim a job", |tx| {
+        let claimed = self.tx("claim a job", |tx| {
             let Some(row) = tx.query_opt(
                 &claim_sql(),
                 &[
@@ -235,7 +242,15 @@ impl JobQueue for PgRegistry {
                 object: object_at(&object, 0)?,
                 attempts: attempts.max(0) as u32,
             }))
-        })
+        })?;
+        claimed
+            .map(|job| {
+                Ok(Job {
+                    object: self.reveal(job.object)?,
+                    ..job
+                })
+            })
+            .transpose()
     }
 
     /// Safe to repeat, and to race with a node that took the job over after
@@ -396,11 +411,12 @@ impl JobQueue for PgRegistry {
             "SELECT {OBJECT_COLUMNS} FROM drsd_reg_jobs j
              JOIN drsd_reg_objects o ON o.id = j.object_id WHERE j.state = ANY($1)"
         );
-        self.tx("list jobs", |tx| {
+        let found = self.tx("list jobs", |tx| {
             tx.query(&query, &[&states])?
                 .iter()
                 .map(|r| object_at(r, 0))
-                .collect()
-        })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        found.into_iter().map(|o| self.reveal(o)).collect()
     }
 }
