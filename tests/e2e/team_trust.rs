@@ -16,7 +16,7 @@ use drsd_e2e::liar::Liar;
 use super::add_url::{pointer_text, sha256_hex, text};
 use super::foreign::{staged, wait_up_to};
 use super::team::{body, world, Node, TeamDb, LM};
-use super::team_users::{as_bob, give, lab_user, run};
+use super::team_users::{as_bob, give, lab_user, run, USER};
 
 /// `cmd`'s output and how long it took; killed past `limit`, which fails
 /// the test naming what hung (so old code that hangs fails, not stalls).
@@ -346,4 +346,71 @@ fn a_urls_password_and_signature_never_reach_the_team_and_its_add_url_still_prom
     wait_up_to(Duration::from_secs(60), "A's second promotion", || {
         staged(&rb, "again.bin") == promoted
     });
+}
+
+#[test]
+fn a_partial_folder_another_member_made_or_linked_is_refused_naming_its_owner() {
+    let mut lab = lab();
+    let partial = lab.large.join("partial-root@a");
+    // Bob makes A's per-node folder first, as his own.
+    run(lab.bob("mkdir").arg(&partial));
+    let out = Command::new(bin("drsd"))
+        .args(["serve", "--ready", "--idle-timeout", "1"])
+        .envs(lab.a.env())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "A ran on bob's folder: {said}");
+    assert!(
+        said.contains(&partial.display().to_string()) && said.contains(USER),
+        "the refusal names neither the folder nor its owner: {said}"
+    );
+    run(lab.bob("rmdir").arg(&partial));
+    // Bob leaves a link there to a folder of A's own.
+    let precious = lab.a.dir.join("Downloads");
+    std::fs::create_dir_all(&precious).unwrap();
+    run(lab.bob("ln").arg("-s").arg(&precious).arg(&partial));
+    let out = Command::new(bin("drsd"))
+        .args(["serve", "--ready", "--idle-timeout", "1"])
+        .envs(lab.a.env())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "A ran through bob's link: {said}");
+    assert!(
+        said.contains("symbolic link") && said.contains(USER),
+        "the refusal does not say what it is and whose: {said}"
+    );
+    run(lab.bob("rm").arg(&partial));
+    // A starts with its own folder; later bob renames it away and leaves a
+    // link in its place: A's gc removes nothing behind it.
+    lab.a.start();
+    let mode = std::fs::symlink_metadata(&partial)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+    let ra = lab.a.repo("ra");
+    lab.a
+        .drsctl_ok(&ra, &["repos", "add", ra.to_str().unwrap()]);
+    let kept = precious.join("thesis.part");
+    std::fs::write(&kept, b"two years of work").unwrap();
+    run(Command::new("touch").args(["-d", "2 hours ago"]).arg(&kept));
+    run(lab
+        .bob("mv")
+        .arg(&partial)
+        .arg(lab.large.join("moved-away")));
+    run(lab.bob("ln").arg("-s").arg(&precious).arg(&partial));
+    let out = lab.a.drsctl(&ra, &["gc"]);
+    let said = text(&out);
+    assert!(
+        kept.exists(),
+        "gc followed the link and removed {}: {said}",
+        kept.display()
+    );
+    assert!(
+        said.contains("symbolic link") && said.contains(&partial.display().to_string()),
+        "gc does not say why it left the folder: {said}"
+    );
 }

@@ -66,6 +66,9 @@ pub enum PoolError {
         path: PathBuf,
         why: String,
     },
+    /// This node's own folder in the shared folder is not its own.
+    #[error(transparent)]
+    NodeDir(#[from] super::node_dir::NodeDirError),
     #[error("pool settings in {path}: {why}")]
     Config { path: PathBuf, why: String },
     #[error("not a sha256 object id: {0:?} (want 64 hex digits)")]
