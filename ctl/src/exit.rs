@@ -39,7 +39,9 @@ impl Failure {
     pub fn report(self, json: bool) -> ExitCode {
         let message = drsd_proto::one_line(self.error.as_ref());
         if !json {
-            eprintln!("drsctl: {message}");
+            // A message may quote what a server or the team's database
+            // holds: its control characters are shown, not sent.
+            eprintln!("drsctl: {}", crate::output::escaped_lines(&message));
         } else if !self.answered {
             let code = self
                 .wire_code

@@ -64,7 +64,7 @@ pub fn repo_table(repos: &[RepoReport]) {
     }
     let width = repos
         .iter()
-        .map(|r| r.path.display().to_string().len())
+        .map(|r| escaped(&r.path.display().to_string()).len())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -74,7 +74,7 @@ pub fn repo_table(repos: &[RepoReport]) {
         "path", "state", "last scan", "pointers", "in repo", "in pool", "absent"
     );
     for r in repos {
-        let path = r.path.display().to_string();
+        let path = escaped(&r.path.display().to_string()).into_owned();
         let state = state(r.state);
         match &r.scan {
             Some(s) => println!(
@@ -91,7 +91,7 @@ pub fn repo_table(repos: &[RepoReport]) {
             ),
         }
         if let Some(problem) = &r.problem {
-            println!("  {:<width$}  ^ {problem}", "");
+            println!("  {:<width$}  ^ {}", "", escaped(problem));
         }
     }
     println!("  {LEGEND}");
@@ -121,6 +121,40 @@ pub fn progress_bar(out: &Output, template: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// `text` as it may reach a terminal: every control character (C0, DEL,
+/// C1) and every bidirectional formatting character shown as its escape
+/// (`\u{1b}`, `\n`), never sent. For what another party wrote: a team's
+/// node names and hosts, URLs, error texts from a database every member of
+/// the lab may write, which could otherwise clear the screen, retitle the
+/// window or forge a line.
+pub fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match unsafe_char(c) {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A character that changes what the terminal shows rather than being shown.
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// [`escaped`], but line breaks kept: for a message of several lines.
+pub fn escaped_lines(text: &str) -> String {
+    text.split('\n')
+        .map(|line| escaped(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -128,5 +162,24 @@ mod tests {
         assert_eq!(super::bytes(0), "0 B");
         assert_eq!(super::bytes(1536), "1.5 KiB");
         assert_eq!(super::bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn control_and_bidi_characters_are_shown_escaped_and_the_rest_as_written() {
+        let planted = "n\u{1b}]0;owned\u{7}\u{1b}[2J\rx\u{9b}1m\u{202e}gpj.exe";
+        let shown = super::escaped(planted);
+        assert!(
+            !shown.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{shown:?}"
+        );
+        assert_eq!(
+            shown,
+            "n\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\rx\\u{9b}1m\\u{202e}gpj.exe"
+        );
+        assert!(matches!(
+            super::escaped("alice@login1 é 名前"),
+            std::borrow::Cow::Borrowed("alice@login1 é 名前")
+        ));
+        assert_eq!(super::escaped_lines("a\u{1b}\nb"), "a\\u{1b}\nb");
     }
 }

@@ -388,6 +388,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
                             last_seen: uptime_secs,
                             seen_secs_ago: 3,
                         }],
+                        unreachable: None,
                     })),
                 }
             },

@@ -248,8 +248,13 @@ pub struct TeamReport {
     pub server: String,
     /// This daemon's name among the nodes.
     pub node: String,
-    /// Every node that joined, most recently seen first.
+    /// Every node that joined, most recently seen first (none when the
+    /// database did not answer).
     pub nodes: Vec<TeamNode>,
+    /// Why the database is shown unreachable: it did not answer the status's
+    /// reads in time, or failed them. `None` when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
 }
 
 /// One daemon of a team: a user on a host.

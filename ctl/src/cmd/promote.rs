@@ -14,7 +14,7 @@ use drsd_proto::{ErrorCode, IpcError, JobState, PathWaiting, PromoteReport, Prom
 use indicatif::ProgressBar;
 
 use crate::exit::{Failure, FAILED, UNREACHABLE};
-use crate::output::Output;
+use crate::output::{escaped, Output};
 
 /// What `drsctl promote` was asked.
 pub struct Args {
@@ -184,7 +184,7 @@ impl Changes {
         }
         for path in &report.rewritten {
             self.seen.remove(path);
-            eprintln!("drsctl: {path}: promoted");
+            eprintln!("drsctl: {}: promoted", escaped(path));
         }
         let still: HashSet<&str> = report.waiting.iter().map(|w| w.path.as_str()).collect();
         let mut done: Vec<String> = self
@@ -196,12 +196,20 @@ impl Changes {
         done.sort();
         for path in done {
             self.seen.remove(&path);
-            eprintln!("drsctl: {path}: hashed, promoted by drsd (staged)");
+            eprintln!(
+                "drsctl: {}: hashed, promoted by drsd (staged)",
+                escaped(&path)
+            );
         }
         for w in &report.waiting {
             if self.seen.get(&w.path) != Some(&w.state) {
-                let why = w.error.as_deref().map(|e| format!(": {e}"));
-                eprintln!("drsctl: {}: {}{}", w.path, w.state, why.unwrap_or_default());
+                let why = w.error.as_deref().map(|e| format!(": {}", escaped(e)));
+                eprintln!(
+                    "drsctl: {}: {}{}",
+                    escaped(&w.path),
+                    w.state,
+                    why.unwrap_or_default()
+                );
                 self.seen.insert(w.path.clone(), w.state);
             }
         }
@@ -211,26 +219,31 @@ impl Changes {
 fn show(report: &PromoteReport, out: &Output) {
     out.show(report, || {
         for path in &report.rewritten {
-            println!("promoted {path} (commit it)");
+            println!("promoted {} (commit it)", escaped(path));
         }
         for w in &report.waiting {
             match (w.state, &w.error) {
                 (JobState::Failed, why) => println!(
                     "failed   {} ({}): {}",
-                    w.path,
-                    w.url,
-                    why.as_deref().unwrap_or("no reason recorded")
+                    escaped(&w.path),
+                    escaped(&w.url),
+                    escaped(why.as_deref().unwrap_or("no reason recorded"))
                 ),
                 (state, why) => println!(
                     "waiting  {} ({} not hashed yet: {state}{})",
-                    w.path,
-                    w.url,
-                    why.as_deref().map(|e| format!(", {e}")).unwrap_or_default()
+                    escaped(&w.path),
+                    escaped(&w.url),
+                    why.as_deref()
+                        .map(|e| format!(", {}", escaped(e)))
+                        .unwrap_or_default()
                 ),
             }
         }
         for path in &report.changed {
-            println!("skipped  {path}: it no longer holds the provisional pointer");
+            println!(
+                "skipped  {}: it no longer holds the provisional pointer",
+                escaped(path)
+            );
         }
         if report.rewritten.is_empty() && report.waiting.is_empty() && report.changed.is_empty() {
             println!(

@@ -4,7 +4,7 @@ use drsd_proto::{JobState, ProvisionalReport, StatusReport};
 use serde::Serialize;
 
 use crate::exit::Failure;
-use crate::output::{bytes, duration, repo_table, Output};
+use crate::output::{bytes, duration, escaped, repo_table, Output};
 
 /// The daemon's status and, run inside a repo, that repo's provisional pointers.
 #[derive(Serialize)]
@@ -15,12 +15,27 @@ struct Shown {
     provisional: Option<ProvisionalReport>,
 }
 
+/// How long status waits for the repo's provisional pointers.
+const PROVISIONAL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
     let mut client = super::connect(socket).await?;
     let status = client.status().await?;
     // Outside a git work tree the daemon says so, and there is nothing to list.
     let cwd = std::env::current_dir().map_err(anyhow::Error::from)?;
-    let provisional = client.provisional(cwd).await.ok();
+    // Status answers at once: a registry that hangs (a team's database with
+    // a lock held on its tables) leaves this repo's pointers unlisted.
+    let provisional = match tokio::time::timeout(PROVISIONAL_WAIT, client.provisional(cwd)).await {
+        Ok(read) => read.ok(),
+        Err(_) => {
+            eprintln!(
+                "drsctl: this repo's provisional pointers are not listed: the registry did not \
+                 answer within {}s",
+                PROVISIONAL_WAIT.as_secs()
+            );
+            None
+        }
+    };
     let shown = Shown {
         status,
         provisional,
@@ -39,16 +54,21 @@ fn print(shown: &Shown) {
 fn print_provisional(p: &ProvisionalReport) {
     println!(
         "provisional pointers in {}: {}",
-        p.repo.display(),
+        escaped(&p.repo.display().to_string()),
         p.pointers.len()
     );
     for w in &p.pointers {
         let next = match (w.state, &w.error) {
             (JobState::Hashed, _) => "  (drsctl promote, then commit)".to_string(),
-            (_, Some(why)) => format!(": {why}"),
+            (_, Some(why)) => format!(": {}", escaped(why)),
             _ => String::new(),
         };
-        println!("  {:<8} {}  {}{next}", w.state, w.path, w.url);
+        println!(
+            "  {:<8} {}  {}{next}",
+            w.state,
+            escaped(&w.path),
+            escaped(&w.url)
+        );
     }
 }
 
@@ -87,18 +107,20 @@ fn print_status(s: &StatusReport) {
         true => println!("trust   no source at its word: every object shown by its bytes"),
         false => println!(
             "trust   at their word (trust_claims): {}",
-            s.trusted_at_their_word.join(", ")
+            escaped(&s.trusted_at_their_word.join(", "))
         ),
     }
     for u in &s.commons_uploads {
         let record = u
             .did
             .as_deref()
-            .map(|d| format!(" record {d}"))
+            .map(|d| format!(" record {}", escaped(d)))
             .unwrap_or_default();
         println!(
             "gen3    object {} to {}: unfinished ({}){record}; the next push of it finishes it",
-            u.oid, u.commons, u.step
+            u.oid,
+            escaped(&u.commons),
+            escaped(&u.step)
         );
     }
     let q = &s.queue;
@@ -109,7 +131,7 @@ fn print_status(s: &StatusReport) {
     for a in &s.queue.active {
         println!(
             "  fetching {}: {} of {} ({}/s)",
-            a.url,
+            escaped(&a.url),
             crate::output::bytes(a.done),
             crate::output::bytes(a.total),
             crate::output::bytes(a.bytes_per_sec)
@@ -119,13 +141,18 @@ fn print_status(s: &StatusReport) {
         let why = j
             .error
             .as_deref()
-            .map(|e| format!(": {e}"))
+            .map(|e| format!(": {}", escaped(e)))
             .unwrap_or_default();
         if j.state == JobState::Done {
             // A done job is listed for its note: its bytes were trusted as read.
-            println!("  done, unverified {}{why}", j.url);
+            println!("  done, unverified {}{why}", escaped(&j.url));
         } else {
-            println!("  {} {} (tries {}){why}", j.state, j.url, j.attempts);
+            println!(
+                "  {} {} (tries {}){why}",
+                j.state,
+                escaped(&j.url),
+                j.attempts
+            );
         }
     }
     if q.failed > 0 {
@@ -136,7 +163,9 @@ fn print_status(s: &StatusReport) {
 }
 
 /// `engines  kv postgres, large shared-dir, registry postgres`, then the
-/// team's nodes when the daemon is one of a team's.
+/// team's nodes when the daemon is one of a team's. Every name, host and
+/// user of a node is what some member's daemon (or the member, by hand)
+/// wrote in the team's database: shown escaped.
 fn print_engines(s: &StatusReport) {
     let mut engines: Vec<String> = s
         .pool
@@ -149,14 +178,22 @@ fn print_engines(s: &StatusReport) {
     }
     println!("engines {}", engines.join(", "));
     let Some(team) = &s.team else { return };
-    println!("team    {}  (this node: {})", team.server, team.node);
+    println!(
+        "team    {}  (this node: {})",
+        escaped(&team.server),
+        escaped(&team.node)
+    );
+    if let Some(why) = &team.unreachable {
+        println!("  unreachable: {}", escaped(why));
+        return;
+    }
     println!("  {:<24} {:<20} {:<12} last seen", "node", "host", "user");
     for n in &team.nodes {
         println!(
             "  {:<24} {:<20} {:<12} {} ago",
-            n.name,
-            n.host,
-            n.user,
+            escaped(&n.name),
+            escaped(&n.host),
+            escaped(&n.user),
             duration(n.seen_secs_ago)
         );
     }

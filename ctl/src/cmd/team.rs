@@ -5,7 +5,7 @@ use std::path::Path;
 use drsd_proto::TeamMigrateReport;
 
 use crate::exit::Failure;
-use crate::output::Output;
+use crate::output::{escaped, Output};
 
 /// `drsctl team forget NODE`: the daemon removes the roots NODE published.
 pub async fn forget(socket: &Path, node: String, out: &Output) -> Result<(), Failure> {
@@ -14,7 +14,7 @@ pub async fn forget(socket: &Path, node: String, out: &Output) -> Result<(), Fai
     out.show(&report, || {
         println!(
             "forgot node {}: the roots of {} repo(s) ({} oids) no longer keep pool entries{}",
-            report.node,
+            escaped(&report.node),
             report.repos,
             report.roots,
             match report.listed {
@@ -66,7 +66,11 @@ fn migrated(
             );
         }
         for refused in &report.refused {
-            println!("refused {}: {}", refused.key, refused.why);
+            println!(
+                "refused {}: {}",
+                escaped(&refused.key),
+                escaped(&refused.why)
+            );
         }
     });
     match report.refused.len() {

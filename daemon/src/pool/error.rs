@@ -59,6 +59,16 @@ pub enum PoolError {
         key: String,
         why: &'static str,
     },
+    /// A file that decides what is trusted (a CA file) was refused.
+    #[error("{what} {path}: {why}")]
+    TrustedFile {
+        what: &'static str,
+        path: PathBuf,
+        why: String,
+    },
+    /// This node's own folder in the shared folder is not its own.
+    #[error(transparent)]
+    NodeDir(#[from] super::node_dir::NodeDirError),
     #[error("pool settings in {path}: {why}")]
     Config { path: PathBuf, why: String },
     #[error("not a sha256 object id: {0:?} (want 64 hex digits)")]

@@ -8,6 +8,7 @@
 //! threads (`crate::blocking`), like SQLite and file I/O are.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +34,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call waits out a server that went away (a restart takes a
 /// few seconds) before it fails.
 const RECONNECT_FOR: Duration = Duration::from_secs(30);
+/// How long one statement may wait for a lock before it fails. Every
+/// member of a lab may hold a lock on the team's tables (one role, one
+/// database): a lock held for good must fail a call, never hang it. The
+/// daemon's own waits are short (a gc batch's advisory locks, a row's
+/// update), far below this.
+pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one statement may run. The longest of the daemon's (gc's
+/// listing of a million entries, a large object's write) take seconds.
+pub(crate) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One PostgreSQL server (and database) the engines talk to, with its
 /// pooled connections.
@@ -94,11 +104,23 @@ impl PgServer {
     /// connects once, so a server that is down or refuses us is an error
     /// here, naming it.
     pub fn open(url: &str) -> Result<Arc<PgServer>> {
-        PgServer::open_in(url, &ProcessEnv)
+        PgServer::open_in(url, &ProcessEnv, None)
     }
 
-    /// [`PgServer::open`] with the variables and home folder of `env`.
-    pub fn open_in(url: &str, env: &dyn Environment) -> Result<Arc<PgServer>> {
+    /// [`PgServer::open`] trusting, beside the web's roots and the
+    /// connection's `sslrootcert`, the extra roots of `ca_file` (the
+    /// daemon's `ca_file` setting, as its HTTPS clients do).
+    pub fn open_trusting(url: &str, ca_file: Option<&Path>) -> Result<Arc<PgServer>> {
+        PgServer::open_in(url, &ProcessEnv, ca_file)
+    }
+
+    /// [`PgServer::open_trusting`] with the variables and home folder of
+    /// `env`.
+    pub fn open_in(
+        url: &str,
+        env: &dyn Environment,
+        ca_file: Option<&Path>,
+    ) -> Result<Arc<PgServer>> {
         let ConnInfo {
             mut config,
             root_cert,
@@ -106,10 +128,18 @@ impl PgServer {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        bound_waits(&mut config);
+        let mut roots = Vec::new();
+        if let Some(path) = ca_file {
+            roots.push(("the extra TLS roots (ca_file)", path));
+        }
+        if let Some(path) = root_cert.as_deref() {
+            roots.push(("the team database's sslrootcert", path));
+        }
         let server = Arc::new(PgServer {
             shown: shown(&config),
             config,
-            tls: tls(root_cert.as_deref()),
+            tls: tls(&roots)?,
             idle: Mutex::new(Idle::default()),
             freed: Condvar::new(),
             outage: Outage::default(),
@@ -374,6 +404,23 @@ pub(crate) fn create_tables(conn: &mut PgConn, ddl: &str) -> Result<(), postgres
     tx.commit()
 }
 
+/// Sets [`LOCK_TIMEOUT`] and [`STATEMENT_TIMEOUT`] on every session, at
+/// its start (the startup packet's options: no statement of ours runs
+/// before them). Options the connection string gives come after, so a lab
+/// that wants other bounds says so there.
+fn bound_waits(config: &mut postgres::Config) {
+    let ours = format!(
+        "-c lock_timeout={} -c statement_timeout={}",
+        LOCK_TIMEOUT.as_millis(),
+        STATEMENT_TIMEOUT.as_millis()
+    );
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
+        _ => ours,
+    };
+    config.options(&options);
+}
+
 fn shown(config: &postgres::Config) -> String {
     use postgres::config::Host;
     let hosts: Vec<String> = config
@@ -394,34 +441,56 @@ fn shown(config: &postgres::Config) -> String {
 }
 
 /// TLS as the rest of drsd does it: rustls with the web's roots and the
-/// extra roots of `DRSD_CA_FILE`; the certificate is always checked
-/// (`sslmode=prefer`, the default, falls back to plain only when the server
-/// offers no TLS at all; `sslmode=disable` never tries it).
-fn tls(root_cert: Option<&std::path::Path>) -> MakeRustlsConnect {
-    let mut roots = rustls::RootCertStore {
+/// extra roots of each of `roots` (what it is, and its path); the
+/// certificate is always checked (`sslmode=prefer`, the default, falls back
+/// to plain only when the server offers no TLS at all; `sslmode=disable`
+/// never tries it). A file of roots decides which server is the lab's
+/// database: it is read as every such file is (`trusted_file`: no other
+/// user could have written it), and one that cannot be read, or holds no
+/// certificate, is an error naming it, never a warning the daemon goes on
+/// past.
+fn tls(roots: &[(&'static str, &Path)]) -> Result<MakeRustlsConnect> {
+    let mut store = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
-    // The variable `remote::http` reads too (the pool does not depend on
-    // remote/), and the connection's `sslrootcert`.
-    let extra = std::env::var_os("DRSD_CA_FILE").map(std::path::PathBuf::from);
-    for path in extra.iter().map(|p| p.as_path()).chain(root_cert) {
-        use rustls::pki_types::pem::PemObject;
-        match rustls::pki_types::CertificateDer::pem_file_iter(path) {
-            Ok(certs) => {
-                for cert in certs.flatten() {
-                    let _ = roots.add(cert);
-                }
-            }
-            Err(e) => log::warn!("extra roots in {} not read: {e}", path.display()),
+    for (what, path) in roots {
+        for cert in read_roots(what, path)? {
+            store
+                .add(cert)
+                .map_err(|e| untrusted(what, path, format!("a certificate is refused: {e}")))?;
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
+        .with_root_certificates(store)
         .with_no_client_auth();
-    MakeRustlsConnect::new(config)
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// The certificates of the PEM file `path`, opened through `trusted_file`.
+fn read_roots(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
+    use rustls::pki_types::pem::PemObject;
+    let pem = crate::trusted_file::read(path).map_err(|e| untrusted(what, path, e.to_string()))?;
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| untrusted(what, path, format!("not PEM certificates: {e:?}")))?;
+    if certs.is_empty() {
+        return Err(untrusted(what, path, "it holds no certificate".into()));
+    }
+    Ok(certs)
+}
+
+fn untrusted(what: &'static str, path: &Path, why: String) -> PoolError {
+    PoolError::TrustedFile {
+        what,
+        path: path.to_path_buf(),
+        why,
+    }
 }
 
 /// A database of its own for one test on the tests' server
@@ -498,6 +567,118 @@ mod tests {
         let began = Instant::now();
         assert!(ping(server).is_err(), "the server still answers");
         began.elapsed()
+    }
+
+    /// A self-made CA's certificate (no key kept): what a lab's own CA file
+    /// holds.
+    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\n\
+MIIBjTCCATOgAwIBAgIUNBndMNXxh7O0qV6DspBlXo+YCw4wCgYIKoZIzj0EAwIw\n\
+GzEZMBcGA1UEAwwQZHJzZCB0ZXN0IGxhYiBDQTAgFw0yNjEyMDcyMTA2MzRaGA8y\n\
+MTI2MTExMzIxMDYzNFowGzEZMBcGA1UEAwwQZHJzZCB0ZXN0IGxhYiBDQTBZMBMG\n\
+ByqGSM49AgEGCCqGSM49AwEHA0IABKxJmNQMaFqML1yRgnMwqXitsUdZb1ef609K\n\
+WcB3tPnjRi839NuU/OuPjX8DqzQIAPqHxedKHgs5t0km5PpFWcmjUzBRMB0GA1Ud\n\
+DgQWBBQ+h+kYaevkFFIE9naMtbl6sPWlDTAfBgNVHSMEGDAWgBQ+h+kYaevkFFIE\n\
+9naMtbl6sPWlDTAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCIGLt\n\
+QUdG8/T1JKpHYWSzNF3u0eWzZ4d0MBVxQ4L9paeqAiEA/RSCIlUuWO+KBrBoz5u7\n\
+uUg99eMXONg0m10REvpH2dg=\n\
+-----END CERTIFICATE-----\n\
+";
+
+    /// A PEM file of one self-made certificate, at `mode`.
+    fn ca_file(dir: &Path, mode: u32) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("lab-ca.pem");
+        std::fs::write(&path, TEST_CA).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_ca_file_others_may_write_is_refused_naming_it_before_anything_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = ca_file(dir.path(), 0o664);
+        // A port nobody listens on: had the file been taken, the error
+        // would be the refused connection.
+        let url = moved("postgresql://lab@127.0.0.1:5432/lab?sslmode=require");
+        let url = format!(
+            "postgresql://lab@127.0.0.1:{}/lab?sslmode=require",
+            url.get_ports()[0]
+        );
+        let err = PgServer::open_in(&url, &ProcessEnv, Some(&path))
+            .err()
+            .expect("a CA file others may write is refused");
+        let said = err.to_string();
+        assert!(matches!(err, PoolError::TrustedFile { .. }), "{said}");
+        assert!(
+            said.contains(&path.display().to_string()) && said.contains("chmod go-w"),
+            "{said}"
+        );
+        // sslrootcert is held to the same rule.
+        let url = format!("{url}&sslrootcert={}", path.display());
+        let err = PgServer::open_in(&url, &ProcessEnv, None)
+            .err()
+            .expect("an sslrootcert others may write is refused");
+        assert!(
+            matches!(err, PoolError::TrustedFile { what, .. } if what.contains("sslrootcert")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_ca_file_of_the_user_is_taken_and_one_holding_no_certificate_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = ca_file(dir.path(), 0o644);
+        assert_eq!(read_roots("ca_file", &good).unwrap().len(), 1);
+        assert!(tls(&[("ca_file", &good)]).is_ok());
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").unwrap();
+        let err = tls(&[("ca_file", &empty)]).err().unwrap().to_string();
+        assert!(
+            err.contains("empty.pem") && err.contains("no certificate"),
+            "{err}"
+        );
+        let missing = dir.path().join("missing.pem");
+        let err = tls(&[("ca_file", &missing)]).err().unwrap().to_string();
+        assert!(err.contains("missing.pem"), "{err}");
+    }
+
+    #[test]
+    fn every_session_gives_up_on_a_lock_held_by_another_session_and_its_options_stay() {
+        let db = TestDb::create();
+        let mut holder = db.client();
+        holder.batch_execute("CREATE TABLE held (n int)").unwrap();
+        holder
+            .batch_execute("BEGIN; LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
+            .unwrap();
+        // The connection string's own options come after ours: they win.
+        let url = format!("{}?options=-cstatement_timeout%3D60000", db.url);
+        let server = PgServer::open(&url).unwrap();
+        let (lock, statement): (String, String) = server
+            .with("show", |c| {
+                let row = c.client.query_one(
+                    "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+                    &[],
+                )?;
+                Ok((row.get(0), row.get(1)))
+            })
+            .unwrap();
+        assert_eq!(lock, "15s");
+        assert_eq!(
+            statement, "1min",
+            "the connection string's own options were lost"
+        );
+        let began = Instant::now();
+        let err = server
+            .with("read the held table", |c| {
+                c.client.batch_execute("SELECT * FROM held")
+            })
+            .unwrap_err();
+        let waited = began.elapsed();
+        assert!(
+            waited >= LOCK_TIMEOUT && waited < LOCK_TIMEOUT + Duration::from_secs(5),
+            "waited {waited:?}"
+        );
+        assert!(err.to_string().contains("lock timeout"), "{err}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! libpq's `verify-full` (the chain against the roots, the host name), so
 //! `require` and `verify-ca` are as strict as `verify-full`, and `allow` is
 //! `prefer`. A lab with its own certificate authority names it with
-//! `sslrootcert` (or `DRSD_CA_FILE`).
+//! `sslrootcert` (or the daemon's `ca_file` setting).
 //!
 //! The `postgres` crate parses the string itself but knows neither
 //! services, password files nor `sslrootcert`, and refuses the sslmodes it
@@ -673,7 +673,7 @@ mod against_a_server {
         let home = tempfile::tempdir().unwrap();
         let env = FakeEnv::new(home.path(), &[]);
         let url = url_as_role(&db);
-        let err = PgServer::open_in(&url, &env)
+        let err = PgServer::open_in(&url, &env, None)
             .err()
             .expect("no password given");
         let shown = err.to_string();
@@ -690,14 +690,15 @@ mod against_a_server {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let server = PgServer::open_in(&url, &env).expect("the password file's password is sent");
+        let server =
+            PgServer::open_in(&url, &env, None).expect("the password file's password is sent");
         server
             .with("ask", |c| c.client.simple_query("SELECT 1"))
             .unwrap();
 
         std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert!(
-            PgServer::open_in(&url, &env).is_err(),
+            PgServer::open_in(&url, &env, None).is_err(),
             "a password file others may read is ignored"
         );
     }
@@ -719,7 +720,7 @@ mod against_a_server {
         )
         .unwrap();
         let env = FakeEnv::new(home.path(), &[("PGSYSCONFDIR", "/nonexistent")]);
-        let server = PgServer::open_in("service=lab", &env).expect("the service's server");
+        let server = PgServer::open_in("service=lab", &env, None).expect("the service's server");
         let rows = server
             .with("ask", |c| {
                 c.client

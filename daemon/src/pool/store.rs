@@ -141,7 +141,9 @@ impl Pool {
     ) -> Result<Pool> {
         std::fs::create_dir_all(threshold_dir).at("create folder", threshold_dir)?;
         let threshold = Self::recorded_threshold(threshold_dir, threshold)?;
-        crate::private::dir(partial).at("create folder", partial)?;
+        // In a lab's shared folder another member may have made it first,
+        // or left a link in its place: refused by name (`node_dir`).
+        super::node_dir::open(partial)?;
         let mut pool = Pool::with_engines(kv, large, threshold);
         pool.partial = Some(partial.to_path_buf());
         Ok(pool)

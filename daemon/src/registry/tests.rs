@@ -85,7 +85,10 @@ pub(super) fn pg_registry(url: &str, node: &str, lease: std::time::Duration) -> 
         host: "test-host".into(),
         user: "test-user".into(),
     };
-    Registry::with_engine(Arc::new(PgRegistry::open(server, name, lease).unwrap()))
+    let urls = postgres::PrivateUrls::in_memory();
+    Registry::with_engine(Arc::new(
+        PgRegistry::open(server, name, lease, urls).unwrap(),
+    ))
 }
 
 /// The pins and gc's records of a lab's team database (`pool/pg_pins.rs`,

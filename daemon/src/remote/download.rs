@@ -197,6 +197,10 @@ pub enum FetchError {
     Io(#[from] crate::IoError),
     #[error("the pool has no folder for partial downloads")]
     NoPartialDir,
+    /// The partial downloads' folder is not this node's own (in a lab's
+    /// shared folder, another member made it, or left a link in its place).
+    #[error(transparent)]
+    NotOurs(#[from] crate::pool::NodeDirError),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> FetchError + 'a {
@@ -527,6 +531,9 @@ async fn stream_in_order(
 /// `partial/<sha256 of what identifies this version>.part`.
 fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
     let dir = pool.partial_dir().ok_or(FetchError::NoPartialDir)?;
+    // Checked again at each download: in a lab's shared folder another
+    // member may have swapped it for a link since the daemon started.
+    crate::pool::node_dir::check(dir)?;
     let name = super::partials::name(&req.origin.describe(), req.etag, req.size);
     Ok(dir.join(name))
 }

@@ -70,48 +70,79 @@ pub struct Removed {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{op} {path}: {source}")]
-pub struct PartialsError {
-    op: &'static str,
-    path: PathBuf,
-    #[source]
-    source: std::io::Error,
+pub enum PartialsError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The folder is not this node's own (`pool::node_dir`): nothing in it
+    /// is listed or removed.
+    #[error(transparent)]
+    NotOurs(#[from] crate::pool::NodeDirError),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> PartialsError + 'a {
-    move |source| PartialsError {
+    move |source| PartialsError::Io {
         op,
         path: path.to_path_buf(),
         source,
     }
 }
 
+/// The partials' folder, checked as this node's own and held open: every
+/// listing and removal goes through its descriptor, so a folder renamed
+/// away and replaced by a link (to the user's `~/Downloads`) meanwhile is
+/// never followed.
+pub struct PartialsDir {
+    path: PathBuf,
+    dir: std::fs::File,
+}
+
+impl PartialsDir {
+    /// `path`, checked again now (`pool::node_dir::check`).
+    pub fn open(path: &Path) -> Result<PartialsDir, PartialsError> {
+        Ok(PartialsDir {
+            path: path.to_path_buf(),
+            dir: crate::pool::node_dir::check(path)?,
+        })
+    }
+}
+
 /// The partial files in `dir` (regular files named `*.part`; nothing else
 /// there is touched).
-pub fn list(dir: &Path) -> Result<Vec<Partial>, PartialsError> {
+pub fn list(dir: &PartialsDir) -> Result<Vec<Partial>, PartialsError> {
+    use rustix::fs::{AtFlags, FileType};
+    let listing =
+        rustix::fs::Dir::read_from(&dir.dir).map_err(|e| io("list", &dir.path)(e.into()))?;
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io("list", dir))? {
-        let entry = entry.map_err(io("list", dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for entry in listing {
+        let entry = entry.map_err(|e| io("list", &dir.path)(e.into()))?;
+        let Ok(name) = entry.file_name().to_str() else {
+            continue; // not a name of ours
+        };
         if !name.ends_with(".part") {
             continue;
         }
         // Not followed: a link there is nobody's download.
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+        let Ok(stat) = rustix::fs::statat(&dir.dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue; // gone meanwhile
         };
-        if !meta.is_file() {
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             continue;
         }
         found.push(Partial {
-            name,
-            path: entry.path(),
-            bytes: meta.len(),
+            name: name.to_string(),
+            path: dir.path.join(name),
+            bytes: stat.st_size.max(0) as u64,
             // A hint for housekeeping only (has anyone written it lately?):
             // no byte of a partial file is trusted by its stat data; a
             // resume trusts its record's checked bytes and hashes them
             // again from disk (`partial.rs`, `download.rs`).
-            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            modified: SystemTime::UNIX_EPOCH
+                + Duration::new(stat.st_mtime.max(0) as u64, stat.st_mtime_nsec as u32),
         });
     }
     Ok(found)
@@ -120,16 +151,16 @@ pub fn list(dir: &Path) -> Result<Vec<Partial>, PartialsError> {
 /// Removes the partial files in `dir` that no name in `owned` claims and
 /// that were not written to within [`QUIET`] of `now`.
 pub fn remove_unowned(
-    dir: &Path,
+    dir: &PartialsDir,
     owned: &HashSet<String>,
     now: SystemTime,
 ) -> Result<Removed, PartialsError> {
-    remove(unowned(dir, owned, now)?)
+    remove(dir, unowned(dir, owned, now)?)
 }
 
 /// What [`remove_unowned`] would remove, removing nothing: for a dry run.
 pub fn count_unowned(
-    dir: &Path,
+    dir: &PartialsDir,
     owned: &HashSet<String>,
     now: SystemTime,
 ) -> Result<Removed, PartialsError> {
@@ -144,7 +175,7 @@ pub fn count_unowned(
 /// The partial files in `dir` no name in `owned` claims and not written to
 /// within [`QUIET`] of `now`.
 fn unowned<'a>(
-    dir: &Path,
+    dir: &PartialsDir,
     owned: &'a HashSet<String>,
     now: SystemTime,
 ) -> Result<impl Iterator<Item = Partial> + 'a, PartialsError> {
@@ -156,7 +187,11 @@ fn unowned<'a>(
 
 /// Of the partial files in `dir` named in `capped` (those of failed jobs),
 /// removes the oldest until the rest hold at most `max` bytes in all.
-pub fn cap(dir: &Path, capped: &HashSet<String>, max: u64) -> Result<Removed, PartialsError> {
+pub fn cap(
+    dir: &PartialsDir,
+    capped: &HashSet<String>,
+    max: u64,
+) -> Result<Removed, PartialsError> {
     let mut held: Vec<Partial> = list(dir)?
         .into_iter()
         .filter(|p| capped.contains(&p.name))
@@ -167,23 +202,27 @@ pub fn cap(dir: &Path, capped: &HashSet<String>, max: u64) -> Result<Removed, Pa
         total = total.saturating_add(p.bytes);
         total > max
     });
-    remove(over)
+    remove(dir, over)
 }
 
-fn remove(partials: impl Iterator<Item = Partial>) -> Result<Removed, PartialsError> {
+/// Removes each of `partials` from `dir`, by name under its descriptor.
+fn remove(
+    dir: &PartialsDir,
+    partials: impl Iterator<Item = Partial>,
+) -> Result<Removed, PartialsError> {
+    use rustix::fs::AtFlags;
     let mut removed = Removed::default();
     for p in partials {
-        match std::fs::remove_file(&p.path) {
+        match rustix::fs::unlinkat(&dir.dir, p.name.as_str(), AtFlags::empty()) {
             Ok(()) => {
                 // Its record of checked bytes (`partial.rs`) goes with it.
-                let mut record = p.path.clone().into_os_string();
-                record.push(".json");
-                let _ = std::fs::remove_file(record);
+                let record = format!("{}.json", p.name);
+                let _ = rustix::fs::unlinkat(&dir.dir, record.as_str(), AtFlags::empty());
                 removed.files += 1;
                 removed.bytes += p.bytes;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("remove", &p.path)(e)),
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(io("remove", &p.path)(e.into())),
         }
     }
     Ok(removed)
@@ -203,7 +242,15 @@ mod tests {
     }
 
     fn names(dir: &Path) -> HashSet<String> {
-        list(dir).unwrap().into_iter().map(|p| p.name).collect()
+        list(&at(dir))
+            .unwrap()
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    }
+
+    fn at(dir: &Path) -> PartialsDir {
+        PartialsDir::open(dir).unwrap()
     }
 
     #[test]
@@ -215,7 +262,7 @@ mod tests {
         let new = partial(dir.path(), "new.part", 400, hour);
         let other = partial(dir.path(), "running.part", 5000, 4 * hour);
         let capped = HashSet::from([old.clone(), mid.clone(), new.clone()]);
-        let removed = cap(dir.path(), &capped, 900).unwrap();
+        let removed = cap(&at(dir.path()), &capped, 900).unwrap();
         assert_eq!(
             removed,
             Removed {
@@ -225,7 +272,7 @@ mod tests {
         );
         assert_eq!(names(dir.path()), HashSet::from([mid, new, other.clone()]));
         // One partial larger than the cap alone goes too.
-        let removed = cap(dir.path(), &capped, 100).unwrap();
+        let removed = cap(&at(dir.path()), &capped, 100).unwrap();
         assert_eq!(removed.files, 2);
         assert_eq!(names(dir.path()), HashSet::from([other]));
     }
@@ -241,12 +288,12 @@ mod tests {
         let other = partial(dir.path(), "adopt-x", 10, hour);
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link.part")).unwrap();
         let claimed = HashSet::from([owned.clone()]);
-        let counted = count_unowned(dir.path(), &claimed, SystemTime::now()).unwrap();
+        let counted = count_unowned(&at(dir.path()), &claimed, SystemTime::now()).unwrap();
         assert!(
             dir.path().join(&stale).exists(),
             "a dry run removes nothing"
         );
-        let removed = remove_unowned(dir.path(), &claimed, SystemTime::now()).unwrap();
+        let removed = remove_unowned(&at(dir.path()), &claimed, SystemTime::now()).unwrap();
         assert_eq!(counted, removed);
         assert_eq!(
             removed,
@@ -266,6 +313,21 @@ mod tests {
                 "{kept} kept"
             );
         }
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_link_is_refused_and_nothing_behind_it_is_removed() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("partial-n");
+        std::fs::create_dir(&dir).unwrap();
+        let precious = top.path().join("Downloads");
+        std::fs::create_dir(&precious).unwrap();
+        let kept = partial(&precious, "thesis.part", 10, Duration::from_secs(7200));
+        std::fs::rename(&dir, top.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&precious, &dir).unwrap();
+        let err = PartialsDir::open(&dir).err().expect("refused").to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(precious.join(kept).exists());
     }
 
     #[test]

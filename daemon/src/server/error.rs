@@ -49,6 +49,14 @@ pub enum DaemonError {
         #[source]
         source: Box<PoolError>,
     },
+    /// A file that decides which server is the team's database (its CA
+    /// file) was refused: never a reason to run without the team quietly.
+    #[error("connecting to the team database {server}: {source}")]
+    TeamTrust {
+        server: String,
+        #[source]
+        source: Box<PoolError>,
+    },
 }
 
 impl DaemonError {

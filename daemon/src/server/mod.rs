@@ -239,8 +239,9 @@ async fn open_registry(
     team: Option<Arc<team::Team>>,
 ) -> Result<Arc<Registry>, DaemonError> {
     let path = own_registry_path(config);
+    let cfg = config.clone();
     let opened = crate::blocking(move || match team {
-        Some(team) => team.open_registry(),
+        Some(team) => team.open_registry(&cfg),
         None => Registry::open(&path),
     })
     .await;

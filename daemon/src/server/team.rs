@@ -18,7 +18,7 @@ use super::DaemonError;
 use crate::config::Config;
 use crate::ops::gc::{GcError, GcTeam};
 use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
-use crate::registry::postgres::{NodeName, DEFAULT_LEASE};
+use crate::registry::postgres::{NodeName, PrivateUrls, DEFAULT_LEASE};
 use crate::registry::{PgRegistry, Registry, RegistryError};
 use crate::settings::Key;
 
@@ -49,7 +49,8 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
     };
     let required = settings.flag(Key::TeamRequired).unwrap_or(true);
     let shown = PgServer::redacted(&url);
-    match crate::blocking(move || PgServer::open(&url)).await {
+    let ca_file = settings.path(Key::CaFile).map(PathBuf::from);
+    match crate::blocking(move || PgServer::open_trusting(&url, ca_file.as_deref())).await {
         Ok(server) => {
             let large = match settings.text(Key::TeamLarge) {
                 None | Some(PG_LO) => Large::PgLo,
@@ -69,6 +70,10 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
                 lease,
             }))
         }
+        Err(source @ PoolError::TrustedFile { .. }) => Err(DaemonError::TeamTrust {
+            server: shown,
+            source: Box::new(source),
+        }),
         Err(source) if required => Err(DaemonError::TeamDown {
             server: shown,
             source: Box::new(source),
@@ -111,8 +116,12 @@ impl Team {
         GcTeam::postgres(&self.server, &self.node.name)
     }
 
-    pub(super) fn open_registry(&self) -> Result<Registry, RegistryError> {
-        let engine = PgRegistry::open(self.server.clone(), self.node.clone(), self.lease)?;
+    /// The team's registry; the secrets of this node's URLs in
+    /// `team-urls.sqlite` in its state folder (never in the team's
+    /// database, which every member reads).
+    pub(super) fn open_registry(&self, config: &Config) -> Result<Registry, RegistryError> {
+        let urls = PrivateUrls::open(&config.state_dir.join("team-urls.sqlite"))?;
+        let engine = PgRegistry::open(self.server.clone(), self.node.clone(), self.lease, urls)?;
         Ok(Registry::with_engine(Arc::new(engine)))
     }
 }

@@ -26,6 +26,7 @@ fn owned_by(
 pub(crate) async fn cap_failed(registry: std::sync::Arc<Registry>, dir: PathBuf, max: u64) {
     let capped = crate::blocking(move || {
         let failed = owned_by(&registry, &[JobState::Failed])?;
+        let dir = partials::PartialsDir::open(&dir)?;
         partials::cap(&dir, &failed, max).map_err(PartialsSweepError::from)
     })
     .await;
@@ -50,6 +51,9 @@ pub(super) fn sweep(
     let Some(dir) = pool.partial_dir() else {
         return Ok(PartialsRemoved::default());
     };
+    // Checked again and held open: a folder swapped for a link since the
+    // daemon started is refused, and nothing behind the link is removed.
+    let dir = &partials::PartialsDir::open(dir)?;
     let owned = owned_by(
         registry,
         &[JobState::Queued, JobState::Running, JobState::Failed],

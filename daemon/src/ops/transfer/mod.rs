@@ -99,7 +99,17 @@ impl Transfers {
     /// when the registry cannot be read (logged: status still answers).
     pub async fn unfinished_commons_uploads(&self) -> Vec<drsd_proto::CommonsUploadLine> {
         let registry = self.registry.clone();
-        match crate::blocking(move || registry.fence_unfinished()).await {
+        let read = crate::blocking(move || registry.fence_unfinished());
+        // Status answers at once, even when a team's database hangs.
+        let wait = crate::ops::workers::STATUS_WAIT;
+        let Ok(read) = tokio::time::timeout(wait, read).await else {
+            log::warn!(
+                "status: the unfinished commons uploads: no answer within {}s",
+                wait.as_secs()
+            );
+            return Vec::new();
+        };
+        match read {
             Ok(open) => open
                 .into_iter()
                 .map(|(commons, up)| drsd_proto::CommonsUploadLine {

@@ -26,6 +26,10 @@ use crate::registry::{now, Job, Registry};
 use crate::remote::{FetchOptions, Remote};
 use drsd_proto::{JobProgress, QueueReport, TeamReport};
 
+/// How long `status` waits for a read of the queue or the team's nodes:
+/// status answers at once, even when a team's database hangs (a lock held
+/// on its tables, a server that stopped answering), and says so.
+pub const STATUS_WAIT: Duration = Duration::from_secs(2);
 /// How long an idle worker sleeps at most before looking at the queue again.
 const IDLE: Duration = Duration::from_secs(5);
 /// Times a job's outcome is written before the worker gives up on it.
@@ -101,15 +105,16 @@ impl Workers {
 
     /// The job queue for `status`: counts per state, the open jobs (at most
     /// 100) and the downloads in progress. A queue that cannot be read
-    /// shows empty: the rest of the status still helps.
+    /// within [`STATUS_WAIT`] shows empty: the rest of the status still
+    /// helps.
     pub async fn queue(&self) -> QueueReport {
         let registry = self.registry.clone();
-        let read = blocking(move || {
+        let read = within_status_wait(blocking(move || {
             Ok::<_, crate::registry::RegistryError>((
                 registry.job_counts()?,
                 registry.open_jobs(100)?,
             ))
-        })
+        }))
         .await;
         let (counts, open) = read.unwrap_or_else(|e| {
             log::warn!("reading the job queue: {e}");
@@ -138,19 +143,25 @@ impl Workers {
     }
 
     /// The team and its nodes, when the registry is a team's. A database
-    /// that does not answer leaves the list empty and says so in the log:
-    /// status must answer even then.
+    /// that does not answer within [`STATUS_WAIT`] (or fails the read) is
+    /// shown unreachable, with why, and the list empty: status must answer
+    /// even then.
     pub async fn team(&self) -> Option<Box<TeamReport>> {
         let registry = self.registry.clone();
         let view = registry.team()?;
-        let nodes = blocking(move || registry.team_nodes())
-            .await
-            .inspect_err(|e| log::warn!("listing the team's nodes: {e}"))
-            .unwrap_or_default();
+        let (nodes, unreachable) =
+            match within_status_wait(blocking(move || registry.team_nodes())).await {
+                Ok(nodes) => (nodes, None),
+                Err(e) => {
+                    log::warn!("listing the team's nodes: {e}");
+                    (Vec::new(), Some(e))
+                }
+            };
         Some(Box::new(TeamReport {
             server: view.server,
             node: view.node,
             nodes,
+            unreachable,
         }))
     }
 
@@ -179,6 +190,22 @@ impl Workers {
             }
             Err(_) => true,
         }
+    }
+}
+
+/// `read`'s outcome, or an error saying it took longer than
+/// [`STATUS_WAIT`] (the read goes on, off the async threads, until the
+/// database's own bounds end it).
+async fn within_status_wait<T, E: std::fmt::Display>(
+    read: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(STATUS_WAIT, read).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no answer within {}s (a lock held on its tables, or the server hangs)",
+            STATUS_WAIT.as_secs()
+        )),
     }
 }
 

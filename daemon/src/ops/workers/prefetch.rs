@@ -92,7 +92,8 @@ impl PrefetchError {
                 | FetchError::NoRanges { .. }
                 | FetchError::Pool(_)
                 | FetchError::Io(_)
-                | FetchError::NoPartialDir => None,
+                | FetchError::NoPartialDir
+                | FetchError::NotOurs(_) => None,
             },
         }
     }

@@ -34,6 +34,7 @@ mod objects;
 mod queue;
 mod records;
 mod rows;
+mod secrets;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -47,6 +48,7 @@ use super::RegistryError;
 use crate::pool::PgServer;
 
 pub use nodes::{NodeName, TeamNode};
+pub use secrets::PrivateUrls;
 
 /// The lease of a claimed job when the settings name none.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
@@ -140,6 +142,11 @@ const DDL: &str = "
         etag text NOT NULL,
         PRIMARY KEY (commons, oid, upload_id, number)
     );
+    CREATE TABLE IF NOT EXISTS drsd_reg_url_holders (
+        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
+        node text NOT NULL,
+        PRIMARY KEY (object_id, node)
+    );
     CREATE TABLE IF NOT EXISTS drsd_team_nodes (
         name text PRIMARY KEY,
         host text NOT NULL,
@@ -157,16 +164,19 @@ pub struct PgRegistry {
     lease_ms: i64,
     /// Dropped with the engine: the heartbeat thread then stops.
     heartbeat: Heartbeat,
+    /// The URLs this node was given whole (`secrets.rs`).
+    urls: PrivateUrls,
 }
 
 impl PgRegistry {
-    /// The engine on `server` as node `node`, claims held for `lease`:
-    /// creates the tables if needed, records the node, and starts its
-    /// heartbeat.
+    /// The engine on `server` as node `node`, claims held for `lease`, the
+    /// secrets of its URLs kept in `urls`: creates the tables if needed,
+    /// records the node, and starts its heartbeat.
     pub fn open(
         server: Arc<PgServer>,
         node: NodeName,
         lease: Duration,
+        urls: PrivateUrls,
     ) -> Result<PgRegistry, RegistryError> {
         server.with("create the registry's tables", |conn| {
             crate::pool::pg_create_tables(conn, DDL)
@@ -179,6 +189,7 @@ impl PgRegistry {
             node,
             lease_ms,
             heartbeat,
+            urls,
         })
     }
 

@@ -29,12 +29,17 @@ const UPSERT_OBJECT: &str = "
         recorded_at = LEAST(o.recorded_at, excluded.recorded_at)
     RETURNING id";
 
-fn upsert_object(tx: &mut Transaction, o: &ForeignObject) -> Result<i64, postgres::Error> {
+/// Upserts `o` under `url`, its shared form (`secrets.rs`).
+fn upsert_object(
+    tx: &mut Transaction,
+    o: &ForeignObject,
+    url: &str,
+) -> Result<i64, postgres::Error> {
     let stmt = tx.prepare(UPSERT_OBJECT)?;
     let row = tx.query_one(
         &stmt,
         &[
-            &o.url.expose(),
+            &url,
             &o.bucket,
             &o.key,
             &o.version_id,
@@ -57,7 +62,41 @@ pub(super) fn repo_key(repo: &Path) -> String {
     repo.to_string_lossy().into_owned()
 }
 
+/// Marks node `node` as one holding object `id`'s URL whole.
+const HOLDS_URL: &str = "INSERT INTO drsd_reg_url_holders (object_id, node) VALUES ($1, $2)
+    ON CONFLICT DO NOTHING";
+
 impl PgRegistry {
+    /// The URLs of `entries` as the team's database is to hold them, each
+    /// whole one kept in this node's private store first; and whether each
+    /// held a secret.
+    fn share_urls<'e>(
+        &self,
+        objects: impl Iterator<Item = &'e ForeignObject>,
+    ) -> Result<Vec<(String, bool)>, RegistryError> {
+        objects.map(|o| self.urls.keep(o.url.expose())).collect()
+    }
+
+    /// `object` with its URL whole again, when this node was given it so.
+    pub(super) fn reveal(&self, mut object: ForeignObject) -> Result<ForeignObject, RegistryError> {
+        let shown = object.url.expose().to_string();
+        object.url = self.urls.whole(shown)?.into();
+        Ok(object)
+    }
+
+    /// [`PgRegistry::reveal`] for entries.
+    fn reveal_entries(&self, entries: Vec<Entry>) -> Result<Vec<Entry>, RegistryError> {
+        entries
+            .into_iter()
+            .map(|e| {
+                Ok(Entry {
+                    object: self.reveal(e.object)?,
+                    ..e
+                })
+            })
+            .collect()
+    }
+
     /// Entries of this node's `repo` chosen by `filter` (SQL over `r` and
     /// `o`, `$3` onwards its parameters), by path.
     fn entries_where(
@@ -75,15 +114,17 @@ impl PgRegistry {
         let (node, key) = (self.node.name.as_str(), repo_key(repo));
         let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&node, &key];
         params.extend_from_slice(more);
-        self.tx(op, |tx| {
+        let entries = self.tx(op, |tx| {
             tx.query(&query, &params)?.iter().map(entry_of).collect()
-        })
+        })?;
+        self.reveal_entries(entries)
     }
 }
 
 impl ForeignObjects for PgRegistry {
     fn record(&self, repo: &Path, entries: &[Entry]) -> Result<(), RegistryError> {
         let key = repo_key(repo);
+        let urls = self.share_urls(entries.iter().map(|e| &e.object))?;
         self.tx("record", |tx| {
             let refs = tx.prepare(
                 "INSERT INTO drsd_reg_repo_refs (node, repo, path, oid, object_id, added_at)
@@ -91,8 +132,11 @@ impl ForeignObjects for PgRegistry {
                  ON CONFLICT (node, repo, path) DO UPDATE SET oid = excluded.oid,
                     object_id = excluded.object_id, added_at = excluded.added_at",
             )?;
-            for entry in entries {
-                let id = upsert_object(tx, &entry.object)?;
+            for (entry, (url, secret)) in entries.iter().zip(&urls) {
+                let id = upsert_object(tx, &entry.object, url)?;
+                if *secret {
+                    tx.execute(HOLDS_URL, &[&id, &self.node.name])?;
+                }
                 tx.execute(
                     &refs,
                     &[
@@ -111,14 +155,18 @@ impl ForeignObjects for PgRegistry {
 
     fn restore(&self, repo: &Path, entries: &[Entry]) -> Result<usize, RegistryError> {
         let key = repo_key(repo);
+        let urls = self.share_urls(entries.iter().map(|e| &e.object))?;
         self.tx("restore", |tx| {
             let refs = tx.prepare(
                 "INSERT INTO drsd_reg_repo_refs (node, repo, path, oid, object_id, added_at)
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (node, repo, path) DO NOTHING",
             )?;
             let mut restored = 0;
-            for entry in entries {
-                let id = upsert_object(tx, &entry.object)?;
+            for (entry, (url, secret)) in entries.iter().zip(&urls) {
+                let id = upsert_object(tx, &entry.object, url)?;
+                if *secret {
+                    tx.execute(HOLDS_URL, &[&id, &self.node.name])?;
+                }
                 restored += tx.execute(
                     &refs,
                     &[
@@ -145,11 +193,13 @@ impl ForeignObjects for PgRegistry {
             "SELECT {OBJECT_COLUMNS} FROM drsd_reg_objects o
              WHERE url = $1 AND etag = $2 AND size = $3"
         );
-        self.tx("look up", |tx| {
+        let url = super::secrets::shared(url);
+        let found = self.tx("look up", |tx| {
             tx.query_opt(&query, &[&url, &etag, &big(size)])?
                 .map(|r| object_at(&r, 0))
                 .transpose()
-        })
+        })?;
+        found.map(|o| self.reveal(o)).transpose()
     }
 
     fn objects_of_content(&self, oid: &Oid) -> Result<Vec<ForeignObject>, RegistryError> {
@@ -157,12 +207,13 @@ impl ForeignObjects for PgRegistry {
             "SELECT {OBJECT_COLUMNS} FROM drsd_reg_objects o
              WHERE content_oid = $1 ORDER BY updated_at DESC, id DESC"
         );
-        self.tx("look up by content", |tx| {
+        let found = self.tx("look up by content", |tx| {
             tx.query(&query, &[&oid.to_hex()])?
                 .iter()
                 .map(|r| object_at(r, 0))
-                .collect()
-        })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        found.into_iter().map(|o| self.reveal(o)).collect()
     }
 
     /// The update locks the object's row, so a repo recording it at the
@@ -175,6 +226,8 @@ impl ForeignObjects for PgRegistry {
         size: u64,
         content_oid: &Oid,
     ) -> Result<Vec<PathBuf>, RegistryError> {
+        let url = super::secrets::shared(url);
+        let url = url.as_str();
         self.tx("set the content oid", |tx| {
             tx.execute(
                 "UPDATE drsd_reg_objects SET content_oid = $4, updated_at = $5

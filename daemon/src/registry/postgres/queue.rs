@@ -8,23 +8,57 @@ use crate::pool::Oid;
 use crate::registry::engine::JobQueue;
 use crate::registry::{now, ForeignObject, Job, JobCounts, JobState, OpenJob, RegistryError};
 
+/// Whether a running job's lease (of alias `j`) lapsed, `$N` being this
+/// node's lease in milliseconds. No node renews a lease further than now +
+/// its lease, so one further ahead (`'infinity'`, a year) was written by
+/// hand, by a member of the lab: taken as it is, it would hold the job for
+/// a node that may not exist, and `promote --wait` with it, for ever. It is
+/// read back capped at now + the lease, and counts as lapsed: the job is
+/// taken over. (Nodes are meant to share `team_lease_secs`; one with a
+/// longer lease than this node's may lose a job to a second download,
+/// never a byte.) The cap is taken from `clock_timestamp()`, the time of
+/// the read: `now()` is when this transaction began, which may be before
+/// another node's claim that this one then reads, whose lease counts from
+/// that node's later `now()`.
+fn lease_lapsed(param: usize) -> String {
+    format!(
+        "(j.lease_until IS NULL OR j.lease_until < now()
+          OR j.lease_until > clock_timestamp() + ${param} * interval '1 millisecond')"
+    )
+}
+
+/// A job's lease end as this node reads it back: capped at now + its lease.
+fn lease_read_back(param: usize) -> String {
+    format!("LEAST(j.lease_until, clock_timestamp() + ${param} * interval '1 millisecond')")
+}
+
 /// A job is takeable when it is due, or running on a lease that lapsed
-/// (its node stopped renewing: dead, or cut off from the database).
+/// (its node stopped renewing: dead, or cut off from the database; or a
+/// lease no node writes, [`lease_lapsed`]), and this node can fetch its
+/// object: its URL holds no secret, or this node holds it whole
+/// (`secrets.rs`).
 /// `FOR UPDATE SKIP LOCKED`: a second claimer passes over the row the first
 /// one is taking instead of waiting for it, and never gets it.
-const CLAIM: &str = "
-    WITH next AS (
-        SELECT j.object_id FROM drsd_reg_jobs j JOIN drsd_reg_objects o ON o.id = j.object_id
-        WHERE ((j.state IN ('queued', 'retrying') AND j.next_at <= $1)
-               OR (j.state = 'running' AND (j.lease_until IS NULL OR j.lease_until < now())))
-          AND o.size <= $2
-        ORDER BY j.next_at, j.object_id
-        LIMIT 1
-        FOR UPDATE OF j SKIP LOCKED)
-    UPDATE drsd_reg_jobs j SET state = 'running', claimed_by = $3,
-        lease_until = now() + $4 * interval '1 millisecond', updated_at = $5
-    FROM next WHERE j.object_id = next.object_id
-    RETURNING j.object_id, j.attempts";
+fn claim_sql() -> String {
+    format!(
+        "WITH next AS (
+            SELECT j.object_id FROM drsd_reg_jobs j JOIN drsd_reg_objects o ON o.id = j.object_id
+            WHERE ((j.state IN ('queued', 'retrying') AND j.next_at <= $1)
+                   OR (j.state = 'running' AND {lapsed}))
+              AND o.size <= $2
+              AND (NOT EXISTS (SELECT 1 FROM drsd_reg_url_holders h WHERE h.object_id = o.id)
+                   OR EXISTS (SELECT 1 FROM drsd_reg_url_holders h
+                              WHERE h.object_id = o.id AND h.node = $3))
+            ORDER BY j.next_at, j.object_id
+            LIMIT 1
+            FOR UPDATE OF j SKIP LOCKED)
+        UPDATE drsd_reg_jobs j SET state = 'running', claimed_by = $3,
+            lease_until = now() + $4 * interval '1 millisecond', updated_at = $5
+        FROM next WHERE j.object_id = next.object_id
+        RETURNING j.object_id, j.attempts",
+        lapsed = lease_lapsed(4)
+    )
+}
 
 /// Puts a job back as new for its next claim: no owner, no lease.
 const UNCLAIMED: &str = "claimed_by = NULL, lease_until = NULL";
@@ -104,6 +138,8 @@ impl JobQueue for PgRegistry {
         etag: &str,
         size: u64,
     ) -> Result<Option<(JobState, Option<String>)>, RegistryError> {
+        let url = super::secrets::shared(url);
+        let url = url.as_str();
         self.tx("look up a job", |tx| {
             let row = tx.query_opt(
                 "SELECT j.state, j.error FROM drsd_reg_jobs j
@@ -169,20 +205,21 @@ impl JobQueue for PgRegistry {
         self.tx("requeue jobs", |tx| {
             let n = tx.execute(
                 &format!(
-                    "UPDATE drsd_reg_jobs SET state = 'queued', updated_at = $2, {UNCLAIMED}
+                    "UPDATE drsd_reg_jobs j SET state = 'queued', updated_at = $2, {UNCLAIMED}
                      WHERE state = 'running' AND (claimed_by = $1 OR claimed_by IS NULL
-                        OR lease_until IS NULL OR lease_until < now())"
+                        OR {lapsed})",
+                    lapsed = lease_lapsed(3)
                 ),
-                &[&self.node.name, &big(now())],
+                &[&self.node.name, &big(now()), &(self.lease_ms as f64)],
             )?;
             Ok(n as usize)
         })
     }
 
     fn claim_up_to(&self, at: u64, max_size: u64) -> Result<Option<Job>, RegistryError> {
-        self.tx("claim a job", |tx| {
+        let claimed = self.tx("claim a job", |tx| {
             let Some(row) = tx.query_opt(
-                CLAIM,
+                &claim_sql(),
                 &[
                     &big(at),
                     &big(max_size),
@@ -205,7 +242,15 @@ impl JobQueue for PgRegistry {
                 object: object_at(&object, 0)?,
                 attempts: attempts.max(0) as u32,
             }))
-        })
+        })?;
+        claimed
+            .map(|job| {
+                Ok(Job {
+                    object: self.reveal(job.object)?,
+                    ..job
+                })
+            })
+            .transpose()
     }
 
     /// Safe to repeat, and to race with a node that took the job over after
@@ -288,17 +333,20 @@ impl JobQueue for PgRegistry {
         let max = big(max_size);
         self.tx("look at the queue", |tx| {
             let row = tx.query_one(
-                "SELECT min(t) FROM (
+                &format!(
+                    "SELECT min(t) FROM (
                     SELECT j.next_at AS t FROM drsd_reg_jobs j
                     JOIN drsd_reg_objects o ON o.id = j.object_id
                     WHERE j.state IN ('queued', 'retrying') AND o.size <= $2
                     UNION ALL
-                    SELECT ceil(extract(epoch FROM j.lease_until))::bigint FROM drsd_reg_jobs j
+                    SELECT ceil(extract(epoch FROM {lease}))::bigint FROM drsd_reg_jobs j
                     JOIN drsd_reg_objects o ON o.id = j.object_id
                     WHERE j.state = 'running' AND j.claimed_by IS DISTINCT FROM $1
                         AND o.size <= $2
                  ) due",
-                &[&self.node.name, &max],
+                    lease = lease_read_back(3)
+                ),
+                &[&self.node.name, &max, &(self.lease_ms as f64)],
             )?;
             Ok(row.try_get::<_, Option<i64>>(0)?.map(|t| t.max(0) as u64))
         })
@@ -363,11 +411,12 @@ impl JobQueue for PgRegistry {
             "SELECT {OBJECT_COLUMNS} FROM drsd_reg_jobs j
              JOIN drsd_reg_objects o ON o.id = j.object_id WHERE j.state = ANY($1)"
         );
-        self.tx("list jobs", |tx| {
+        let found = self.tx("list jobs", |tx| {
             tx.query(&query, &[&states])?
                 .iter()
                 .map(|r| object_at(r, 0))
-                .collect()
-        })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        found.into_iter().map(|o| self.reveal(o)).collect()
     }
 }

@@ -76,6 +76,42 @@ fn a_lapsed_lease_is_taken_over_by_another_node() {
 }
 
 #[test]
+fn a_lease_no_node_would_write_is_read_back_capped_and_the_job_taken_over() {
+    let db = TestDb::create();
+    let lease = Duration::from_secs(30);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    one_queued_job(&a);
+    // A member leases the job to a node that does not exist, for ever.
+    db.client()
+        .execute(
+            "UPDATE drsd_reg_jobs SET state = 'running', claimed_by = 'ghost@nowhere', \
+             lease_until = 'infinity'",
+            &[],
+        )
+        .unwrap();
+    let due = a.next_due().unwrap().expect("a due time, not an error");
+    assert!(
+        due <= crate::registry::now() + lease.as_secs() + 2,
+        "due {due}"
+    );
+    let job = a
+        .claim(100)
+        .unwrap()
+        .expect("the job is taken over at once");
+    assert_eq!(a.job_counts().unwrap().running, 1);
+    drop(job);
+    // And a lease a year ahead is put back by a restart, as a lapsed one.
+    db.client()
+        .execute(
+            "UPDATE drsd_reg_jobs SET claimed_by = 'ghost@nowhere', \
+             lease_until = now() + interval '365 days'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(a.requeue_running().unwrap(), 1);
+}
+
+#[test]
 fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
     let db = TestDb::create();
     let lease = Duration::from_millis(500);
@@ -166,4 +202,72 @@ fn a_claim_after_the_server_closed_every_connection_is_made_on_a_new_one() {
     assert_eq!(a.job_counts().unwrap().running, 1);
     a.job_done(&job, &crate::pool::Oid::of(b"x"), None, None)
         .unwrap();
+}
+
+/// Every text of every row of the engine's tables, as one string.
+fn every_row(db: &TestDb) -> String {
+    let mut c = db.client();
+    let tables: Vec<String> = c
+        .query(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = 'public' AND table_name LIKE 'drsd_%'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut all = String::new();
+    for table in tables {
+        for row in c
+            .query(&format!("SELECT row_to_json(t)::text FROM {table} t"), &[])
+            .unwrap()
+        {
+            all.push_str(row.get::<_, &str>(0));
+            all.push('\n');
+        }
+    }
+    all
+}
+
+#[test]
+fn a_urls_secrets_stay_with_its_node_and_only_that_node_claims_its_job() {
+    let db = TestDb::create();
+    let lease = Duration::from_secs(30);
+    let a = pg_registry(&db.url, "alice@a", lease);
+    let b = pg_registry(&db.url, "bob@b", lease);
+    let url = "https://alice:hunter2@h.example/b/x.bam?versionId=7\
+               &X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=deadbeef";
+    let o = object(url, "0123456789abcdef0123456789abcdef", 1000);
+    a.record(Path::new("/r"), &[entry("x.bam", &o)]).unwrap();
+    let everything = every_row(&db);
+    for secret in ["hunter2", "AKIAEXAMPLE", "deadbeef"] {
+        assert!(!everything.contains(secret), "{secret} in {everything}");
+    }
+    assert!(everything.contains("versionId=7"), "{everything}");
+    // A reads its URL whole, by any of its lookups.
+    assert_eq!(a.for_repo(Path::new("/r")).unwrap()[0].object.url, url);
+    let found = a.lookup_by_location(url, &o.etag, 1000).unwrap().unwrap();
+    assert_eq!(found.url, url);
+    assert_eq!(a.queue_unhashed(None).unwrap(), 1);
+    // B cannot fetch it: it never takes the job; A does, with the URL whole.
+    assert!(
+        b.claim(100).unwrap().is_none(),
+        "B took a job it cannot fetch"
+    );
+    let job = a.claim(100).unwrap().expect("A takes its own job");
+    assert_eq!(job.object.url, url);
+    let oid = crate::pool::Oid::of(b"x");
+    assert_eq!(
+        a.job_done(&job, &oid, None, None).unwrap(),
+        vec![Path::new("/r").to_path_buf()]
+    );
+    // B learns the content oid under the shared form.
+    let seen = b.objects_of_content(&oid).unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(!seen[0].url.expose().contains("hunter2"));
+    assert_eq!(
+        a.job_state(url, &o.etag, 1000).unwrap(),
+        Some((JobState::Done, None))
+    );
 }

@@ -8,6 +8,13 @@ use drsd_proto::{Reply, StatusReport};
 
 /// Daemon, pool per tier (last background measurement), repos, queue.
 pub(crate) async fn handle(shared: &Shared) -> Reply {
+    // The registry's reads at once: each waits at most `STATUS_WAIT`, so a
+    // team database that hangs delays the answer by that, not three times.
+    let (queue, commons_uploads, team) = tokio::join!(
+        shared.workers.queue(),
+        shared.transfers.unfinished_commons_uploads(),
+        shared.workers.team()
+    );
     Reply::Status(Box::new(StatusReport {
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
@@ -17,10 +24,10 @@ pub(crate) async fn handle(shared: &Shared) -> Reply {
         pool_dir: shared.config.pool_dir.clone(),
         pool: shared.care.figures().await,
         repos: shared.registrar.list(),
-        queue: shared.workers.queue().await,
+        queue,
         trusted_at_their_word: shared.transfers.trusted_sources(),
-        commons_uploads: shared.transfers.unfinished_commons_uploads().await,
+        commons_uploads,
         registry_engine: shared.workers.registry_engine().to_string(),
-        team: shared.workers.team().await,
+        team,
     }))
 }

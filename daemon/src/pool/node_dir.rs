@@ -1,0 +1,192 @@
+//! A node's own folder inside the lab's shared folder (`partial-NODE`,
+//! where its resumable downloads are written). The shared folder is the
+//! lab group's to write, so another member can make the folder first, or
+//! rename it away and leave a symbolic link in its place (to the user's
+//! `~/.ssh`, say): a folder is this node's only when it is a real folder
+//! (opened with `O_NOFOLLOW|O_DIRECTORY`), owned by this user, and closed to
+//! everyone else (0700, set here on a folder of ours found open). Anything
+//! else is refused by name, naming who made it, and nothing is written
+//! into it, or removed from it: every use checks it again (gc works on the
+//! checked descriptor itself, `remote::partials`).
+
+use std::ffi::CStr;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a node's folder is not used.
+#[derive(Debug, thiserror::Error)]
+#[error("this node's folder {path}: {why}")]
+pub struct NodeDirError {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// `path` as this node's own folder: created 0700 when missing, else
+/// checked; the open folder, for work through its descriptor.
+pub fn open(path: &Path) -> Result<File, NodeDirError> {
+    match DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refused(path, format!("cannot create it: {e}"))),
+    }
+    check(path)
+}
+
+/// `path` opened as this node's own folder, without creating it.
+pub fn check(path: &Path) -> Result<File, NodeDirError> {
+    let dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| not_a_folder(path, e))?;
+    let meta = dir
+        .metadata()
+        .map_err(|e| refused(path, format!("cannot stat it: {e}")))?;
+    let me = drsd_proto::paths::current_uid();
+    if meta.uid() != me {
+        return Err(refused(
+            path,
+            format!(
+                "it was made by {}, not by you ({}): another member of the lab may have \
+                 planted it to read or redirect your downloads; nothing was written to it. \
+                 Have it removed (its owner, or root), then start again",
+                who(meta.uid()),
+                who(me)
+            ),
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        // Ours but open to others (made by hand, or by an older drsd):
+        // closed, on the descriptor (never through a name).
+        dir.set_permissions(std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| {
+                refused(
+                    path,
+                    format!("it has mode {mode:o} and chmod 700 failed: {e}"),
+                )
+            })?;
+    }
+    Ok(dir)
+}
+
+/// The refusal for a path that did not open as a folder.
+fn not_a_folder(path: &Path, e: std::io::Error) -> NodeDirError {
+    let link = std::fs::symlink_metadata(path).ok();
+    match link {
+        Some(meta) if meta.file_type().is_symlink() => {
+            let target = std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            refused(
+                path,
+                format!(
+                    "it is a symbolic link (to {target}, made by {}), not a folder: another \
+                     member of the lab may have put it there to redirect your downloads; \
+                     nothing was written through it. Remove the link, then start again",
+                    who(meta.uid())
+                ),
+            )
+        }
+        Some(meta) if !meta.is_dir() => refused(
+            path,
+            format!(
+                "it is not a folder (made by {}); remove it",
+                who(meta.uid())
+            ),
+        ),
+        _ => refused(path, format!("cannot open it: {e}")),
+    }
+}
+
+fn refused(path: &Path, why: String) -> NodeDirError {
+    NodeDirError {
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
+/// `uid 1001 (bob)`, or `uid 1001` when the system knows no name for it.
+pub fn who(uid: u32) -> String {
+    match user_name(uid) {
+        Some(name) => format!("uid {uid} ({name})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to memory of ours, sized as given; the name
+    // is read only when getpwuid_r says it filled `pwd` from `buf`.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            uid,
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into `buf`, NUL-terminated by getpwuid_r.
+    let name = unsafe { CStr::from_ptr(pwd.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_folder_is_made_0700_and_an_open_one_of_ours_is_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("partial-n");
+        open(&dir).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        open(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+    }
+
+    #[test]
+    fn a_symbolic_link_in_its_place_is_refused_naming_it_and_nothing_goes_through() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("ssh");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let dir = tmp.path().join("partial-n");
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        let err = open(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("symbolic link")
+                && err.contains(&elsewhere.display().to_string())
+                && err.contains(&dir.display().to_string())
+                && err.contains(&format!("uid {}", drsd_proto::paths::current_uid())),
+            "{err}"
+        );
+        assert!(std::fs::symlink_metadata(&dir)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn a_folder_another_user_made_is_refused_naming_its_owner() {
+        if drsd_proto::paths::current_uid() != 0 {
+            panic!("this test gives a folder to another uid: run it as root (CI does)");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("partial-n");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::lchown(&dir, Some(65534), None).unwrap();
+        let err = open(&dir).unwrap_err().to_string();
+        assert!(err.contains("uid 65534"), "{err}");
+        assert!(err.contains(&dir.display().to_string()), "{err}");
+    }
+}
