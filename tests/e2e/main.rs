@@ -34,4 +34,5 @@ mod setup;
 mod team;
 mod team_failures;
 mod team_migrate;
+mod team_trust;
 mod team_users;

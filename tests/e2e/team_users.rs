@@ -20,14 +20,14 @@ use super::team::{body, world, Node, TeamDb};
 const GROUP: &str = "drsd-test-lab";
 const USER: &str = "drsd-test-bob";
 
-fn run(cmd: &mut Command) -> Output {
+pub(super) fn run(cmd: &mut Command) -> Output {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{cmd:?}: {}", text(&out));
     out
 }
 
 /// The lab's group and its second user (made once; kept for the next run).
-fn lab_user() -> (u32, u32) {
+pub(super) fn lab_user() -> (u32, u32) {
     assert!(
         unsafe { libc::geteuid() } == 0,
         "this test makes a user and a group and runs a daemon as them: run it as root \
@@ -53,7 +53,7 @@ fn lab_user() -> (u32, u32) {
 }
 
 /// Gives `path` (and what is in it) to `uid:gid`.
-fn give(path: &Path, uid: u32, gid: u32) {
+pub(super) fn give(path: &Path, uid: u32, gid: u32) {
     run(Command::new("chown")
         .arg("-R")
         .arg(format!("{uid}:{gid}"))
@@ -61,7 +61,7 @@ fn give(path: &Path, uid: u32, gid: u32) {
 }
 
 /// A command as the second user, with B's environment and HOME.
-fn as_bob(b: &Node, home: &Path, (uid, gid): (u32, u32), program: &Path) -> Command {
+pub(super) fn as_bob(b: &Node, home: &Path, (uid, gid): (u32, u32), program: &Path) -> Command {
     let mut cmd = Command::new(program);
     cmd.envs(b.env())
         .env("HOME", home)
@@ -73,7 +73,7 @@ fn as_bob(b: &Node, home: &Path, (uid, gid): (u32, u32), program: &Path) -> Comm
 }
 
 /// The file of entry `oid` in the shared folder's large tier.
-fn shared_file(large: &Path, oid: &str) -> PathBuf {
+pub(super) fn shared_file(large: &Path, oid: &str) -> PathBuf {
     large
         .join("large")
         .join(&oid[0..2])

@@ -125,6 +125,12 @@ pub trait Staged: Send {
     fn write(&mut self, bytes: &[u8]) -> Result<()>;
     /// Makes the staged bytes durable and visible under `key`.
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()>;
+    /// The device and inode of the file being written, for an engine that
+    /// commits a file under the key's name (so the pool can tell it from
+    /// one renamed there by someone else); `None` for the others.
+    fn identity(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

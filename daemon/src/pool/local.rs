@@ -437,6 +437,11 @@ impl Staged for LocalStage<'_> {
         Ok(())
     }
 
+    fn identity(&self) -> Option<(u64, u64)> {
+        let meta = self.file.as_file().metadata().ok()?;
+        Some(super::store::identity(&meta))
+    }
+
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()> {
         let LocalStage { engine, file, .. } = *self;
         // On failure the NamedTempFile still owns the path and removes it.

@@ -1,0 +1,298 @@
+//! A lab member cannot make another member's daemon lose or swap data
+//! (issue 39). Two local users in one group, as `team_users.rs` sets them
+//! up: A, the victim, is root's daemon; B is the second user, who writes
+//! the shared folder and the team database directly, as any member can.
+//! Each test makes one of B's moves and checks it is refused: nothing
+//! lost, and nothing wrong reaching git on A.
+//!
+//! Needs root (to make the user and group and to run as them), as the
+//! tests are in CI: not root is a failure saying so, never a skip.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use drsd_e2e::bin;
+
+use super::add_url::{sha256_hex, text};
+use super::team::{body, world, Node, TeamDb};
+use super::team_users::{as_bob, give, lab_user, run, shared_file};
+
+/// Two machines of one lab: A (root) and B (the lab's second user), one
+/// database, one shared folder that is the lab group's (setgid 2770).
+pub(super) struct Lab {
+    pub(super) bob: (u32, u32),
+    pub(super) db: TeamDb,
+    pub(super) top: tempfile::TempDir,
+    pub(super) large: PathBuf,
+    pub(super) a: Node,
+    pub(super) b: Node,
+    /// B's HOME.
+    pub(super) home: PathBuf,
+}
+
+impl Lab {
+    /// The lab with `more` settings on A; no daemon started yet.
+    pub(super) fn new(more: &[(&'static str, &str)]) -> Lab {
+        let bob = lab_user();
+        let db = TeamDb::create();
+        let (top, large) = world();
+        std::fs::set_permissions(top.path(), PermissionsExt::from_mode(0o755)).unwrap();
+        give(&large, 0, bob.1);
+        std::fs::set_permissions(&large, PermissionsExt::from_mode(0o2770)).unwrap();
+        let a = Node::new(top.path(), "root@a", &db, &large, more);
+        let b = Node::new(top.path(), "bob@b", &db, &large, &[]);
+        let home = b.dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = B\n\temail = b@example.org\n[init]\n\tdefaultBranch = main\n\
+             [safe]\n\tdirectory = *\n",
+        )
+        .unwrap();
+        give(&b.dir, bob.0, bob.1);
+        Lab {
+            bob,
+            db,
+            top,
+            large,
+            a,
+            b,
+            home,
+        }
+    }
+
+    pub(super) fn top(&self) -> &Path {
+        self.top.path()
+    }
+
+    /// `program` as B, with B's environment and HOME.
+    pub(super) fn as_bob(&self, program: &str) -> Command {
+        as_bob(&self.b, &self.home, self.bob, Path::new(program))
+    }
+
+    /// A shell command as B, which must succeed.
+    pub(super) fn bob_sh(&self, script: &str) -> Output {
+        run(self.as_bob("sh").arg("-c").arg(script))
+    }
+
+    pub(super) fn start_b(&mut self) {
+        let mut cmd = as_bob(&self.b, &self.home, self.bob, &bin("drsd"));
+        cmd.args(["serve", "--ready"]).stderr(Stdio::inherit());
+        self.b.daemon = Some(drsd_e2e::spawn_ready(&mut cmd));
+    }
+
+    /// The file of entry `oid` in the shared folder.
+    pub(super) fn entry(&self, oid: &str) -> PathBuf {
+        shared_file(&self.large, oid)
+    }
+
+    /// A's repo `name`, set up for LFS with a folder object remote, holding
+    /// `files` committed and pushed to a bare origin.
+    pub(super) fn a_repo(&self, name: &str, files: &[(&str, &[u8])]) -> PathBuf {
+        let repo = self.a.dir.join(name);
+        std::fs::create_dir(&repo).unwrap();
+        let objects = self.top().join(format!("{name}-objects"));
+        std::fs::create_dir(&objects).unwrap();
+        self.in_a(&repo, &["init", "-q"]);
+        self.a
+            .drsctl_ok(&repo, &["init", "--remote", objects.to_str().unwrap()]);
+        self.in_a(&repo, &["lfs", "track", "*.bin"]);
+        for (file, data) in files {
+            std::fs::write(repo.join(file), data).unwrap();
+        }
+        self.in_a(&repo, &["add", "."]);
+        self.in_a(&repo, &["commit", "-qm", "data"]);
+        let bare = self.top().join(format!("{name}.git"));
+        self.a
+            .ok_git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+        self.in_a(&repo, &["remote", "add", "origin", bare.to_str().unwrap()]);
+        self.in_a(&repo, &["push", "-q", "origin", "main"]);
+        repo
+    }
+
+    /// git in `repo` on A, which must succeed.
+    pub(super) fn in_a(&self, repo: &Path, args: &[&str]) -> Output {
+        let out = self.git_a(repo, args);
+        assert!(out.status.success(), "git {args:?} on A: {}", text(&out));
+        out
+    }
+
+    /// git in `repo` on A.
+    pub(super) fn git_a(&self, repo: &Path, args: &[&str]) -> Output {
+        Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .envs(self.a.env())
+            .env("DRSD_BIN", bin("drsd"))
+            .output()
+            .unwrap()
+    }
+}
+
+impl Node {
+    fn ok_git(&self, args: &[&str]) {
+        let out = Command::new("git")
+            .args(args)
+            .envs(self.env())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    }
+}
+
+/// `repo`'s git-lfs object `oid`.
+pub(super) fn lfs_object(repo: &Path, oid: &str) -> PathBuf {
+    repo.join(".git/lfs/objects")
+        .join(&oid[0..2])
+        .join(&oid[2..4])
+        .join(oid)
+}
+
+/// Calls `then` the moment a process opens the file at `path` (inotify),
+/// on a thread of its own; join it to know it ran.
+fn on_first_open(path: &Path, then: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a new inotify descriptor, owned below.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    assert!(fd >= 0, "inotify_init1");
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid descriptor and C string.
+    let watch = unsafe { libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_OPEN) };
+    assert!(watch >= 0, "inotify_add_watch {}", path.display());
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into a buffer of ours; blocks until the first event.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        assert!(n > 0, "inotify read");
+        then();
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(fd) };
+    })
+}
+
+/// Attack 1: B renames his own bytes over A's entry the moment A's daemon
+/// opens it, so a read-out that hashes one descriptor and then links the
+/// name again hands on B's bytes. What reaches A's repo must be the bytes
+/// A's daemon hashed.
+#[test]
+fn bytes_renamed_over_an_entry_while_it_is_read_never_reach_the_repo() {
+    let mut lab = Lab::new(&[]);
+    lab.a.start();
+    // Large enough that hashing it leaves B's rename all the time it needs.
+    let data = body(48 << 20);
+    let oid = sha256_hex(&data);
+    let ra = lab.a_repo("ra", &[("big.bin", &data)]);
+    let entry = lab.entry(&oid);
+    assert!(
+        entry.is_file(),
+        "A's push left the entry in the shared pool"
+    );
+    // B's bytes wait next to the entry, the same length, his file.
+    let swap = entry.with_extension("new");
+    lab.bob_sh(&format!(
+        "head -c {} /dev/zero > {}",
+        data.len(),
+        swap.display()
+    ));
+    // A's daemon starts afresh (it remembers no read-out).
+    lab.a.kill9();
+    lab.a.start();
+    // B's move: a process of his, ready to rename on a word.
+    let mut mover = lab
+        .as_bob("sh")
+        .arg("-c")
+        .arg(format!(
+            "read go && mv -f {} {}",
+            swap.display(),
+            entry.display()
+        ))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut go = mover.stdin.take().unwrap();
+    let watcher = on_first_open(&entry, move || {
+        let _ = go.write_all(b"go\n");
+    });
+    // A clones the repo: its objects come from the pool.
+    let bare = lab.top().join("ra.git");
+    let out = Command::new(bin("drsctl"))
+        .current_dir(&lab.a.dir)
+        .args(["clone", bare.to_str().unwrap(), "rc"])
+        .envs(lab.a.env())
+        .env("DRSD_BIN", bin("drsd"))
+        .output()
+        .unwrap();
+    watcher.join().unwrap();
+    assert!(mover.wait().unwrap().success(), "B's rename ran");
+    // Whatever the clone did, A's new repo holds no byte of B's.
+    let rc = lab.a.dir.join("rc");
+    let said = text(&out);
+    for (what, path) in [
+        ("the work tree", rc.join("big.bin")),
+        (".git/lfs/objects", lfs_object(&rc, &oid)),
+    ] {
+        if let Ok(got) = std::fs::read(&path) {
+            assert!(got == data, "{what} on A holds B's bytes ({said})");
+        }
+    }
+    assert!(out.status.success(), "the clone failed: {said}");
+    // And a read-out now finds B's bytes, moves them aside and fetches the
+    // object again from A's object remote: nothing is lost.
+    std::fs::remove_dir_all(ra.join(".git/lfs/objects")).unwrap();
+    std::fs::remove_file(ra.join("big.bin")).unwrap();
+    lab.in_a(&ra, &["checkout", "--", "big.bin"]);
+    assert!(std::fs::read(ra.join("big.bin")).unwrap() == data);
+    assert!(std::fs::read(&entry).unwrap() == data, "the entry mended");
+}
+
+/// Attack 2: a pool file B owns (his daemon stored it) is made writable by
+/// the group, his right as its owner; A's repo gets the object from the
+/// pool; later B writes through the file. A hard link would carry his
+/// write into A's `.git/lfs/objects` and every checkout after: A's repo
+/// must hold a copy of its own.
+#[test]
+fn a_pool_file_another_member_can_write_reaches_a_repo_as_a_copy_of_its_own() {
+    let mut lab = Lab::new(&[]);
+    let data = body(3 << 20);
+    let oid = sha256_hex(&data);
+    let entry = lab.entry(&oid);
+    // B's file at the entry's name, right bytes, writable by the group (and
+    // by him: it is his).
+    let source = lab.b.dir.join("big.bin");
+    std::fs::write(&source, &data).unwrap();
+    give(&source, lab.bob.0, lab.bob.1);
+    lab.bob_sh(&format!(
+        "mkdir -p {dir} && cp {src} {entry} && chmod 0660 {entry}",
+        dir = entry.parent().unwrap().display(),
+        src = source.display(),
+        entry = entry.display()
+    ));
+    lab.a.start();
+    let ra = lab.a_repo("ra", &[("big.bin", &data)]);
+    // A's repo gets the object from the pool: B's file.
+    std::fs::remove_dir_all(ra.join(".git/lfs/objects")).unwrap();
+    std::fs::remove_file(ra.join("big.bin")).unwrap();
+    lab.in_a(&ra, &["checkout", "--", "big.bin"]);
+    assert!(std::fs::read(ra.join("big.bin")).unwrap() == data);
+    // B writes other bytes through his file's inode.
+    lab.bob_sh(&format!(
+        "head -c {} /dev/zero | dd of={} conv=notrunc status=none",
+        data.len(),
+        entry.display()
+    ));
+    assert!(std::fs::read(&entry).unwrap() == vec![0u8; data.len()]);
+    // A's object, and a new worktree checked out from it, hold A's bytes.
+    assert!(
+        std::fs::read(lfs_object(&ra, &oid)).unwrap() == data,
+        "B's write reached A's .git/lfs/objects"
+    );
+    let wt = lab.top().join("wt");
+    lab.in_a(&ra, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    assert!(
+        std::fs::read(wt.join("big.bin")).unwrap() == data,
+        "B's write reached a new worktree of A's"
+    );
+}
