@@ -12,11 +12,14 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use drsd_e2e::bin;
+use drsd_e2e::liar::Liar;
 
-use super::add_url::{sha256_hex, text};
-use super::team::{body, world, Node, TeamDb};
+use super::add_url::{pointer_text, sha256_hex, text};
+use super::foreign::{staged, wait_up_to};
+use super::team::{body, bytes_served, world, Node, TeamDb, LM};
 use super::team_users::{as_bob, give, lab_user, run, shared_file};
 
 /// Two machines of one lab: A (root) and B (the lab's second user), one
@@ -294,5 +297,55 @@ fn a_pool_file_another_member_can_write_reaches_a_repo_as_a_copy_of_its_own() {
     assert!(
         std::fs::read(wt.join("big.bin")).unwrap() == data,
         "B's write reached a new worktree of A's"
+    );
+}
+
+/// Attack 7: B plants zeros under a public object's sha256 before A adds
+/// it by URL, in shard folders of his that the group cannot write (so the
+/// planted file cannot be moved aside). A's fresh, correctly hashed bytes
+/// must win: the planted entry checked and replaced, the folders that are
+/// not the group's refused (moved aside whole), the pointer promoted and
+/// the object in the pool, downloaded once.
+#[test]
+fn fresh_bytes_replace_an_entry_planted_in_folders_the_group_cannot_write() {
+    let mut lab = Lab::new(&[]);
+    let size = 1 << 20;
+    let data = body(size);
+    let oid = sha256_hex(&data);
+    let liar = Liar::start(data.clone(), "public-etag-7", LM);
+    lab.a.start();
+    let entry = lab.entry(&oid);
+    let shard = entry.parent().unwrap().parent().unwrap().to_path_buf();
+    // B's folders, made with his usual umask: readable, not group-writable.
+    lab.bob_sh(&format!(
+        "umask 022 && mkdir -p {dir} && head -c {size} /dev/zero > {entry} && chmod 0444 {entry}",
+        dir = entry.parent().unwrap().display(),
+        entry = entry.display()
+    ));
+    let ra = lab.a.repo("ra");
+    lab.a
+        .drsctl_ok(&ra, &["add-url", &liar.url("pub/data.bin"), "data.bin"]);
+    let promoted = pointer_text(&oid, size as u64);
+    wait_up_to(Duration::from_secs(60), "A's promotion", || {
+        staged(&ra, "data.bin") == promoted
+    });
+    assert!(
+        std::fs::read(&entry).unwrap() == data,
+        "the pool's entry holds A's bytes"
+    );
+    assert!(
+        std::fs::read(lfs_object(&ra, &oid)).unwrap() == data,
+        "A's repo holds its bytes"
+    );
+    let meta = std::fs::metadata(&shard).unwrap();
+    assert_eq!(
+        meta.permissions().mode() & 0o2070,
+        0o2070,
+        "the shard folder is the group's again"
+    );
+    assert_eq!(
+        bytes_served(&liar, size as u64),
+        size as u64,
+        "fetched once"
     );
 }

@@ -129,7 +129,7 @@ impl Pool {
             tier: Tier::Large,
             stored: false,
         };
-        if self.has(&oid)? {
+        if self.holds_good(&oid)? {
             return Ok(put);
         }
         let hashed = identity(&file.metadata().at("stat", path)?);

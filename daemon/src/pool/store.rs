@@ -240,6 +240,15 @@ impl Pool {
     pub(crate) fn adopt_verified(&self, path: &Path, oid: &Oid, len: u64) -> Result<Put> {
         let _pin = self.pin(oid)?;
         let tier = self.tier_for(len);
+        if tier == Tier::Large && self.holds_good(oid)? {
+            std::fs::remove_file(path).at("remove", path)?;
+            return Ok(Put {
+                oid: *oid,
+                len,
+                tier,
+                stored: false,
+            });
+        }
         let written = identity(&std::fs::symlink_metadata(path).at("stat", path)?);
         let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
         if stored && tier == Tier::Large {
@@ -369,9 +378,9 @@ impl Pool {
         let pin = self.pin(oid)?;
         let len = bytes.len() as u64;
         let tier = self.tier_for(len);
-        // A large blob already there is not hashed or written again; a small
-        // one costs less to hash than to look up first.
-        if tier == Tier::Large && self.large.has(oid.as_bytes())? {
+        // A large blob already there (and good) is not hashed or written
+        // again; a small one costs less to hash than to look up first.
+        if tier == Tier::Large && self.holds_good(oid)? {
             let put = Put {
                 oid: *oid,
                 len,
@@ -429,7 +438,7 @@ impl Pool {
     fn store(&self, oid: &Oid, bytes: &[u8], tier: Tier) -> Result<Put> {
         let stored = match tier {
             Tier::Kv => self.kv.put(oid.as_bytes(), bytes)?,
-            Tier::Large if self.large.has(oid.as_bytes())? => false,
+            Tier::Large if self.holds_good(oid)? => false,
             Tier::Large => {
                 let mut staged = self.large.stage()?;
                 staged.write(bytes)?;
@@ -494,7 +503,7 @@ impl Pool {
             Some(pin) => pin,
             None => self.pin(&oid)?,
         };
-        let stored = !self.large.has(oid.as_bytes())?;
+        let stored = !self.holds_good(&oid)?;
         if stored {
             let written = staged.identity();
             staged.commit(oid.as_bytes())?;
@@ -797,6 +806,33 @@ impl Pool {
             len,
             path,
         })
+    }
+
+    /// Whether the large entry already under `oid` holds the oid's bytes:
+    /// fresh bytes for it are dropped only then. In a shared folder the
+    /// entry may be anything another member put under the name; a bad one
+    /// is moved aside (if it can be: else the fresh bytes are committed
+    /// over it all the same), so the caller stores the fresh bytes.
+    pub(crate) fn holds_good(&self, oid: &Oid) -> Result<bool> {
+        if !self.large.has(oid.as_bytes())? {
+            return Ok(false);
+        }
+        match self.checked(oid) {
+            Ok(None) => Ok(false),
+            Ok(Some(Checked::Ours(_))) => Ok(true),
+            Ok(Some(Checked::Theirs(blob))) => {
+                let at = blob.path().map(Path::to_path_buf).unwrap_or_default();
+                let got = hash_blob(&blob).at("read", at)?;
+                drop(blob);
+                if got == *oid {
+                    return Ok(true);
+                }
+                let _ = self.bad_entry(oid, got);
+                Ok(false)
+            }
+            Err(PoolError::Corrupt { .. } | PoolError::Unsteady { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Entry `oid` found to hash to `got`: moved aside, and the error that
