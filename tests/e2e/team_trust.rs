@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use drsd_e2e::bin;
-use drsd_e2e::liar::Liar;
+use drsd_e2e::liar::{Liar, Lies};
 
 use super::add_url::{pointer_text, sha256_hex, text};
 use super::foreign::{staged, wait_up_to};
@@ -348,4 +348,95 @@ fn fresh_bytes_replace_an_entry_planted_in_folders_the_group_cannot_write() {
         size as u64,
         "fetched once"
     );
+}
+
+/// Attack 4: B tries to delete what A just added by URL, before A's node
+/// publishes its roots again: his gc with no grace, his gc again after
+/// deleting A's published roots, and `team forget` of A's live node. A's
+/// object stays, and once its source is gone A's push still succeeds.
+#[test]
+fn another_members_gc_and_forget_never_delete_what_a_live_node_just_added() {
+    let mut lab = Lab::new(&[]);
+    let size = 1 << 20;
+    let data = body(size);
+    let oid = sha256_hex(&data);
+    let liar = Liar::start(data.clone(), "public-etag-4", LM);
+    lab.a.start();
+    lab.start_b();
+    let drsctl = bin("drsctl");
+    let drsctl = drsctl.to_str().unwrap();
+    // B has a repo of his own registered (a gc wants one).
+    let rb = lab.b.dir.join("rb");
+    lab.bob_sh(&format!("git init -q {}", rb.display()));
+    run(lab
+        .as_bob(drsctl)
+        .current_dir(&rb)
+        .args(["repos", "add", "."]));
+    // A adds an object by URL to a repo with a folder remote.
+    let ra = lab.a.dir.join("ra");
+    std::fs::create_dir(&ra).unwrap();
+    let objects = lab.top().join("ra-objects");
+    std::fs::create_dir(&objects).unwrap();
+    lab.in_a(&ra, &["init", "-q"]);
+    lab.a
+        .drsctl_ok(&ra, &["init", "--remote", objects.to_str().unwrap()]);
+    lab.a
+        .drsctl_ok(&ra, &["add-url", &liar.url("pub/added.bin"), "added.bin"]);
+    let promoted = pointer_text(&oid, size as u64);
+    wait_up_to(Duration::from_secs(60), "A's promotion", || {
+        staged(&ra, "added.bin") == promoted
+    });
+    let entry = lab.entry(&oid);
+    let held = || std::fs::read(&entry).is_ok_and(|b| b == data);
+    assert!(held(), "the object is in the shared pool");
+    // B's moves.
+    let b_gc = |lab: &Lab| {
+        let out = run(lab
+            .as_bob(drsctl)
+            .current_dir(&rb)
+            .args(["--json", "gc", "--grace", "0"]));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let report = b_gc(&lab);
+    assert!(held(), "B's gc removed A's new object: {report}");
+    let mut pg = postgres::Client::connect(&lab.db.url, postgres::NoTls).unwrap();
+    pg.batch_execute(
+        "DELETE FROM team_roots WHERE node = 'root@a'; \
+         DELETE FROM team_root_sets WHERE node = 'root@a';",
+    )
+    .unwrap();
+    let report = b_gc(&lab);
+    assert!(
+        held(),
+        "B's gc removed A's object once A's roots were deleted: {report}"
+    );
+    let forgot = lab
+        .as_bob(drsctl)
+        .current_dir(&rb)
+        .args(["team", "forget", "root@a"])
+        .output()
+        .unwrap();
+    assert!(
+        !forgot.status.success(),
+        "A's live node was forgotten: {}",
+        text(&forgot)
+    );
+    assert!(text(&forgot).contains("root@a"), "{}", text(&forgot));
+    let report = b_gc(&lab);
+    assert!(
+        held(),
+        "B's gc after the forget removed A's object: {report}"
+    );
+    // The source is gone (it serves other bytes now); A commits and pushes.
+    liar.lies(Lies {
+        other_version: Some(("other-etag".into(), vec![9u8; size])),
+        ..Lies::default()
+    });
+    lab.in_a(&ra, &["commit", "-qm", "added"]);
+    let bare = lab.top().join("ra.git");
+    lab.a
+        .ok_git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    lab.in_a(&ra, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    lab.in_a(&ra, &["push", "-q", "origin", "main"]);
+    assert!(held(), "the object is still in the shared pool");
 }

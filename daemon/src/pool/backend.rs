@@ -53,6 +53,11 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Whether `key`'s entry is a file another user stored, in a folder
+    /// several users share; false for engines with no owners.
+    fn stored_by_another(&self, _key: &[u8]) -> Result<bool> {
+        Ok(false)
+    }
     /// Removes each of `keys` (a sweep's batch), in one write transaction
     /// where the engine has them; for each, its size when this call removed
     /// it. A key gone already is `None`.

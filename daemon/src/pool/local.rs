@@ -499,6 +499,20 @@ impl Backend for LocalEngine {
         Ok(true)
     }
 
+    fn stored_by_another(&self, key: &[u8]) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        if self.group.is_none() {
+            return Ok(false);
+        }
+        let path = self.path_for(key)?;
+        match fs::symlink_metadata(&path) {
+            // SAFETY: geteuid cannot fail.
+            Ok(meta) => Ok(meta.uid() != unsafe { libc::geteuid() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e).at("stat", path),
+        }
+    }
+
     fn delete(&self, key: &[u8]) -> Result<bool> {
         let path = self.path_for(key)?;
         match fs::remove_file(&path) {

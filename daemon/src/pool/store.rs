@@ -338,6 +338,12 @@ impl Pool {
         Ok(Some(bytes))
     }
 
+    /// Whether entry `key` is a large file another user stored in a lab's
+    /// shared folder (see [`Backend::stored_by_another`]).
+    pub fn stored_by_another(&self, key: &[u8]) -> Result<bool> {
+        self.large.stored_by_another(key)
+    }
+
     pub fn delete(&self, oid: &Oid) -> Result<bool> {
         self.verified.forget(oid);
         let mut found = false;

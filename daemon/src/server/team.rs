@@ -19,6 +19,10 @@ use crate::config::Config;
 use crate::ops::gc::{GcError, GcTeam};
 use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
 use crate::registry::postgres::{NodeName, DEFAULT_LEASE};
+
+/// `team_min_grace_secs`' default: an hour, far past a node's publish of
+/// its roots (at each scan and gc).
+const DEFAULT_MIN_GRACE: Duration = Duration::from_secs(3600);
 use crate::registry::{PgRegistry, Registry, RegistryError};
 use crate::settings::Key;
 
@@ -38,6 +42,8 @@ pub(super) struct Team {
     large: Large,
     node: NodeName,
     lease: Duration,
+    /// `team_min_grace_secs`: the least grace of a gc here.
+    min_grace: Duration,
 }
 
 /// The team the settings name, connected; `None` without `team_db`, or
@@ -57,6 +63,9 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
             };
             let node = NodeName::here(settings.text(Key::TeamNode));
             let lease = settings.secs(Key::TeamLeaseSecs).unwrap_or(DEFAULT_LEASE);
+            let min_grace = settings
+                .secs(Key::TeamMinGraceSecs)
+                .unwrap_or(DEFAULT_MIN_GRACE);
             log::info!(
                 "team mode: node {} on {} (large tier: {large:?})",
                 node.name,
@@ -67,6 +76,7 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
                 large,
                 node,
                 lease,
+                min_grace,
             }))
         }
         Err(source) if required => Err(DaemonError::TeamDown {
@@ -108,7 +118,9 @@ impl Team {
     /// gc across the lab: this node's roots published, every node's kept,
     /// grace records in the database.
     pub(super) fn gc_team(&self) -> Result<GcTeam, GcError> {
-        GcTeam::postgres(&self.server, &self.node.name)
+        let min_grace = self.min_grace.as_secs();
+        Ok(GcTeam::postgres(&self.server, &self.node.name)?
+            .with_limits(self.lease.as_secs(), min_grace))
     }
 
     pub(super) fn open_registry(&self) -> Result<Registry, RegistryError> {
