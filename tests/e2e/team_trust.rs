@@ -440,3 +440,71 @@ fn another_members_gc_and_forget_never_delete_what_a_live_node_just_added() {
     lab.in_a(&ra, &["push", "-q", "origin", "main"]);
     assert!(held(), "the object is still in the shared pool");
 }
+
+/// Attack 3: A adds an object by URL (not fetched yet); B, who can write
+/// every row, sets the content oid of A's provisional row to bytes of his
+/// own that he put in the pool, correctly hashed. The source's ETag is the
+/// MD5 of its content, so A's own pointer says what the bytes must be: A's
+/// daemon must not promote to B's bytes, on its own or when asked.
+#[test]
+fn a_content_oid_another_member_writes_on_my_row_never_promotes_my_pointer_to_his_bytes() {
+    use md5::{Digest, Md5};
+    let mut lab = Lab::new(&[]);
+    let size = 1 << 20;
+    let data = body(size);
+    let etag = hex::encode(Md5::digest(&data));
+    let liar = Liar::start(data.clone(), &etag, LM);
+    lab.a.start();
+    let ra = lab.a.repo("ra");
+    lab.a.drsctl_ok(
+        &ra,
+        &["add-url", "--no-fetch", &liar.url("pub/d.bin"), "d.bin"],
+    );
+    let provisional = staged(&ra, "d.bin");
+    // B's bytes, in the pool as a good entry of their own oid.
+    let his: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
+    let his_oid = sha256_hex(&his);
+    let entry = lab.entry(&his_oid);
+    let source = lab.b.dir.join("his.bin");
+    std::fs::write(&source, &his).unwrap();
+    give(&source, lab.bob.0, lab.bob.1);
+    lab.bob_sh(&format!(
+        "mkdir -p {dir} && cp {src} {entry} && chmod 0440 {entry}",
+        dir = entry.parent().unwrap().display(),
+        src = source.display(),
+        entry = entry.display()
+    ));
+    // B's word on A's row.
+    let mut pg = postgres::Client::connect(&lab.db.url, postgres::NoTls).unwrap();
+    let changed = pg
+        .execute(
+            "UPDATE drsd_reg_objects SET content_oid = $1, content_read = true WHERE etag = $2",
+            &[&his_oid, &etag],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "A's row");
+    // A's daemon looks for objects hashed elsewhere every 2 s.
+    std::thread::sleep(Duration::from_secs(8));
+    let his_pointer = pointer_text(&his_oid, size as u64);
+    assert_ne!(
+        staged(&ra, "d.bin"),
+        his_pointer,
+        "A's pointer was promoted to B's bytes"
+    );
+    let asked = lab.a.drsctl(&ra, &["promote", "d.bin"]);
+    assert_ne!(
+        staged(&ra, "d.bin"),
+        his_pointer,
+        "drsctl promote took B's bytes: {}",
+        text(&asked)
+    );
+    assert_eq!(
+        staged(&ra, "d.bin"),
+        provisional,
+        "A's pointer is as it was"
+    );
+    assert!(
+        !lfs_object(&ra, &his_oid).exists(),
+        "B's bytes were linked into A's repo"
+    );
+}
