@@ -607,12 +607,17 @@ fn corrupt_pool_entries_are_moved_aside_and_a_clone_gets_the_good_bytes_from_the
         &["--json", "clone", bare.to_str().unwrap(), "b"],
     ))
     .unwrap();
+    // The unverified one may also be mended before the clone reads it: the
+    // daemon, seeing a's fresh copy, checks the entry it would drop it for
+    // and replaces the bad bytes with it. Either way no bad byte is served.
     let h = &cloned["hydrate"];
-    assert_eq!(
-        (h["objects"].as_u64(), h["downloaded"].as_u64()),
-        (Some(2), Some(2)),
-        "{cloned}"
+    let (objects, downloaded, from_pool) = (
+        h["objects"].as_u64(),
+        h["downloaded"].as_u64().unwrap_or(0),
+        h["from_pool"].as_u64().unwrap_or(0),
     );
+    assert_eq!(objects, Some(2), "{cloned}");
+    assert!(downloaded >= 1 && downloaded + from_pool == 2, "{cloned}");
     let b = world.dir("b");
     for (name, data) in &files {
         assert_eq!(&std::fs::read(b.join(name)).unwrap(), data, "{name}");

@@ -35,6 +35,7 @@ mod secrets;
 mod setup;
 mod team;
 mod team_failures;
+mod team_members;
 mod team_migrate;
 mod team_trust;
 mod team_users;

@@ -80,8 +80,13 @@ fn gc_with_no_grace_on_one_machine_keeps_what_the_other_machine_s_repos_hold_unt
     let db = TeamDb::create();
     let (top, large) = world();
     let top = top.path();
-    let mut a = Node::new(top, "alice@a", &db, &large, &[]);
-    let mut b = Node::new(top, "alice@b", &db, &large, &[]);
+    // No least grace, and a short lease, so B is gone soon after its end.
+    let more = [
+        ("DRSD_TEAM_MIN_GRACE_SECS", "0"),
+        ("DRSD_TEAM_LEASE_SECS", "2"),
+    ];
+    let mut a = Node::new(top, "alice@a", &db, &large, &more);
+    let mut b = Node::new(top, "alice@b", &db, &large, &more);
     a.start();
     b.start();
     // Each repo holds one object of each tier: one over the threshold (a
@@ -109,9 +114,15 @@ fn gc_with_no_grace_on_one_machine_keeps_what_the_other_machine_s_repos_hold_unt
     }
     // A's repo rc goes: nobody holds its objects any more.
     a.drsctl_ok(&ra, &["repos", "remove", rc.to_str().unwrap()]);
+    // A first gc sees rc's objects unreferenced, and keeps them: B, live,
+    // has not published since they were first seen.
+    let first = a.drsctl_ok(&ra, &["gc", "--grace", "0"]);
+    assert!(removed(&first).is_empty(), "{first}");
+    std::thread::sleep(Duration::from_millis(1100));
     // B publishes its roots (a dry run deletes nothing, and publishes).
     let dry = b.drsctl_ok(&rb, &["gc", "--dry-run", "--grace", "0"]);
     assert_eq!(dry["dry_run"], true, "{dry}");
+    std::thread::sleep(Duration::from_millis(1100));
 
     let report = a.drsctl_ok(&ra, &["gc", "--grace", "0"]);
     let want: HashSet<String> = gone_files.iter().map(|(_, d)| sha256_hex(d)).collect();
@@ -126,8 +137,10 @@ fn gc_with_no_grace_on_one_machine_keeps_what_the_other_machine_s_repos_hold_unt
         assert!(!in_team_pool(&db, &large, bytes), "{name} is still there");
     }
 
-    // B is gone for good: A's status lists it until A forgets it by name.
+    // B is gone for good: A's status lists it until A forgets it by name,
+    // once it has been silent past its lease.
     b.kill9();
+    std::thread::sleep(Duration::from_secs(3));
     let status = a.drsctl_ok(&ra, &["status"]);
     assert!(status.to_string().contains("alice@b"), "{status}");
     let forgot = a.drsctl(&ra, &["team", "forget", "alice@b"]);
@@ -190,7 +203,11 @@ fn a_gc_killed_between_its_deletes_never_leaves_a_live_object_without_its_bytes(
     let db = TeamDb::create();
     let (top, large) = world();
     let top = top.path();
-    let node = |more: &[(&'static str, &str)]| Node::new(top, "alice@a", &db, &large, more);
+    let node = |more: &[(&'static str, &str)]| {
+        let mut all = vec![("DRSD_TEAM_MIN_GRACE_SECS", "0")];
+        all.extend_from_slice(more);
+        Node::new(top, "alice@a", &db, &large, &all)
+    };
     let mut a = node(&[]);
     a.start();
     let live = [

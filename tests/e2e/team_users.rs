@@ -73,7 +73,7 @@ pub(super) fn as_bob(b: &Node, home: &Path, (uid, gid): (u32, u32), program: &Pa
 }
 
 /// The file of entry `oid` in the shared folder's large tier.
-fn shared_file(large: &Path, oid: &str) -> PathBuf {
+pub(super) fn shared_file(large: &Path, oid: &str) -> PathBuf {
     large
         .join("large")
         .join(&oid[0..2])

@@ -53,6 +53,11 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Removes `key`; true when it was there.
     fn delete(&self, key: &[u8]) -> Result<bool>;
+    /// Whether `key`'s entry is a file another user stored, in a folder
+    /// several users share; false for engines with no owners.
+    fn stored_by_another(&self, _key: &[u8]) -> Result<bool> {
+        Ok(false)
+    }
     /// Removes each of `keys` (a sweep's batch), in one write transaction
     /// where the engine has them; for each, its size when this call removed
     /// it. A key gone already is `None`.
@@ -125,6 +130,12 @@ pub trait Staged: Send {
     fn write(&mut self, bytes: &[u8]) -> Result<()>;
     /// Makes the staged bytes durable and visible under `key`.
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()>;
+    /// The device and inode of the file being written, for an engine that
+    /// commits a file under the key's name (so the pool can tell it from
+    /// one renamed there by someone else); `None` for the others.
+    fn identity(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -46,6 +46,13 @@ pub enum PoolError {
         /// Where the bytes went, as a phrase.
         quarantined: String,
     },
+    /// A file of ours that kept changing while it was hashed: nothing of
+    /// it was handed on, and it stays where it is.
+    #[error("pool entry {oid} ({}) kept changing while it was hashed; nothing of it was handed on", path.display())]
+    Unsteady { oid: Oid, path: PathBuf },
+    /// A folder of a lab's shared folder that the team's group cannot use.
+    #[error("shared folder {}: {why}", path.display())]
+    NotTheGroups { path: PathBuf, why: String },
     #[error("range {offset}+{len} is outside blob {key} of {size} bytes")]
     Range {
         key: Oid,

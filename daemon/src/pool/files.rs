@@ -3,14 +3,15 @@
 //! then reflinks, then a copy.
 
 use std::fs::{self, File};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::error::{IoContext, Result};
-use super::store::{check, Put, Tier};
+use super::error::{IoContext, PoolError, Result};
+use super::store::{check, identity, Checked, Put, Tier};
+use super::verified::{copy_hashed, sealed, CopyFailed};
 use super::{Blob, Oid, Pool};
 
 /// How an entry reached its destination.
@@ -28,51 +29,89 @@ pub enum Placed {
 impl Pool {
     /// Puts entry `oid` at `dest`, which must not exist. The result is
     /// read-only when it shares the pool's file. `None` when the pool lacks
-    /// it. The entry is checked against its oid first ([`Pool::get_verified`]):
-    /// a corrupt one is moved aside and nothing reaches `dest`.
+    /// it. What reaches `dest` is the very bytes checked against the oid
+    /// ([`Pool::checked`]): our own file linked and found to be the same
+    /// inode afterwards (else cloned or copied from the checked
+    /// descriptor), another user's file copied and hashed as it is copied.
+    /// A corrupt entry is moved aside and nothing reaches `dest`.
     pub fn export(&self, oid: &Oid, dest: &Path) -> Result<Option<Placed>> {
         let _pin = self.pin(oid)?;
-        match self.get_verified(oid)? {
+        match self.checked(oid)? {
             None => Ok(None),
-            Some(Blob::Bytes(bytes)) => {
-                let mut file = File::options()
-                    .write(true)
-                    .create_new(true)
-                    .open(dest)
-                    .at("create", dest)?;
+            Some(Checked::Ours(Blob::Bytes(bytes)) | Checked::Theirs(Blob::Bytes(bytes))) => {
+                let mut file = create_new(dest)?;
                 file.write_all(&bytes).at("write", dest)?;
                 Ok(Some(Placed::Written))
             }
-            Some(Blob::File { path, .. }) => place_file(&path, dest).map(Some),
+            Some(Checked::Ours(Blob::File { file, path, .. })) => {
+                place_ours(&file, &path, dest).map(Some)
+            }
+            Some(Checked::Theirs(Blob::File { file, path, .. })) => {
+                let mut to = create_new(dest)?;
+                match self.copy_theirs(oid, &file, &path, &mut to, dest) {
+                    Ok(_) => Ok(Some(Placed::Copy)),
+                    Err(e) => {
+                        let _ = fs::remove_file(dest);
+                        Err(e)
+                    }
+                }
+            }
         }
     }
 
     /// Writes entry `oid` into `to`, a file the caller made; the number of
     /// bytes, or `None` when the pool lacks it. Checked against its oid
-    /// first, as [`Pool::export`]. Never a link: for a file the user may
-    /// change in place (a work-tree file), which must not be the pool's.
-    /// (`std::io::copy` between files is `copy_file_range`: the kernel
-    /// copies, and shares extents where the filesystem can.)
+    /// first, as [`Pool::export`], and copied from the checked descriptor.
+    /// Never a link: for a file the user may change in place (a work-tree
+    /// file), which must not be the pool's. (`std::io::copy` between files
+    /// is `copy_file_range`: the kernel copies, and shares extents where
+    /// the filesystem can.)
     pub fn copy_into(&self, oid: &Oid, to: &mut File) -> Result<Option<u64>> {
         let _pin = self.pin(oid)?;
-        match self.get_verified(oid)? {
+        let name = PathBuf::from(oid.to_hex());
+        match self.checked(oid)? {
             None => Ok(None),
-            Some(Blob::Bytes(bytes)) => {
-                to.write_all(&bytes).at("write", oid.to_hex())?;
+            Some(Checked::Ours(Blob::Bytes(bytes)) | Checked::Theirs(Blob::Bytes(bytes))) => {
+                to.write_all(&bytes).at("write", name)?;
                 Ok(Some(bytes.len() as u64))
             }
-            Some(Blob::File { path, .. }) => {
-                let mut from = File::open(&path).at("open", &path)?;
-                let copied = std::io::copy(&mut from, to).at("copy", &path)?;
+            Some(Checked::Ours(Blob::File { mut file, path, .. })) => {
+                file.rewind().at("read", &path)?;
+                let copied = std::io::copy(&mut file, to).at("copy", &path)?;
                 Ok(Some(copied))
             }
+            Some(Checked::Theirs(Blob::File { file, path, .. })) => {
+                self.copy_theirs(oid, &file, &path, to, &name).map(Some)
+            }
         }
+    }
+
+    /// Copies another user's file of entry `oid` into `to`, hashing what
+    /// it writes; other bytes move the entry aside and are an error (the
+    /// caller removes what was written).
+    fn copy_theirs(
+        &self,
+        oid: &Oid,
+        file: &File,
+        path: &Path,
+        to: &mut File,
+        dest: &Path,
+    ) -> Result<u64> {
+        let (got, len) = copy_hashed(file, to).map_err(|e| match e {
+            CopyFailed::Read(e) => PoolError::Io(crate::IoError::new("read", path, e)),
+            CopyFailed::Write(e) => PoolError::Io(crate::IoError::new("copy to", dest, e)),
+        })?;
+        if got != *oid {
+            return Err(self.bad_entry(oid, got));
+        }
+        Ok(len)
     }
 
     /// Takes the file at `path` (git-lfs's own object, say) into the pool,
     /// checking it hashes to `expect` when given. A large one is hard-linked
     /// in, so the repo and the pool share one copy (and it becomes
-    /// read-only); across filesystems it is copied.
+    /// read-only), if the link is the very file hashed; across filesystems,
+    /// or if the name led elsewhere by then, it is copied.
     pub fn adopt_file(&self, path: &Path, expect: Option<&Oid>) -> Result<Put> {
         let mut file = File::open(path).at("open", path)?;
         let len = file.metadata().at("stat", path)?.len();
@@ -90,44 +129,66 @@ impl Pool {
             tier: Tier::Large,
             stored: false,
         };
-        if self.has(&oid)? {
+        if self.holds_good(&oid)? {
             return Ok(put);
         }
+        let hashed = identity(&file.metadata().at("stat", path)?);
         if let Some(dir) = self.partial_dir() {
             let link = tempfile::Builder::new()
                 .prefix("adopt-")
                 .make_in(dir, |p| fs::hard_link(path, p));
             if let Ok(link) = link {
-                // The engine renames the link into place; keep() stops the
-                // temp guard from deleting the adopted name afterwards.
-                put.stored = self.large_engine().adopt(oid.as_bytes(), link.path())?;
-                let _ = link.into_temp_path().keep();
-                return Ok(put);
+                let same = fs::symlink_metadata(link.path()).is_ok_and(|m| identity(&m) == hashed);
+                if same && sealed(&file).at("stat", path)? {
+                    // The engine renames the link into place; keep() stops
+                    // the temp guard from deleting the adopted name after.
+                    put.stored = self.large_engine().adopt(oid.as_bytes(), link.path())?;
+                    let _ = link.into_temp_path().keep();
+                    return Ok(put);
+                }
             }
         }
-        self.put_file(Some(&oid), path)
+        file.rewind().at("read", path)?;
+        self.put_stream(Some(&oid), file)
     }
 }
 
-fn place_file(src: &Path, dest: &Path) -> Result<Placed> {
-    match fs::hard_link(src, dest) {
-        Ok(()) => return Ok(Placed::HardLink),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => return Err(e).at("link to", dest),
-        Err(_) => {} // another filesystem, or links not allowed: try the next way
-    }
-    if reflink_copy::reflink(src, dest).is_ok() {
-        return Ok(Placed::Reflink);
-    }
-    // Created exclusively, never through a symlink at `dest` (fs::copy
-    // would open and truncate whatever a link planted there points at).
-    let mut to = File::options()
+/// `dest`, created exclusively and never through a symlink planted there
+/// (`fs::copy` would open and truncate whatever it points at).
+fn create_new(dest: &Path) -> Result<File> {
+    File::options()
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(dest)
-        .at("copy to", dest)?;
-    let mut from = File::open(src).at("open", src)?;
-    if let Err(e) = std::io::copy(&mut from, &mut to) {
+        .at("create", dest)
+}
+
+/// Our own checked file `file` (named `src` in the pool) at `dest`: a hard
+/// link when `src` still names that very file once linked, else a clone or
+/// a copy made from `file` itself, never from the name again.
+fn place_ours(file: &File, src: &Path, dest: &Path) -> Result<Placed> {
+    let hashed = identity(&file.metadata().at("stat", src)?);
+    match fs::hard_link(src, dest) {
+        Ok(()) => {
+            let linked = fs::symlink_metadata(dest).at("stat", dest)?;
+            if identity(&linked) == hashed {
+                return Ok(Placed::HardLink);
+            }
+            // Someone renamed other bytes over the name meanwhile.
+            fs::remove_file(dest).at("remove", dest)?;
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => return Err(e).at("link to", dest),
+        Err(_) => {} // another filesystem, or links not allowed: try the next way
+    }
+    let mut to = create_new(dest)?;
+    if reflink_copy::reflink_file(file, &to).is_ok() {
+        return Ok(Placed::Reflink);
+    }
+    let copied = (&*file)
+        .rewind()
+        .and_then(|()| std::io::copy(&mut &*file, &mut to));
+    if let Err(e) = copied {
         let _ = fs::remove_file(dest);
         return Err(e).at("copy to", dest);
     }

@@ -258,10 +258,176 @@ fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Re
         .at("make read-only", path)?;
     let dir = dest.parent().expect("blob paths have a shard folder");
     create_durable_dirs(&engine.root, dir, engine.group)?;
-    // The same key means the same bytes: a concurrent commit that got there
-    // first is as good as ours.
-    fs::rename(path, &dest).at("commit (rename) into", &dest)?;
-    fsync_dir(dir)
+    let Some(gid) = engine.group else {
+        // The same key means the same bytes: a concurrent commit that got
+        // there first is as good as ours.
+        fs::rename(path, &dest).at("commit (rename) into", &dest)?;
+        return fsync_dir(dir);
+    };
+    // A shared folder: into the shard folder only once it is found to be
+    // the group's, through the handle it was checked by (a folder swapped
+    // for another, or a link, after the check is never written into).
+    let shard = group_shard(&engine.root, key, gid)?;
+    let name = dest.file_name().expect("blob paths have a file name");
+    rename_into(path, &shard, name).at("commit (rename) into", &dest)?;
+    shard.sync_all().at("fsync folder", dir)
+}
+
+/// The `xx/yy` shard folder of `key` in a shared folder, opened, each level
+/// found to be the group's (see [`is_the_groups`]). A level someone else
+/// made otherwise (another member's folder that the group cannot write,
+/// where an entry could neither be replaced nor moved aside) is refused:
+/// moved aside whole within its parent, named in the log with its owner,
+/// and made again as the group's.
+fn group_shard(root: &Path, key: &[u8], gid: u32) -> Result<File> {
+    let hex = hex::encode(key);
+    let mut dir = open_dir(root).at("open the shared folder (not through a link)", root)?;
+    let mut at = root.to_path_buf();
+    for level in [&hex[0..2], &hex[2..4]] {
+        at.push(level);
+        create_durable_dirs(root, &at, Some(gid))?;
+        dir = match open_group_dir(&dir, level, gid) {
+            Ok(next) => next,
+            Err(why) => {
+                refuse_dir(&dir, level, &at, &why)?;
+                create_durable_dirs(root, &at, Some(gid))?;
+                open_group_dir(&dir, level, gid).map_err(|why| PoolError::NotTheGroups {
+                    path: at.clone(),
+                    why,
+                })?
+            }
+        };
+    }
+    Ok(dir)
+}
+
+/// `name` in `parent`, opened without following a link, if it is a folder
+/// that is the group's; else why not. One of ours that is not is made so.
+fn open_group_dir(parent: &File, name: &str, gid: u32) -> std::result::Result<File, String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir =
+        open_dir_at(parent, name).map_err(|e| format!("cannot be opened as a folder: {e}"))?;
+    let meta = dir.metadata().map_err(|e| e.to_string())?;
+    if is_the_groups(&meta, gid) {
+        return Ok(dir);
+    }
+    // SAFETY: geteuid cannot fail.
+    if meta.uid() == unsafe { libc::geteuid() } {
+        std::os::unix::fs::fchown(&dir, None, Some(gid)).map_err(|e| e.to_string())?;
+        dir.set_permissions(Permissions::from_mode(0o2770))
+            .map_err(|e| e.to_string())?;
+        return Ok(dir);
+    }
+    Err(format!(
+        "it is {}'s, mode {:o}, group {}: not the team group's ({gid}) to write, setgid",
+        owner_name(meta.uid()),
+        meta.mode() & 0o7777,
+        meta.gid()
+    ))
+}
+
+/// Whether a shared folder's folder is as the team needs it: the group's,
+/// setgid, group-writable, and not sticky (an entry in it can be replaced
+/// or moved aside by any member).
+fn is_the_groups(meta: &fs::Metadata, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode();
+    meta.is_dir() && meta.gid() == gid && mode & 0o2070 == 0o2070 && mode & libc::S_ISVTX == 0
+}
+
+/// Moves the folder `name` of `parent` (at `path`) aside within `parent`
+/// (a rename in one folder needs no right on the folder moved), so a
+/// person can look at it; nothing in it is a lookup's any more.
+fn refuse_dir(parent: &File, name: &str, path: &Path, why: &str) -> Result<()> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = format!(".{name}.not-the-groups.{}.{now}", std::process::id());
+    log::warn!(
+        "shared folder {}: {why}; moved aside to {aside}",
+        path.display()
+    );
+    renameat(parent, name, parent, &aside).map_err(|e| PoolError::NotTheGroups {
+        path: path.to_path_buf(),
+        why: format!("{why}; moving it aside failed: {e}"),
+    })
+}
+
+fn open_dir(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+fn open_dir_at(parent: &File, name: &str) -> std::io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    // SAFETY: a C string and a descriptor we hold; the new one is owned below.
+    let fd = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor no one else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn renameat(from_dir: &File, from: &str, to_dir: &File, to: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let from = std::ffi::CString::new(from).map_err(std::io::Error::other)?;
+    let to = std::ffi::CString::new(to).map_err(std::io::Error::other)?;
+    // SAFETY: C strings and descriptors we hold for the call.
+    let rc = unsafe {
+        libc::renameat(
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Renames the file at `path` to `name` in the open folder `dir`.
+fn rename_into(path: &Path, dir: &File, name: &std::ffi::OsStr) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let from =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let to = std::ffi::CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: C strings and a descriptor we hold for the call.
+    let rc = unsafe { libc::renameat(libc::AT_FDCWD, from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A user's name, else `uid N`.
+fn owner_name(uid: u32) -> String {
+    // SAFETY: getpwuid returns a pointer into static storage or null; read
+    // at once, on this thread.
+    unsafe {
+        let pw = libc::getpwuid(uid);
+        if pw.is_null() || (*pw).pw_name.is_null() {
+            return format!("uid {uid}");
+        }
+        std::ffi::CStr::from_ptr((*pw).pw_name)
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 fn fsync_dir(dir: &Path) -> Result<()> {
@@ -333,6 +499,20 @@ impl Backend for LocalEngine {
         Ok(true)
     }
 
+    fn stored_by_another(&self, key: &[u8]) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        if self.group.is_none() {
+            return Ok(false);
+        }
+        let path = self.path_for(key)?;
+        match fs::symlink_metadata(&path) {
+            // SAFETY: geteuid cannot fail.
+            Ok(meta) => Ok(meta.uid() != unsafe { libc::geteuid() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e).at("stat", path),
+        }
+    }
+
     fn delete(&self, key: &[u8]) -> Result<bool> {
         let path = self.path_for(key)?;
         match fs::remove_file(&path) {
@@ -370,11 +550,9 @@ impl Backend for LocalEngine {
         list_keys(&self.root)
     }
 
+    /// Commits the file over whatever holds the name: the pool adopts only
+    /// when no good entry is there ([`super::Pool::holds_good`]).
     fn adopt(&self, key: &[u8], path: &Path) -> Result<bool> {
-        if self.has(key)? {
-            fs::remove_file(path).at("remove", path)?;
-            return Ok(false);
-        }
         let file = File::open(path).at("open", path)?;
         commit_file(self, &file, path, key)?;
         Ok(true)
@@ -435,6 +613,11 @@ impl Staged for LocalStage<'_> {
             self.flushed = self.written;
         }
         Ok(())
+    }
+
+    fn identity(&self) -> Option<(u64, u64)> {
+        let meta = self.file.as_file().metadata().ok()?;
+        Some(super::store::identity(&meta))
     }
 
     fn commit(self: Box<Self>, key: &[u8]) -> Result<()> {
@@ -542,9 +725,7 @@ mod shared_folder {
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&planted, Some(65534), None).unwrap();
         }
-        // Our put finds the name taken and stores nothing...
-        assert!(!pool.put(&oid, &real).unwrap().stored);
-        // ...but the read-out hashes it, moves it aside and hands out nothing.
+        // The read-out hashes it, moves it aside and hands out nothing.
         match pool.get_verified(&oid) {
             Err(PoolError::Corrupt { oid: bad, .. }) => assert_eq!(bad, oid),
             Err(other) => panic!("planted bytes: {other}"),
@@ -564,5 +745,29 @@ mod shared_folder {
         assert!(pool.put(&oid, &real).unwrap().stored);
         let blob = pool.get_verified(&oid).unwrap().unwrap();
         assert_eq!(blob.to_vec().unwrap(), real);
+    }
+
+    #[test]
+    fn fresh_bytes_for_an_oid_replace_the_bad_entry_planted_under_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("team");
+        let pool = shared_pool(&root, our_group());
+        let real = b"the bytes git asked for, and nothing else".to_vec();
+        let oid = Oid::of(&real);
+        let hex = oid.to_hex();
+        let shard = root.join(&hex[0..2]).join(&hex[2..4]);
+        std::fs::create_dir_all(&shard).unwrap();
+        std::fs::write(
+            shard.join(&hex),
+            b"planted, and the same length as real!!!!!",
+        )
+        .unwrap();
+        // The name is taken by bad bytes: the put checks them and replaces
+        // them instead of dropping its own.
+        assert!(pool.put(&oid, &real).unwrap().stored, "fresh bytes dropped");
+        let blob = pool.get_verified(&oid).unwrap().unwrap();
+        assert_eq!(blob.to_vec().unwrap(), real);
+        // A good entry there is kept, and the put stores nothing.
+        assert!(!pool.put(&oid, &real).unwrap().stored);
     }
 }

@@ -19,7 +19,7 @@ use super::error::{IoContext, PoolError, Result};
 use super::local::LocalEngine;
 use super::pins::{MemPins, Pin, PinTable};
 use super::sqlite::SqliteEngine;
-use super::verified::{hash_blob, Stamp, Verified};
+use super::verified::{copy_hashed, hash_blob, sealed, CopyFailed, Stamp, Verified};
 use super::Oid;
 
 /// Blobs shorter than this go to the kv tier, the rest to the large tier.
@@ -242,9 +242,19 @@ impl Pool {
     pub(crate) fn adopt_verified(&self, path: &Path, oid: &Oid, len: u64) -> Result<Put> {
         let _pin = self.pin(oid)?;
         let tier = self.tier_for(len);
+        if tier == Tier::Large && self.holds_good(oid)? {
+            std::fs::remove_file(path).at("remove", path)?;
+            return Ok(Put {
+                oid: *oid,
+                len,
+                tier,
+                stored: false,
+            });
+        }
+        let written = identity(&std::fs::symlink_metadata(path).at("stat", path)?);
         let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
         if stored && tier == Tier::Large {
-            self.remember(oid);
+            self.remember(oid, Some(written));
         }
         Ok(Put {
             oid: *oid,
@@ -330,6 +340,12 @@ impl Pool {
         Ok(Some(bytes))
     }
 
+    /// Whether entry `key` is a large file another user stored in a lab's
+    /// shared folder (see [`Backend::stored_by_another`]).
+    pub fn stored_by_another(&self, key: &[u8]) -> Result<bool> {
+        self.large.stored_by_another(key)
+    }
+
     pub fn delete(&self, oid: &Oid) -> Result<bool> {
         self.verified.forget(oid);
         let mut found = false;
@@ -370,9 +386,9 @@ impl Pool {
         let pin = self.pin(oid)?;
         let len = bytes.len() as u64;
         let tier = self.tier_for(len);
-        // A large blob already there is not hashed or written again; a small
-        // one costs less to hash than to look up first.
-        if tier == Tier::Large && self.large.has(oid.as_bytes())? {
+        // A large blob already there (and good) is not hashed or written
+        // again; a small one costs less to hash than to look up first.
+        if tier == Tier::Large && self.holds_good(oid)? {
             let put = Put {
                 oid: *oid,
                 len,
@@ -428,10 +444,18 @@ impl Pool {
 
     /// Writes verified bytes into their tier's engine.
     fn store(&self, oid: &Oid, bytes: &[u8], tier: Tier) -> Result<Put> {
-        let stored = self.engine(tier).put(oid.as_bytes(), bytes)?;
-        if stored && tier == Tier::Large {
-            self.remember(oid);
-        }
+        let stored = match tier {
+            Tier::Kv => self.kv.put(oid.as_bytes(), bytes)?,
+            Tier::Large if self.holds_good(oid)? => false,
+            Tier::Large => {
+                let mut staged = self.large.stage()?;
+                staged.write(bytes)?;
+                let written = staged.identity();
+                staged.commit(oid.as_bytes())?;
+                self.remember(oid, written);
+                true
+            }
+        };
         Ok(Put {
             oid: *oid,
             len: bytes.len() as u64,
@@ -487,10 +511,11 @@ impl Pool {
             Some(pin) => pin,
             None => self.pin(&oid)?,
         };
-        let stored = !self.large.has(oid.as_bytes())?;
+        let stored = !self.holds_good(&oid)?;
         if stored {
+            let written = staged.identity();
             staged.commit(oid.as_bytes())?;
-            self.remember(&oid);
+            self.remember(&oid, written);
         }
         let put = Put {
             oid,
@@ -678,57 +703,160 @@ impl Pool {
         let Some(want) = Oid::from_key(key) else {
             return Ok(Some(format!("key of {} bytes is not a sha256", key.len())));
         };
-        let got = self.hash_checked(&want, blob)?;
+        let (got, _) = self.hash_checked(&want, blob)?;
         Ok((got != want).then(|| format!("content hashes to {got}")))
     }
 
-    /// Hashes `blob`, the value of `oid`; when it matches and is a file that
-    /// did not change while it was read, records it as verified.
-    fn hash_checked(&self, oid: &Oid, blob: &Blob) -> Result<Oid> {
+    /// Hashes `blob`, the value of `oid`; true with it when the blob is
+    /// bytes or a file whose stamp did not change while it was read. A
+    /// match read from a steady file of ours ([`sealed`]) is recorded as
+    /// verified: no one else can change it unseen.
+    fn hash_checked(&self, oid: &Oid, blob: &Blob) -> Result<(Oid, bool)> {
         let at = || {
             blob.path()
                 .map_or_else(|| oid.to_hex().into(), Path::to_path_buf)
         };
         let before = Stamp::of_blob(blob).at("stat", at())?;
         let got = hash_blob(blob).at("read", at())?;
-        if got == *oid {
-            if let Some(stamp) = before {
-                if Stamp::of_blob(blob).at("stat", at())? == Some(stamp) {
+        let Some(stamp) = before else {
+            return Ok((got, true));
+        };
+        let steady = Stamp::of_blob(blob).at("stat", at())? == Some(stamp);
+        if got == *oid && steady {
+            if let Blob::File { file, .. } = blob {
+                if sealed(file).at("stat", at())? {
                     self.verified.record(*oid, stamp);
                 }
             }
         }
-        Ok(got)
+        Ok((got, steady))
     }
 
     /// Entry `oid`, its bytes checked against the oid first, for reads that
     /// hand it on (to a repo, standard output, a remote). A large file this
-    /// pool verified since it last changed is not read again. A mismatch
-    /// moves the entry aside and is an error naming it: the caller fetches
-    /// the object elsewhere.
+    /// pool verified since it last changed is not read again. A file
+    /// someone else could change ([`sealed`]: another member's, in a lab's
+    /// shared folder) is handed on as a private copy, hashed as it was
+    /// made. A mismatch moves the entry aside and is an error naming it:
+    /// the caller fetches the object elsewhere.
     pub fn get_verified(&self, oid: &Oid) -> Result<Option<Blob>> {
+        match self.checked(oid)? {
+            None => Ok(None),
+            Some(Checked::Ours(blob)) => Ok(Some(blob)),
+            Some(Checked::Theirs(blob)) => self.private_copy(oid, blob).map(Some),
+        }
+    }
+
+    /// Entry `oid` as [`Checked`] says: bytes and files of ours verified
+    /// through the very descriptor handed back; another user's file left
+    /// for the caller to copy with [`copy_hashed`] and check.
+    pub(crate) fn checked(&self, oid: &Oid) -> Result<Option<Checked>> {
         let Some(blob) = self.get(oid)? else {
             return Ok(None);
         };
+        if let Blob::File { file, path, .. } = &blob {
+            if !sealed(file).at("stat", path)? {
+                return Ok(Some(Checked::Theirs(blob)));
+            }
+        }
+        self.verify_ours(oid, blob).map(|b| Some(Checked::Ours(b)))
+    }
+
+    /// `blob`, checked against `oid`. A file whose stamp moved while it was
+    /// hashed is not verified by that read (this daemon linking it for
+    /// another repo moves its ctime too): read again, a few times at most.
+    fn verify_ours(&self, oid: &Oid, blob: Blob) -> Result<Blob> {
         let stamp = Stamp::of_blob(&blob).at("stat", oid.to_hex())?;
         if stamp.is_some_and(|s| self.verified.holds(oid, &s)) {
-            return Ok(Some(blob));
+            return Ok(blob);
         }
-        let got = self.hash_checked(oid, &blob)?;
-        if got == *oid {
-            return Ok(Some(blob));
+        for _ in 0..STEADY_TRIES {
+            let (got, steady) = self.hash_checked(oid, &blob)?;
+            if got != *oid {
+                drop(blob);
+                return Err(self.bad_entry(oid, got));
+            }
+            if steady {
+                return Ok(blob);
+            }
         }
-        drop(blob);
-        let quarantined = match self.quarantine(oid)? {
-            Some(place) => format!("moved aside to {place}"),
-            None => "already moved aside".into(),
+        Err(PoolError::Unsteady {
+            oid: *oid,
+            path: blob.path().map(Path::to_path_buf).unwrap_or_default(),
+        })
+    }
+
+    /// Another user's file of entry `oid`, copied into an unnamed file of
+    /// this node's own (in its partial folder) and hashed as it was
+    /// copied: what its owner writes afterwards reaches no reader.
+    fn private_copy(&self, oid: &Oid, blob: Blob) -> Result<Blob> {
+        let Blob::File { file, path, .. } = blob else {
+            return Ok(blob);
+        };
+        let dir = self.partial.clone().unwrap_or_else(std::env::temp_dir);
+        let mut copy = tempfile::tempfile_in(&dir).at("create a private copy in", &dir)?;
+        let (got, len) = copy_hashed(&file, &mut copy).map_err(|e| match e {
+            CopyFailed::Read(e) => PoolError::Io(crate::IoError::new("read", path.clone(), e)),
+            CopyFailed::Write(e) => PoolError::Io(crate::IoError::new(
+                "write a private copy in",
+                dir.clone(),
+                e,
+            )),
+        })?;
+        drop(file);
+        if got != *oid {
+            return Err(self.bad_entry(oid, got));
+        }
+        use std::io::Seek;
+        copy.rewind().at("read", &path)?;
+        Ok(Blob::File {
+            file: copy,
+            len,
+            path,
+        })
+    }
+
+    /// Whether the large entry already under `oid` holds the oid's bytes:
+    /// fresh bytes for it are dropped only then. In a shared folder the
+    /// entry may be anything another member put under the name; a bad one
+    /// is moved aside (if it can be: else the fresh bytes are committed
+    /// over it all the same), so the caller stores the fresh bytes.
+    pub(crate) fn holds_good(&self, oid: &Oid) -> Result<bool> {
+        if !self.large.has(oid.as_bytes())? {
+            return Ok(false);
+        }
+        match self.checked(oid) {
+            Ok(None) => Ok(false),
+            Ok(Some(Checked::Ours(_))) => Ok(true),
+            Ok(Some(Checked::Theirs(blob))) => {
+                let at = blob.path().map(Path::to_path_buf).unwrap_or_default();
+                let got = hash_blob(&blob).at("read", at)?;
+                drop(blob);
+                if got == *oid {
+                    return Ok(true);
+                }
+                let _ = self.bad_entry(oid, got);
+                Ok(false)
+            }
+            Err(PoolError::Corrupt { .. } | PoolError::Unsteady { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Entry `oid` found to hash to `got`: moved aside, and the error that
+    /// says so.
+    pub(crate) fn bad_entry(&self, oid: &Oid, got: Oid) -> PoolError {
+        let quarantined = match self.quarantine(oid) {
+            Ok(Some(place)) => format!("moved aside to {place}"),
+            Ok(None) => "already moved aside".into(),
+            Err(e) => format!("not moved aside ({e})"),
         };
         log::warn!("pool entry {oid} hashes to {got}: {quarantined}");
-        Err(PoolError::Corrupt {
+        PoolError::Corrupt {
             oid: *oid,
             got,
             quarantined,
-        })
+        }
     }
 
     /// Moves entry `oid` aside, out of every lookup (see
@@ -744,18 +872,43 @@ impl Pool {
     }
 
     /// Records a large entry this pool just wrote, its bytes hashed on the
-    /// way in, as verified. Best effort: without the record the next read
+    /// way in, as verified: if the file now at its name is the very file
+    /// written (`written`: its device and inode) and only ours to change.
+    /// In a shared folder another member may have renamed something else
+    /// there meanwhile. Best effort: without the record the next read
     /// hashes it.
-    fn remember(&self, oid: &Oid) {
+    fn remember(&self, oid: &Oid, written: Option<(u64, u64)>) {
+        let Some(written) = written else { return };
         if self.large.gets_are_copies() {
             return;
         }
-        if let Ok(Some(blob)) = self.large.get(oid.as_bytes()) {
-            if let Ok(Some(stamp)) = Stamp::of_blob(&blob) {
+        if let Ok(Some(Blob::File { file, .. })) = self.large.get(oid.as_bytes()) {
+            let ours = file.metadata().is_ok_and(|m| identity(&m) == written);
+            if let (true, Ok(true), Ok(stamp)) = (ours, sealed(&file), Stamp::of(&file)) {
                 self.verified.record(*oid, stamp);
             }
         }
     }
+}
+
+/// How many times a file of ours whose stamp moves while it is hashed is
+/// read again before the read-out gives up.
+const STEADY_TRIES: usize = 3;
+
+/// A large entry's file, as [`Pool::checked`] hands it on.
+pub(crate) enum Checked {
+    /// Bytes, or a file only this user can change, checked against the oid
+    /// through the descriptor it holds.
+    Ours(Blob),
+    /// Another user's file: not read yet; the caller copies it with
+    /// [`copy_hashed`] and checks what it copied.
+    Theirs(Blob),
+}
+
+/// A file's device and inode: which file a name led to.
+pub(crate) fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
 }
 
 pub(crate) fn check(expect: Option<&Oid>, got: Oid, len: u64) -> Result<()> {

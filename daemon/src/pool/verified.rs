@@ -16,9 +16,18 @@
 //! was taken (git's "racily clean" case); and bit rot, which changes no
 //! stamp and is what `pool verify` is for. kv entries are small and always
 //! hashed.
+//!
+//! All of that holds for a file only this user can change: one of ours,
+//! writable by no one else ([`sealed`]). In a lab's shared folder an entry
+//! may be another member's file, which its owner can make writable and
+//! change at any moment after any check (through any link to it): such a
+//! file is never linked into a repo nor handed on as it is, only copied,
+//! and hashed as it is copied ([`copy_hashed`]), so what goes on is the
+//! very bytes that were hashed.
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::Mutex;
 
@@ -109,4 +118,42 @@ pub(crate) fn hash_blob(blob: &Blob) -> std::io::Result<Oid> {
         }
     }
     Ok(Oid::from_digest(hasher.finalize().into()))
+}
+
+/// Whether only this process's user can change `file`'s bytes: it is ours
+/// and no group or other may write it. Another member's file in a shared
+/// folder is not (its owner may chmod it and write), nor one of ours that
+/// someone made group-writable.
+pub(crate) fn sealed(file: &File) -> std::io::Result<bool> {
+    let meta = file.metadata()?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    Ok(meta.uid() == me && meta.mode() & 0o022 == 0)
+}
+
+/// Where [`copy_hashed`] failed: reading the source or writing the copy.
+#[derive(Debug)]
+pub(crate) enum CopyFailed {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copies `file` from its start into `to`, hashing exactly the buffers
+/// written: the digest and length of what `to` received, whatever the
+/// source's owner does to it meanwhile.
+pub(crate) fn copy_hashed(file: &File, to: &mut dyn Write) -> Result<(Oid, u64), CopyFailed> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at).map_err(CopyFailed::Read)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        to.write_all(&buf[..n]).map_err(CopyFailed::Write)?;
+        at += n as u64;
+    }
+    to.flush().map_err(CopyFailed::Write)?;
+    Ok((Oid::from_digest(hasher.finalize().into()), at))
 }

@@ -22,6 +22,10 @@ use crate::registry::postgres::{NodeName, PrivateUrls, DEFAULT_LEASE};
 use crate::registry::{PgRegistry, Registry, RegistryError};
 use crate::settings::Key;
 
+/// `team_min_grace_secs`' default: an hour, far past a node's publish of
+/// its roots (at each scan and gc).
+const DEFAULT_MIN_GRACE: Duration = Duration::from_secs(3600);
+
 /// The `team_large` value that keeps large blobs in the database.
 const PG_LO: &str = "pg-lo";
 
@@ -38,6 +42,8 @@ pub(super) struct Team {
     large: Large,
     node: NodeName,
     lease: Duration,
+    /// `team_min_grace_secs`: the least grace of a gc here.
+    min_grace: Duration,
 }
 
 /// The team the settings name, connected; `None` without `team_db`, or
@@ -58,6 +64,9 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
             };
             let node = NodeName::here(settings.text(Key::TeamNode));
             let lease = settings.secs(Key::TeamLeaseSecs).unwrap_or(DEFAULT_LEASE);
+            let min_grace = settings
+                .secs(Key::TeamMinGraceSecs)
+                .unwrap_or(DEFAULT_MIN_GRACE);
             log::info!(
                 "team mode: node {} on {} (large tier: {large:?})",
                 node.name,
@@ -68,6 +77,7 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
                 large,
                 node,
                 lease,
+                min_grace,
             }))
         }
         Err(source @ PoolError::TrustedFile { .. }) => Err(DaemonError::TeamTrust {
@@ -113,7 +123,9 @@ impl Team {
     /// gc across the lab: this node's roots published, every node's kept,
     /// grace records in the database.
     pub(super) fn gc_team(&self) -> Result<GcTeam, GcError> {
-        GcTeam::postgres(&self.server, &self.node.name)
+        let min_grace = self.min_grace.as_secs();
+        Ok(GcTeam::postgres(&self.server, &self.node.name)?
+            .with_limits(self.lease.as_secs(), min_grace))
     }
 
     /// The team's registry; the secrets of this node's URLs in

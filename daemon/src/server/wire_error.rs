@@ -138,6 +138,7 @@ impl From<ForgetError> for WireError {
     fn from(e: ForgetError) -> WireError {
         match &e {
             ForgetError::Own { .. } => WireError::new(ErrorCode::InvalidArgument, e.to_string()),
+            ForgetError::Live { .. } => WireError::new(ErrorCode::InvalidArgument, e.to_string()),
             ForgetError::Unknown { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
             ForgetError::Roots(_) => wire_error(ErrorCode::Internal, &e),
             ForgetError::Nodes(_) => wire_error(ErrorCode::Internal, &e),

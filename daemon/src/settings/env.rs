@@ -38,3 +38,6 @@ pub const TEAM_NODE_ENV: &str = "DRSD_TEAM_NODE";
 /// The `team_lease_secs` setting: how long a claimed job stays this node's
 /// without a heartbeat.
 pub const TEAM_LEASE_ENV: &str = "DRSD_TEAM_LEASE_SECS";
+/// The `team_min_grace_secs` setting: the least grace a gc on a lab's
+/// shared pool gives an entry, whatever `--grace` asks.
+pub const TEAM_MIN_GRACE_ENV: &str = "DRSD_TEAM_MIN_GRACE_SECS";

@@ -6,7 +6,7 @@
 use super::env::{
     CA_FILE_ENV, DRS_SERVERS_ENV, DRS_TOKEN_FILE_ENV, DRS_WAIT_ENV, GEN3_CREDENTIALS_ENV,
     METADATA_TIMEOUT_ENV, PARTIAL_MAX_ENV, STATE_DIR_ENV, TEAM_DB_ENV, TEAM_LARGE_ENV,
-    TEAM_LEASE_ENV, TEAM_NODE_ENV, TEAM_REQUIRED_ENV, TRUST_CLAIMS_ENV,
+    TEAM_LEASE_ENV, TEAM_MIN_GRACE_ENV, TEAM_NODE_ENV, TEAM_REQUIRED_ENV, TRUST_CLAIMS_ENV,
 };
 
 /// A setting.
@@ -44,6 +44,7 @@ pub enum Key {
     TeamRequired,
     TeamNode,
     TeamLeaseSecs,
+    TeamMinGraceSecs,
 }
 
 /// What values a setting takes.
@@ -392,6 +393,15 @@ pub static SPECS: &[Spec] = &[
             Kind::Secs,
         ),
         "60",
+    ),
+    default(
+        top(
+            Key::TeamMinGraceSecs,
+            "team_min_grace_secs",
+            &[TEAM_MIN_GRACE_ENV],
+            Kind::Secs,
+        ),
+        "3600",
     ),
 ];
 

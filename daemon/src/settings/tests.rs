@@ -53,6 +53,7 @@ team_large = "/lab/shared/drsd"
 team_required = false
 team_node = "alice@login1"
 team_lease_secs = 20
+team_min_grace_secs = 7200
 
 [s3]
 endpoint = "http://127.0.0.1:7480"
@@ -106,6 +107,10 @@ fn every_key_of_the_file_is_read_with_its_kind() {
     assert_eq!(s.text(Key::S3SecretAccessKey), Some("file-secret-value"));
     assert_eq!(s.text(Key::S3SessionToken), Some("file-token-value"));
     assert_eq!(s.text(Key::S3Profile), Some("lab"));
+    assert_eq!(
+        s.secs(Key::TeamMinGraceSecs),
+        Some(Duration::from_secs(7200))
+    );
     assert_eq!(
         s.path(Key::S3CredentialsFile),
         Some(Path::new("/home/u/.aws/lab"))

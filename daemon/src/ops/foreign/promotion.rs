@@ -127,6 +127,14 @@ fn promote_to_content(
     let mut here: HashMap<Oid, bool> = HashMap::new();
     let mut ready = Vec::with_capacity(targets.len());
     for (entry, to) in targets {
+        if let Some(why) = disagrees(pool, &entry, &to)? {
+            log::warn!(
+                "{}: {} not promoted to {to}: {why}",
+                at.top.display(),
+                entry.path
+            );
+            continue;
+        }
         let held = match here.get(&to) {
             Some(held) => *held,
             None => *here
@@ -181,6 +189,51 @@ fn reachable(pool: &Pool, lfs: &Path, oid: &Oid, size: u64) -> Result<bool, Pool
         Tier::Kv => Ok(pool.size(oid)? == Some(size)),
         Tier::Large => Ok(hydrate(pool, lfs, oid, size)? != Hydrated::NotInPool),
     }
+}
+
+/// Why the pool's bytes of `to` are not the object `entry` points at, by
+/// this user's own record of the source; `None` when nothing says so.
+///
+/// A content oid in the registry is a claim (in team mode any member may
+/// write it). What the repo's own pointer says is this user's: its size,
+/// and its provisional oid, which is `sha256` of the source's ETag when
+/// that ETag is an MD5 of the content (a single-part S3 upload): then the
+/// bytes' MD5 must give that very oid. The ETag's claimed text is only
+/// believed when it gives the pointer's oid (no one can make another ETag
+/// give it). An ETag that derives from no content (nginx's mtime-size, a
+/// multipart upload's) can prove nothing: README "For a lab" says what the
+/// lab then trusts.
+fn disagrees(pool: &Pool, entry: &Entry, to: &Oid) -> Result<Option<String>, PoolError> {
+    use md5::{Digest, Md5};
+    let size = entry.object.size;
+    match pool.size(to)? {
+        Some(held) if held != size => {
+            return Ok(Some(format!(
+                "the pool's bytes are {held} bytes, the pointer says {size}"
+            )))
+        }
+        None => return Ok(None), // nothing to compare: not hydrated either
+        Some(_) => {}
+    }
+    let etag = entry.object.etag.trim_matches('"');
+    let content_etag = crate::stores::is_content_etag(etag) && !etag.contains('-');
+    // A content ETag's provisional oid is its sha256 alone, whatever the URL.
+    if !content_etag || crate::registry::provisional_oid("", etag) != entry.oid {
+        return Ok(None);
+    }
+    let Some(blob) = pool.get_verified(to)? else {
+        return Ok(None);
+    };
+    let mut md5 = Md5::new();
+    std::io::copy(&mut blob.into_reader(), &mut md5)
+        .map_err(|e| PoolError::Io(crate::IoError::new("read", to.to_hex(), e)))?;
+    let got = hex::encode(md5.finalize());
+    if got.eq_ignore_ascii_case(etag) {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "the pool's bytes have MD5 {got}, the source's ETag (its MD5) was {etag}"
+    )))
 }
 
 /// Whether [`reachable`] puts an object of `size` bytes in `.git/lfs/objects`.

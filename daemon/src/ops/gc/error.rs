@@ -71,6 +71,13 @@ pub enum ForgetError {
     #[error("team forget {node}: no node of that name is listed or published roots (known: {})",
         if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     Unknown { node: String, known: Vec<String> },
+    /// The node was seen within its lease: it may be running.
+    #[error(
+        "team forget {node}: refused, that node was seen {secs} s ago, within its lease of \
+         {lease} s: it may be running, and its repos may hold what no other node's do. \
+         Forget it once it has been silent longer than team_lease_secs"
+    )]
+    Live { node: String, secs: u64, lease: u64 },
     /// Reading or removing the roots.
     #[error("team forget: {0}")]
     Roots(#[from] RootsError),

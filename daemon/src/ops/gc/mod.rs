@@ -56,6 +56,9 @@ pub use roots::{Forgotten, LocalRoots, PublishedRepo, RootsError, TeamRoots};
 /// The record of sightings, beside the pool.
 const SEEN_FILE: &str = "gc.sqlite";
 
+/// A node's lease when none is set (`team_lease_secs`' default).
+const DEFAULT_LEASE_SECS: u64 = 60;
+
 /// What a gc was asked to do.
 #[derive(Debug, Clone, Copy)]
 pub struct Sweep {
@@ -89,6 +92,13 @@ pub struct GcTeam {
     pub node: String,
     pub roots: Box<dyn TeamRoots>,
     pub records: RecordsOpener,
+    /// How long a node stays live without a heartbeat (`team_lease_secs`):
+    /// one seen within it is never forgotten, and its last publish bounds
+    /// what a gc may judge.
+    pub lease_secs: u64,
+    /// The least grace a gc gives entries of a shared pool, whatever it is
+    /// asked (`team_min_grace_secs`); 0 on one machine.
+    pub min_grace: u64,
 }
 
 impl GcTeam {
@@ -100,7 +110,16 @@ impl GcTeam {
             node: "local".into(),
             roots: Box::new(LocalRoots::default()),
             records: Box::new(move || Ok(Box::new(SeenLog::open(&seen)?) as Box<dyn GcRecords>)),
+            lease_secs: 0,
+            min_grace: 0,
         }
+    }
+
+    /// The same team with its nodes' lease and its least grace, in seconds.
+    pub fn with_limits(mut self, lease_secs: u64, min_grace: u64) -> GcTeam {
+        self.lease_secs = lease_secs;
+        self.min_grace = min_grace;
+        self
     }
 
     /// A lab: roots and grace records in the team database on `server`,
@@ -116,6 +135,8 @@ impl GcTeam {
             records: Box::new(move || {
                 Ok(Box::new(PgGcRecords::new(server.clone())?) as Box<dyn GcRecords>)
             }),
+            lease_secs: DEFAULT_LEASE_SECS,
+            min_grace: 0,
         })
     }
 }
@@ -183,8 +204,20 @@ impl Gc {
         let (team, registry) = (self.team.clone(), self.registry.clone());
         blocking(move || {
             let mut known = roots::node_names(&team.roots.nodes()?);
-            let listed: Vec<String> = registry.team_nodes()?.into_iter().map(|n| n.name).collect();
-            known.extend(listed);
+            let nodes = registry.team_nodes()?;
+            // A node seen within its lease may be running: its repos' roots
+            // may name what no one else's do.
+            if let Some(live) = nodes
+                .iter()
+                .find(|n| n.name == node && n.seen_secs_ago < team.lease_secs)
+            {
+                return Err(ForgetError::Live {
+                    node,
+                    secs: live.seen_secs_ago,
+                    lease: team.lease_secs,
+                });
+            }
+            known.extend(nodes.into_iter().map(|n| n.name));
             known.sort();
             known.dedup();
             if !known.contains(&node) {
@@ -230,6 +263,8 @@ impl Gc {
             repos,
         } = plan;
         let count = repos.len();
+        // On a lab's shared pool no ask undercuts the team's least grace.
+        let grace = grace.max(self.team.min_grace);
         let (pool, registry, team) = (self.pool.clone(), self.registry.clone(), self.team.clone());
         let Collected {
             swept,
@@ -312,6 +347,9 @@ pub fn collect(
     publish(team, &own)?;
     let mut live = team.roots.all_live()?;
     live.extend(own.into_iter().flat_map(|(_, oids)| oids));
+    let quiet = team
+        .roots
+        .oldest_live_publish(&team.node, team.lease_secs)?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -320,11 +358,19 @@ pub fn collect(
     if !dry_run {
         crate::failpoint::hit("gc-after-records");
     }
+    // What another live node's roots can tell only from its next publish
+    // (an object it stored or first referenced since its last one) is not
+    // judged yet: only entries last seen before that publish may go.
+    let judged_until = quiet.map(|age| now.saturating_sub(age));
     // Only entries past the grace are offered to the sweep; the others
-    // are left as if listed after it began.
+    // are left as if listed after it began. Another user's file in a
+    // shared folder is that user's node's to remove: it may be the last
+    // copy of something no remote holds yet.
     let expired: HashSet<Vec<u8>> = listed
         .into_iter()
         .filter(|key| now.saturating_sub(last[key]) >= grace)
+        .filter(|key| judged_until.is_none_or(|until| last[key] < until))
+        .filter(|key| !pool.stored_by_another(key).unwrap_or(true))
         .collect();
     let referenced = |key: &[u8]| Oid::from_key(key).is_some_and(|o| live.contains(&o));
     let waiting = last
@@ -350,7 +396,11 @@ fn publish(team: &GcTeam, own: &[(String, HashSet<Oid>)]) -> Result<usize, GcErr
     for (repo, oids) in own {
         team.roots.publish(&team.node, repo, oids)?;
     }
-    let repos: Vec<String> = own.iter().map(|(repo, _)| repo.clone()).collect();
+    // The node's own mark: when it last published, even with no repo.
+    team.roots
+        .publish(&team.node, roots::NODE_MARK, &HashSet::new())?;
+    let mut repos: Vec<String> = own.iter().map(|(repo, _)| repo.clone()).collect();
+    repos.push(roots::NODE_MARK.to_string());
     team.roots.retain(&team.node, &repos)?;
     Ok(own.iter().map(|(_, oids)| oids.len()).sum())
 }

@@ -73,7 +73,42 @@ fn killed(tx: &mut postgres::Transaction<'_>) -> postgres::Error {
         .expect_err("a division by zero fails")
 }
 
+/// The other live nodes: how many, whether one never published, and the
+/// age in seconds of the oldest last publish among them (by the database's
+/// clock). No list of nodes yet (no registry opened it): none.
+const OLDEST_LIVE_PUBLISH: &str = "\
+    SELECT count(*), bool_or(p.published IS NULL), \
+      max(extract(epoch FROM now() - p.published))::bigint \
+    FROM drsd_team_nodes n LEFT JOIN \
+      (SELECT node, max(published) AS published FROM team_root_sets GROUP BY node) p \
+      ON p.node = n.name \
+    WHERE n.name <> $1 AND n.last_seen > now() - $2 * interval '1 second'";
+
 impl TeamRoots for PgRoots {
+    fn oldest_live_publish(&self, me: &str, lease_secs: u64) -> Result<Option<u64>, RootsError> {
+        self.server
+            .with("read the live nodes' publishes", |c| {
+                let listed: Option<String> = c
+                    .client
+                    .query_one("SELECT to_regclass('drsd_team_nodes')::text", &[])?
+                    .get(0);
+                if listed.is_none() {
+                    return Ok(None);
+                }
+                let row = c
+                    .client
+                    .query_one(OLDEST_LIVE_PUBLISH, &[&me, &(lease_secs as f64)])?;
+                let (live, never, age): (i64, Option<bool>, Option<i64>) =
+                    (row.get(0), row.get(1), row.get(2));
+                Ok(match (live, never) {
+                    (0, _) => None,
+                    (_, Some(true)) => Some(u64::MAX),
+                    _ => Some(age.unwrap_or(0).max(0) as u64),
+                })
+            })
+            .map_err(store("read"))
+    }
+
     fn publish(&self, node: &str, repo: &str, oids: &HashSet<Oid>) -> Result<(), RootsError> {
         let wanted: HashSet<&[u8]> = oids.iter().map(|o| o.as_bytes().as_slice()).collect();
         let count = wanted.len() as i64;
@@ -162,7 +197,7 @@ impl TeamRoots for PgRoots {
             .with("list published roots", |c| {
                 let rows = c.client.query(
                     "SELECT node, repo, roots, extract(epoch FROM published)::bigint \
-                     FROM team_root_sets ORDER BY node, repo",
+                     FROM team_root_sets WHERE repo <> '' ORDER BY node, repo",
                     &[],
                 )?;
                 Ok(rows

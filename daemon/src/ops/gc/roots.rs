@@ -61,7 +61,17 @@ pub trait TeamRoots: Send + Sync {
     fn forget(&self, node: &str) -> Result<Forgotten, RootsError>;
     /// Each node's published repos, by node then repo.
     fn nodes(&self) -> Result<Vec<PublishedRepo>, RootsError>;
+    /// Seconds since the oldest last publish among the nodes other than
+    /// `me` seen within `lease_secs` (`u64::MAX` when one of them never
+    /// published); `None` when no other node is live.
+    fn oldest_live_publish(&self, _me: &str, _lease_secs: u64) -> Result<Option<u64>, RootsError> {
+        Ok(None)
+    }
 }
+
+/// The repo name under which a node marks its publish itself, so a node
+/// with no repo is known to have published; no repo path is empty.
+pub const NODE_MARK: &str = "";
 
 /// The roots of one machine's gc, in memory: with no team there is no one
 /// else to tell, and the gc computes them afresh each time.
@@ -113,6 +123,7 @@ impl TeamRoots for LocalRoots {
     fn nodes(&self) -> Result<Vec<PublishedRepo>, RootsError> {
         Ok(lock(&self.0)
             .iter()
+            .filter(|((_, repo), _)| repo != NODE_MARK)
             .map(|((node, repo), (oids, at))| PublishedRepo {
                 node: node.clone(),
                 repo: repo.clone(),
