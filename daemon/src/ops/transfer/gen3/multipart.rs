@@ -349,10 +349,13 @@ struct Hashed {
 /// parts in the object's order: no hash waits for another, nor a part's
 /// upload for any.
 struct Hashing {
-    sha: (mpsc::Sender<Bytes>, JoinHandle<Sha256>),
-    parts: Option<(mpsc::Sender<Bytes>, JoinHandle<Vec<[u8; 16]>>)>,
-    md5: Option<(mpsc::Sender<Bytes>, JoinHandle<Md5>)>,
+    sha: Chain<Sha256>,
+    parts: Option<Chain<Vec<[u8; 16]>>>,
+    md5: Option<Chain<Md5>>,
 }
+
+/// Where a hash's thread is fed, and the thread.
+type Chain<T> = (mpsc::Sender<Bytes>, JoinHandle<T>);
 
 impl Hashing {
     fn start(whole_md5: bool, part_md5s: bool) -> Hashing {
