@@ -35,6 +35,9 @@ const KEPT: usize = 100_000;
 #[derive(Default)]
 pub struct Md5Ahead {
     by_oid: Mutex<HashMap<Oid, Arc<OnceCell<Hashes>>>>,
+    /// Objects found in the commons with a location: not asked again at
+    /// each hook (a cohort cloned from it would be asked for whole).
+    in_commons: Mutex<std::collections::HashSet<Oid>>,
 }
 
 impl Md5Ahead {
@@ -63,6 +66,11 @@ impl Md5Ahead {
     pub(super) fn known(&self, oid: Oid) -> Option<Hashes> {
         let by_oid = self.by_oid.lock().unwrap_or_else(|e| e.into_inner());
         by_oid.get(&oid).and_then(|cell| cell.get().cloned())
+    }
+
+    fn found(&self, oid: Oid) -> bool {
+        let found = self.in_commons.lock().unwrap_or_else(|e| e.into_inner());
+        found.contains(&oid)
     }
 
     fn cell(&self, oid: Oid) -> Arc<OnceCell<Hashes>> {
@@ -98,7 +106,15 @@ impl Md5Ahead {
             }
         };
         for pointer in pointers.into_iter().filter(|p| p.size > part_size) {
-            if self.known(pointer.oid).is_some() || in_commons(&indexd, pointer).await {
+            if self.known(pointer.oid).is_some() || self.found(pointer.oid) {
+                continue;
+            }
+            if in_commons(&indexd, pointer).await {
+                let mut found = self.in_commons.lock().unwrap_or_else(|e| e.into_inner());
+                if found.len() >= KEPT {
+                    found.clear();
+                }
+                found.insert(pointer.oid);
                 continue;
             }
             let path = object_path(&lfs_objects, &pointer.oid);
