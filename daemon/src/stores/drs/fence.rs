@@ -108,11 +108,12 @@ pub struct Probe {
     pub etag: Option<String>,
 }
 
-/// The total of a `Content-Range: bytes 0-0/TOTAL`.
+/// The total of a `Content-Range: bytes 0-0/TOTAL`: the range asked, and
+/// no other, or nothing.
 fn range_total(value: &str) -> Option<u64> {
     let (unit, rest) = value.trim().split_once(' ')?;
-    let (_, total) = rest.split_once('/')?;
-    (unit.eq_ignore_ascii_case("bytes"))
+    let (range, total) = rest.split_once('/')?;
+    (unit.eq_ignore_ascii_case("bytes") && range.trim() == "0-0")
         .then(|| total.trim().parse().ok())
         .flatten()
 }
@@ -428,36 +429,19 @@ impl Fence<'_> {
             server: shown.clone(),
             why: why.to_string(),
         };
-        let parsed =
-            url::Url::parse(url.expose()).map_err(|_| bad("the signed URL does not parse"))?;
-        let http = &self.caller.api.http;
-        let make = || {
-            http.get(parsed.clone())
+        let make = |http: &reqwest::Client, url: &url::Url| {
+            http.get(url.clone())
                 .header(reqwest::header::RANGE, "bytes=0-0")
         };
-        let resp = match send_retrying(self.caller.api.retry, &[], make).await {
-            Sent::Answered(resp) => resp,
-            Sent::Refused { resp, attempt } => {
-                let status = resp.status().as_u16();
-                let said = call::error_message(resp, &[]).await;
-                return Err(DrsError::Http {
-                    asked,
-                    server: shown,
-                    status,
-                    attempts: attempt,
-                    said,
-                });
-            }
-            Sent::Failed { error, attempt } => {
-                return Err(DrsError::Transport {
-                    asked,
-                    server: shown,
-                    why: call::chain(&error),
-                    attempts: attempt,
-                    permanence: Permanence::of_transport(&error),
-                })
-            }
-        };
+        // Only the answer's head is read: it gets the metadata calls' time.
+        let deadline = self.caller.api.deadline;
+        let resp = tokio::time::timeout(deadline, self.send_signed(&asked, what, url, &make))
+            .await
+            .map_err(|_| DrsError::Deadline {
+                asked: asked.clone(),
+                server: shown.clone(),
+                deadline,
+            })??;
         let header = |name| {
             resp.headers()
                 .get(name)
@@ -468,7 +452,7 @@ impl Fence<'_> {
             StatusCode::PARTIAL_CONTENT => header(reqwest::header::CONTENT_RANGE)
                 .as_deref()
                 .and_then(range_total)
-                .ok_or_else(|| bad("a 206 without the object's size in its Content-Range"))?,
+                .ok_or_else(|| bad("a 206 whose Content-Range is not the first byte of a size"))?,
             _ => resp
                 .content_length()
                 .ok_or_else(|| bad("a 200 without a Content-Length"))?,
@@ -490,42 +474,56 @@ impl Fence<'_> {
         url: &SecretUrl,
         body: bytes::Bytes,
     ) -> Result<Option<String>, DrsError> {
-        let shown = format!("the signed URL of {what}");
-        let parsed = url::Url::parse(url.expose()).map_err(|_| DrsError::BadAnswer {
-            asked: what.to_string(),
-            server: shown.clone(),
-            why: "the signed URL does not parse".into(),
-        })?;
-        let http = &self.caller.api.http;
-        let make = || http.put(parsed.clone()).body(body.clone());
-        let resp = match send_retrying(self.caller.api.retry, &[], make).await {
-            Sent::Answered(resp) => resp,
-            Sent::Refused { resp, attempt } => {
-                let status = resp.status().as_u16();
-                let said = call::error_message(resp, &[]).await;
-                return Err(DrsError::Http {
-                    asked: format!("upload of {what}"),
-                    server: shown,
-                    status,
-                    attempts: attempt,
-                    said,
-                });
-            }
-            Sent::Failed { error, attempt } => {
-                return Err(DrsError::Transport {
-                    asked: format!("upload of {what}"),
-                    server: shown,
-                    why: call::chain(&error),
-                    attempts: attempt,
-                    permanence: Permanence::of_transport(&error),
-                })
-            }
-        };
+        let asked = format!("upload of {what}");
+        let make =
+            |http: &reqwest::Client, url: &url::Url| http.put(url.clone()).body(body.clone());
+        let resp = self.send_signed(&asked, what, url, &make).await?;
         Ok(resp
             .headers()
             .get(reqwest::header::ETAG)
             .and_then(|v| v.to_str().ok())
             .map(|e| e.trim_matches('"').to_string()))
+    }
+
+    /// The answer to the request `make` builds for the signed URL `url`
+    /// (retried as any call, sent with no credential of ours: the URL
+    /// carries its own); a refusal or a failure is an error naming `what`,
+    /// never the URL.
+    async fn send_signed(
+        &self,
+        asked: &str,
+        what: &str,
+        url: &SecretUrl,
+        make: &(dyn Fn(&reqwest::Client, &url::Url) -> reqwest::RequestBuilder + Sync),
+    ) -> Result<reqwest::Response, DrsError> {
+        let shown = format!("the signed URL of {what}");
+        let parsed = url::Url::parse(url.expose()).map_err(|_| DrsError::BadAnswer {
+            asked: asked.to_string(),
+            server: shown.clone(),
+            why: "the signed URL does not parse".into(),
+        })?;
+        let http = &self.caller.api.http;
+        match send_retrying(self.caller.api.retry, &[], || make(http, &parsed)).await {
+            Sent::Answered(resp) => Ok(resp),
+            Sent::Refused { resp, attempt } => {
+                let status = resp.status().as_u16();
+                let said = call::error_message(resp, &[]).await;
+                Err(DrsError::Http {
+                    asked: asked.to_string(),
+                    server: shown,
+                    status,
+                    attempts: attempt,
+                    said,
+                })
+            }
+            Sent::Failed { error, attempt } => Err(DrsError::Transport {
+                asked: asked.to_string(),
+                server: shown,
+                why: call::chain(&error),
+                attempts: attempt,
+                permanence: Permanence::of_transport(&error),
+            }),
+        }
     }
 
     async fn post<T: serde::de::DeserializeOwned>(
@@ -672,6 +670,7 @@ mod tests {
         assert_eq!(range_total("bytes 0-0/*"), None);
         assert_eq!(range_total("items 0-0/7"), None);
         assert_eq!(range_total("bytes0-0/7"), None);
+        assert_eq!(range_total("bytes 5-5/7"), None, "not the byte asked");
     }
 
     #[test]
