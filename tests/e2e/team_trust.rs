@@ -147,7 +147,7 @@ fn a_lock_held_on_the_team_tables_fails_add_url_in_bounded_time_and_status_answe
     member
         .batch_execute(
             "BEGIN; LOCK TABLE drsd_team_nodes, drsd_reg_jobs, drsd_reg_objects, \
-             drsd_reg_repo_refs, drsd_reg_fence_uploads IN ACCESS EXCLUSIVE MODE",
+             drsd_reg_repo_refs IN ACCESS EXCLUSIVE MODE",
         )
         .unwrap();
     let (out, took) = within(

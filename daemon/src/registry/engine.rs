@@ -9,9 +9,8 @@
 //! URL and the repos' paths pointing at them), [`JobQueue`] (the prefetch
 //! jobs), [`OpenUploads`] (multipart uploads begun and not ended),
 //! [`SentRecords`] (what an object remote was shown to hold),
-//! [`IndexdRecords`] (registrations with an Indexd) and [`FenceUploads`]
-//! (uploads to a Gen3 commons, step by step). [`RegistryEngine`]
-//! is all six; the one engine today is SQLite ([`SqliteRegistry`], a file
+//! and [`IndexdRecords`] (registrations with an Indexd). [`RegistryEngine`]
+//! is all five; the one engine today is SQLite ([`SqliteRegistry`], a file
 //! in the state folder). What is not the engine's stays in
 //! [`Registry`](super::Registry): the per-repo mirrors (files in each repo,
 //! rewritten after the engine committed). The pool's pins and gc's grace
@@ -56,8 +55,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::{
-    Entry, FencePart, FenceStep, FenceUpload, ForeignObject, IndexdRegistration, Job, JobCounts,
-    JobState, OpenJob, RegistryError,
+    Entry, ForeignObject, IndexdRegistration, Job, JobCounts, JobState, OpenJob, RegistryError,
 };
 use crate::pool::Oid;
 use crate::stores::{MultipartUpload, SentObject};
@@ -69,15 +67,7 @@ type Result<T, E = RegistryError> = std::result::Result<T, E>;
 
 /// Every room of the registry's records, behind one engine.
 pub trait RegistryEngine:
-    ForeignObjects
-    + JobQueue
-    + OpenUploads
-    + SentRecords
-    + IndexdRecords
-    + FenceUploads
-    + Send
-    + Sync
-    + 'static
+    ForeignObjects + JobQueue + OpenUploads + SentRecords + IndexdRecords + Send + Sync + 'static
 {
     /// The engine's name, as `status` may show it.
     fn name(&self) -> &'static str;
@@ -275,40 +265,4 @@ pub trait IndexdRecords {
     fn indexd_registration(&self, indexd: &str, oid: Oid) -> Result<Option<IndexdRegistration>>;
     /// Registrations begun in `indexd` whose answer was never recorded.
     fn indexd_unfinished(&self, indexd: &str) -> Result<Vec<Oid>>;
-}
-
-/// Uploads to a Gen3 commons through Fence, each step recorded before it
-/// is taken (`fence_uploads.rs`), per commons (its `gen3+https://host`)
-/// and object.
-pub trait FenceUploads {
-    /// Records that `oid`'s upload to `commons` is at `step`, with its
-    /// record's did and multipart upload id when known (a did once known
-    /// is kept when `did` is `None`; the upload id is replaced).
-    fn fence_step(
-        &self,
-        commons: &str,
-        oid: Oid,
-        step: FenceStep,
-        did: Option<&str>,
-        upload_id: Option<&str>,
-    ) -> Result<()>;
-
-    /// Forgets what was recorded of `oid`'s upload to `commons` (its blank
-    /// record turned out to be gone: the next try begins again).
-    fn fence_forget(&self, commons: &str, oid: Oid) -> Result<()>;
-
-    /// What is recorded of `oid`'s upload to `commons`.
-    fn fence_upload(&self, commons: &str, oid: Oid) -> Result<Option<FenceUpload>>;
-
-    /// Records that the store took `part` of `oid`'s multipart upload to
-    /// `commons` (kept while the upload is at `uploading` with that id).
-    fn fence_part_sent(&self, commons: &str, oid: Oid, part: &FencePart) -> Result<()>;
-
-    /// The parts recorded of `oid`'s upload `upload_id` to `commons`, by
-    /// number.
-    fn fence_parts(&self, commons: &str, oid: Oid, upload_id: &str) -> Result<Vec<FencePart>>;
-
-    /// Uploads to any commons not done, oldest first, with their commons:
-    /// `drsctl status`.
-    fn fence_unfinished(&self) -> Result<Vec<(String, FenceUpload)>>;
 }

@@ -1,13 +1,17 @@
 //! [`Registry`]: what every service holds. An engine
-//! ([`RegistryEngine`], SQLite by default) for the records, and the repos'
+//! ([`RegistryEngine`], SQLite by default) for the records; the repos'
 //! mirrors, which are files in each repo and stay the daemon's whatever the
-//! engine: a change reaches the engine first, then the mirror.
+//! engine (a change reaches the engine first, then the mirror); and the
+//! journal of uploads through Fence, which is the node's own whatever the
+//! engine (`gen3/mod.rs` says why): the SQLite engine's own tables, or a
+//! SQLite file in the node's state folder beside a team's database.
 
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::engine::{RegistryEngine, SqliteRegistry};
+use super::gen3::FenceUploads;
 use super::mirror::Mirrors;
 use super::{Entry, RegistryError};
 use crate::stores::{MultipartUpload, SentObject, UploadJournal};
@@ -17,6 +21,8 @@ use crate::stores::{MultipartUpload, SentObject, UploadJournal};
 /// engine); what spans the engine and the mirrors is here.
 pub struct Registry {
     engine: Arc<dyn RegistryEngine>,
+    /// This node's uploads through Fence (never a team's database).
+    fence: Arc<dyn FenceUploads + Send + Sync>,
     /// The repos' mirrors this daemon wrote (see [`mirror`](super::mirror)).
     mirrors: Mirrors,
 }
@@ -25,15 +31,25 @@ impl Registry {
     /// Opens (or creates) the SQLite registry at `path`, private to the user
     /// (it holds signed URLs): 0600 files in a 0700 folder.
     pub fn open(path: &Path) -> Result<Registry, RegistryError> {
-        Ok(Registry::with_engine(Arc::new(SqliteRegistry::open(path)?)))
+        let own = Arc::new(SqliteRegistry::open(path)?);
+        Ok(Registry::with_engine(own.clone(), own))
     }
 
-    /// A registry over any engine.
-    pub fn with_engine(engine: Arc<dyn RegistryEngine>) -> Registry {
+    /// A registry over any engine, the node's Fence journal in `fence`.
+    pub fn with_engine(
+        engine: Arc<dyn RegistryEngine>,
+        fence: Arc<dyn FenceUploads + Send + Sync>,
+    ) -> Registry {
         Registry {
             engine,
+            fence,
             mirrors: Mirrors::default(),
         }
+    }
+
+    /// This node's journal of uploads through a Gen3 commons' Fence.
+    pub fn fence_journal(&self) -> &dyn FenceUploads {
+        &*self.fence
     }
 
     /// Records `entries` of the repo at `repo` and brings its mirror (in

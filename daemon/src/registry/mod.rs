@@ -16,9 +16,8 @@
 //! so running it twice, or after a partial run, changes nothing more.
 
 pub mod engine;
-mod fence_uploads;
 mod front;
-mod indexd_records;
+mod gen3;
 mod job_state;
 pub mod mirror;
 mod oid_text;
@@ -37,12 +36,11 @@ use crate::stores::{is_content_etag, SecretUrl};
 use crate::IoError;
 
 pub use engine::{
-    FenceUploads, ForeignObjects, IndexdRecords, JobQueue, OpenUploads, PgRegistry, RegistryEngine,
-    SentRecords, SqliteRegistry, TeamView,
+    ForeignObjects, IndexdRecords, JobQueue, OpenUploads, PgRegistry, RegistryEngine, SentRecords,
+    SqliteRegistry, TeamView,
 };
-pub use fence_uploads::{FencePart, FenceStep, FenceUpload};
 pub use front::Registry;
-pub use indexd_records::IndexdRegistration;
+pub use gen3::{FencePart, FenceStep, FenceUpload, FenceUploads, IndexdRegistration};
 pub use job_state::JobState;
 pub use queue::{Job, JobCounts, JobLine, OpenJob};
 

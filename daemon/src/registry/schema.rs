@@ -3,7 +3,7 @@
 //! list knows the order; `PRAGMA user_version` counts the ones applied, so
 //! a step once shipped never changes and a new one goes at the end.
 
-use super::{fence_uploads, indexd_records, queue, sent, sqlite, uploads};
+use super::{gen3, queue, sent, sqlite, uploads};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts the
 /// applied ones.
@@ -19,8 +19,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Multipart uploads in flight, aborted at the next start when a kill
     // left them (`uploads.rs`).
     uploads::SCHEMA,
-    // Registrations with a Gen3 Indexd made at push time (`indexd_records.rs`).
-    indexd_records::SCHEMA,
+    // Registrations with a Gen3 Indexd made at push time (`gen3/indexd.rs`).
+    gen3::INDEXD_SCHEMA,
     // Whether the content oid was learnt by reading the bytes here (a
     // prefetch, add-url's read, a verified fetch), not from a claim (a
     // checksum header, `--sha256`, a DRS record): only a read lets a push
@@ -31,9 +31,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Objects this daemon sent to an S3 object remote, with the ETag the
     // store answered: the same ETag at the key later proves the bytes.
     sent::SCHEMA,
-    // Uploads to a Gen3 commons through Fence, step by step (`fence_uploads.rs`).
-    fence_uploads::SCHEMA,
+    // Uploads to a Gen3 commons through Fence, step by step (`gen3/fence.rs`).
+    gen3::FENCE_SCHEMA,
     // The parts of a multipart upload through Fence the store took, so a
-    // resumed push sends only the rest (`fence_uploads.rs`).
-    fence_uploads::PARTS_SCHEMA,
+    // resumed push sends only the rest (`gen3/fence.rs`).
+    gen3::FENCE_PARTS_SCHEMA,
 ];

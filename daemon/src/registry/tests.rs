@@ -65,7 +65,15 @@ fn postgres() -> Fixture {
     let db = crate::pool::TestDb::create();
     let dir = tempfile::tempdir().unwrap();
     let url = db.url.clone();
-    let reopen = Box::new(move || pg_registry(&url, "node-a", std::time::Duration::from_secs(60)));
+    let journals = dir.path().to_path_buf();
+    let reopen = Box::new(move || {
+        pg_registry(
+            &url,
+            "node-a",
+            std::time::Duration::from_secs(60),
+            &journals,
+        )
+    });
     let seen = dir.path().join("gc.sqlite");
     Fixture {
         reg: reopen(),
@@ -77,8 +85,15 @@ fn postgres() -> Fixture {
     }
 }
 
-/// A registry over the PostgreSQL engine at `url`, as node `node`.
-pub(super) fn pg_registry(url: &str, node: &str, lease: std::time::Duration) -> Registry {
+/// A registry over the PostgreSQL engine at `url`, as node `node`, its
+/// Fence journal the node's SQLite file in `journals` (the same file when
+/// the node opens the registry again, as in the daemon's state folder).
+pub(super) fn pg_registry(
+    url: &str,
+    node: &str,
+    lease: std::time::Duration,
+    journals: &Path,
+) -> Registry {
     let server = crate::pool::PgServer::open(url).unwrap();
     let name = postgres::NodeName {
         name: node.into(),
@@ -86,9 +101,11 @@ pub(super) fn pg_registry(url: &str, node: &str, lease: std::time::Duration) -> 
         user: "test-user".into(),
     };
     let urls = postgres::PrivateUrls::in_memory();
-    Registry::with_engine(Arc::new(
-        PgRegistry::open(server, name, lease, urls).unwrap(),
-    ))
+    let journal = journals.join(node).join("fence.sqlite");
+    Registry::with_engine(
+        Arc::new(PgRegistry::open(server, name, lease, urls).unwrap()),
+        Arc::new(SqliteRegistry::open(&journal).unwrap()),
+    )
 }
 
 /// The pins and gc's records of a lab's team database (`pool/pg_pins.rs`,
@@ -957,27 +974,44 @@ fn each_step_of_a_fence_upload_is_recorded_and_the_did_once_known_is_kept(mut f:
     let oid = Oid::from_digest([3; 32]);
     let c = "gen3+http://c";
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Begun, Some("d-1"), None)
         .unwrap();
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Uploading, None, Some("up-1"))
         .unwrap();
     f.restart();
-    let got = f.reg.fence_upload(c, oid).unwrap().unwrap();
+    let got = f.reg.fence_journal().fence_upload(c, oid).unwrap().unwrap();
     assert_eq!(got.did.as_deref(), Some("d-1"));
     assert_eq!(got.step, FenceStep::Uploading);
     assert_eq!(got.upload_id.as_deref(), Some("up-1"));
-    let open = f.reg.fence_unfinished().unwrap();
+    let open = f.reg.fence_journal().fence_unfinished().unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].0, c);
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Done, None, None)
         .unwrap();
-    assert!(f.reg.fence_unfinished().unwrap().is_empty());
-    assert_eq!(f.reg.fence_upload(c, oid).unwrap().unwrap().upload_id, None);
-    f.reg.fence_forget(c, oid).unwrap();
-    assert_eq!(f.reg.fence_upload(c, oid).unwrap(), None);
-    assert_eq!(f.reg.fence_upload("gen3+http://other", oid).unwrap(), None);
+    assert!(f.reg.fence_journal().fence_unfinished().unwrap().is_empty());
+    assert_eq!(
+        f.reg
+            .fence_journal()
+            .fence_upload(c, oid)
+            .unwrap()
+            .unwrap()
+            .upload_id,
+        None
+    );
+    f.reg.fence_journal().fence_forget(c, oid).unwrap();
+    assert_eq!(f.reg.fence_journal().fence_upload(c, oid).unwrap(), None);
+    assert_eq!(
+        f.reg
+            .fence_journal()
+            .fence_upload("gen3+http://other", oid)
+            .unwrap(),
+        None
+    );
 }
 
 fn the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after(mut f: Fixture) {
@@ -990,37 +1024,81 @@ fn the_parts_of_a_fence_upload_are_kept_while_it_is_open_and_dropped_after(mut f
         etag: format!("etag-{number}"),
     };
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Uploading, Some("d-1"), Some("up-1"))
         .unwrap();
-    f.reg.fence_part_sent(c, oid, &part("up-1", 2)).unwrap();
-    f.reg.fence_part_sent(c, oid, &part("up-1", 1)).unwrap();
+    f.reg
+        .fence_journal()
+        .fence_part_sent(c, oid, &part("up-1", 2))
+        .unwrap();
+    f.reg
+        .fence_journal()
+        .fence_part_sent(c, oid, &part("up-1", 1))
+        .unwrap();
     f.restart();
     assert_eq!(
-        f.reg.fence_parts(c, oid, "up-1").unwrap(),
+        f.reg.fence_journal().fence_parts(c, oid, "up-1").unwrap(),
         vec![part("up-1", 1), part("up-1", 2)],
         "the parts, by number, outlive a restart"
     );
-    assert!(f.reg.fence_parts(c, oid, "up-0").unwrap().is_empty());
+    assert!(f
+        .reg
+        .fence_journal()
+        .fence_parts(c, oid, "up-0")
+        .unwrap()
+        .is_empty());
     // The same upload resumed keeps them; another upload drops them.
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Begun, Some("d-1"), Some("up-1"))
         .unwrap();
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Uploading, None, Some("up-1"))
         .unwrap();
-    assert_eq!(f.reg.fence_parts(c, oid, "up-1").unwrap().len(), 2);
+    assert_eq!(
+        f.reg
+            .fence_journal()
+            .fence_parts(c, oid, "up-1")
+            .unwrap()
+            .len(),
+        2
+    );
     f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Uploading, None, Some("up-2"))
         .unwrap();
-    assert!(f.reg.fence_parts(c, oid, "up-1").unwrap().is_empty());
-    f.reg.fence_part_sent(c, oid, &part("up-2", 1)).unwrap();
+    assert!(f
+        .reg
+        .fence_journal()
+        .fence_parts(c, oid, "up-1")
+        .unwrap()
+        .is_empty());
     f.reg
+        .fence_journal()
+        .fence_part_sent(c, oid, &part("up-2", 1))
+        .unwrap();
+    f.reg
+        .fence_journal()
         .fence_step(c, oid, FenceStep::Uploaded, None, None)
         .unwrap();
-    assert!(f.reg.fence_parts(c, oid, "up-2").unwrap().is_empty());
-    f.reg.fence_part_sent(c, oid, &part("up-3", 1)).unwrap();
-    f.reg.fence_forget(c, oid).unwrap();
-    assert!(f.reg.fence_parts(c, oid, "up-3").unwrap().is_empty());
+    assert!(f
+        .reg
+        .fence_journal()
+        .fence_parts(c, oid, "up-2")
+        .unwrap()
+        .is_empty());
+    f.reg
+        .fence_journal()
+        .fence_part_sent(c, oid, &part("up-3", 1))
+        .unwrap();
+    f.reg.fence_journal().fence_forget(c, oid).unwrap();
+    assert!(f
+        .reg
+        .fence_journal()
+        .fence_parts(c, oid, "up-3")
+        .unwrap()
+        .is_empty());
 }
 
 fn a_worker_of_small_objects_is_not_due_for_a_large_object_s_job(f: Fixture) {

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::ops::gc::{GcError, GcTeam};
 use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
 use crate::registry::postgres::{NodeName, PrivateUrls, DEFAULT_LEASE};
-use crate::registry::{PgRegistry, Registry, RegistryError};
+use crate::registry::{PgRegistry, Registry, RegistryError, SqliteRegistry};
 use crate::settings::Key;
 
 /// `team_min_grace_secs`' default: an hour, far past a node's publish of
@@ -130,11 +130,14 @@ impl Team {
 
     /// The team's registry; the secrets of this node's URLs in
     /// `team-urls.sqlite` in its state folder (never in the team's
-    /// database, which every member reads).
+    /// database, which every member reads), and its journal of uploads
+    /// through Fence in `team-fence.sqlite` beside it (never in the
+    /// database, which every member writes).
     pub(super) fn open_registry(&self, config: &Config) -> Result<Registry, RegistryError> {
         let urls = PrivateUrls::open(&config.state_dir.join("team-urls.sqlite"))?;
         let engine = PgRegistry::open(self.server.clone(), self.node.clone(), self.lease, urls)?;
-        Ok(Registry::with_engine(Arc::new(engine)))
+        let journal = SqliteRegistry::open(&config.state_dir.join("team-fence.sqlite"))?;
+        Ok(Registry::with_engine(Arc::new(engine), Arc::new(journal)))
     }
 }
 

@@ -10,13 +10,21 @@
 //! call whose pooled connection the server closed are [`PgServer`]'s.
 //!
 //! What is per node and what is shared:
-//! - shared: objects, jobs, sent objects, Indexd registrations and uploads
-//!   through a Gen3 commons' Fence (facts about stores and content, true on
-//!   every node: a blank record one node began, another finishes);
+//! - shared: objects, jobs, sent objects and Indexd registrations (facts
+//!   about stores and content, true on every node);
 //! - per node: the repos' paths (`drsd_reg_repo_refs` keyed by node: a repo
 //!   is a folder on one machine, and two machines may use one path for two
 //!   repos) and the multipart uploads in flight (only the node that began
-//!   one aborts it at its next start).
+//!   one aborts it at its next start);
+//! - the node's alone, never in the database: the journal of its uploads
+//!   through a Gen3 commons' Fence ([`Registry`](crate::registry::Registry)
+//!   keeps it in the node's state folder). Every member may write the
+//!   database, and a forged `done` step or part list would make this node
+//!   skip an upload it never made. A record another node registered under
+//!   the content's did, without a location, is found in the commons itself
+//!   and uploaded into (`ops/transfer/gen3/own_did.rs`). Tables
+//!   `drsd_reg_fence_uploads` and `drsd_reg_fence_upload_parts`, which
+//!   earlier versions made, are left as they are and no longer read.
 //!
 //! **Leases.** A claim marks the job `running` with `claimed_by` = this
 //! node and `lease_until` = the server's clock + the lease. One thread per
@@ -28,7 +36,6 @@
 //! nodes' clocks need not agree. Renewing by thread (not on each call)
 //! keeps a download of hours alive with no call to the engine in between.
 
-mod fence;
 mod nodes;
 mod objects;
 mod queue;
@@ -123,24 +130,6 @@ const DDL: &str = "
         did text,
         updated_at bigint NOT NULL,
         PRIMARY KEY (indexd, oid)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_fence_uploads (
-        commons text NOT NULL,
-        oid text NOT NULL,
-        did text,
-        step text NOT NULL,
-        upload_id text,
-        updated_at bigint NOT NULL,
-        PRIMARY KEY (commons, oid)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_fence_upload_parts (
-        commons text NOT NULL,
-        oid text NOT NULL,
-        upload_id text NOT NULL,
-        key text NOT NULL,
-        number integer NOT NULL,
-        etag text NOT NULL,
-        PRIMARY KEY (commons, oid, upload_id, number)
     );
     CREATE TABLE IF NOT EXISTS drsd_reg_url_holders (
         object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),

@@ -20,10 +20,10 @@ fn one_queued_job(reg: &Registry) -> ForeignObject {
 
 #[test]
 fn a_live_node_s_claim_is_neither_taken_nor_requeued_by_another_node() {
-    let db = TestDb::create();
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
     let lease = Duration::from_millis(600);
-    let a = pg_registry(&db.url, "alice@a", lease);
-    let b = pg_registry(&db.url, "alice@b", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
+    let b = pg_registry(&db.url, "alice@b", lease, dir.path());
     one_queued_job(&a);
     let job = a.claim(100).unwrap().expect("A takes the job");
     // Past several leases: A's heartbeat keeps renewing its claim.
@@ -48,10 +48,10 @@ fn a_live_node_s_claim_is_neither_taken_nor_requeued_by_another_node() {
 
 #[test]
 fn a_lapsed_lease_is_taken_over_by_another_node() {
-    let db = TestDb::create();
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
     let lease = Duration::from_millis(500);
-    let a = pg_registry(&db.url, "alice@a", lease);
-    let b = pg_registry(&db.url, "alice@b", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
+    let b = pg_registry(&db.url, "alice@b", lease, dir.path());
     let o = one_queued_job(&a);
     let job = a.claim(100).unwrap().expect("A takes the job");
     assert_eq!(job.object.url, o.url.expose());
@@ -70,16 +70,16 @@ fn a_lapsed_lease_is_taken_over_by_another_node() {
     let taken = b.claim(100).unwrap().expect("the lapsed claim is B's now");
     assert_eq!(taken.id, job.id);
     // B's own claim is live: a third node does not take it.
-    let c = pg_registry(&db.url, "bob@c", lease);
+    let c = pg_registry(&db.url, "bob@c", lease, dir.path());
     sleep(lease * 2);
     assert!(c.claim(100).unwrap().is_none());
 }
 
 #[test]
 fn a_lease_no_node_would_write_is_read_back_capped_and_the_job_taken_over() {
-    let db = TestDb::create();
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
     let lease = Duration::from_secs(30);
-    let a = pg_registry(&db.url, "alice@a", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
     one_queued_job(&a);
     // A member leases the job to a node that does not exist, for ever.
     db.client()
@@ -113,10 +113,10 @@ fn a_lease_no_node_would_write_is_read_back_capped_and_the_job_taken_over() {
 
 #[test]
 fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
-    let db = TestDb::create();
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
     let lease = Duration::from_millis(500);
-    let a = pg_registry(&db.url, "alice@a", lease);
-    let b = pg_registry(&db.url, "alice@b", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
+    let b = pg_registry(&db.url, "alice@b", lease, dir.path());
     for i in 0..3 {
         let o = object(&format!("s3://b/{i}"), &format!("{i:032x}"), 10);
         a.record(Path::new("/r"), &[entry(&format!("{i}"), &o)])
@@ -127,7 +127,7 @@ fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
     let _theirs = b.claim(100).unwrap().unwrap();
     // A restarts (its old engine gone, a new one as the same node).
     drop(a);
-    let a = pg_registry(&db.url, "alice@a", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
     assert_eq!(a.requeue_running().unwrap(), 1, "its own claim only");
     sleep(lease * 2);
     assert_eq!(
@@ -139,9 +139,9 @@ fn a_restarted_node_puts_back_its_own_claims_and_the_lapsed_ones_only() {
 
 #[test]
 fn every_node_that_opened_the_team_is_listed_with_when_it_was_last_seen() {
-    let db = TestDb::create();
-    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
-    let _b = pg_registry(&db.url, "bob@b", Duration::from_secs(60));
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60), dir.path());
+    let _b = pg_registry(&db.url, "bob@b", Duration::from_secs(60), dir.path());
     let nodes = a.team_nodes().unwrap();
     let mut names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     names.sort();
@@ -155,9 +155,9 @@ fn every_node_that_opened_the_team_is_listed_with_when_it_was_last_seen() {
 
 #[test]
 fn a_repo_s_paths_are_its_node_s_own() {
-    let db = TestDb::create();
-    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
-    let b = pg_registry(&db.url, "alice@b", Duration::from_secs(60));
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60), dir.path());
+    let b = pg_registry(&db.url, "alice@b", Duration::from_secs(60), dir.path());
     let o = one_queued_job(&a);
     // The same path on B is another repo: it sees none of A's entries...
     assert!(b.for_repo(Path::new("/r")).unwrap().is_empty());
@@ -182,8 +182,8 @@ fn a_repo_s_paths_are_its_node_s_own() {
 
 #[test]
 fn a_claim_after_the_server_closed_every_connection_is_made_on_a_new_one() {
-    let db = TestDb::create();
-    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60));
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
+    let a = pg_registry(&db.url, "alice@a", Duration::from_secs(60), dir.path());
     one_queued_job(&a);
     assert_eq!(a.job_counts().unwrap().queued, 1);
     // What a restart does to the pooled connections: closed server-side.
@@ -232,10 +232,10 @@ fn every_row(db: &TestDb) -> String {
 
 #[test]
 fn a_urls_secrets_stay_with_its_node_and_only_that_node_claims_its_job() {
-    let db = TestDb::create();
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
     let lease = Duration::from_secs(30);
-    let a = pg_registry(&db.url, "alice@a", lease);
-    let b = pg_registry(&db.url, "bob@b", lease);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
+    let b = pg_registry(&db.url, "bob@b", lease, dir.path());
     let url = "https://alice:hunter2@h.example/b/x.bam?versionId=7\
                &X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=deadbeef";
     let o = object(url, "0123456789abcdef0123456789abcdef", 1000);
@@ -269,5 +269,52 @@ fn a_urls_secrets_stay_with_its_node_and_only_that_node_claims_its_job() {
     assert_eq!(
         a.job_state(url, &o.etag, 1000).unwrap(),
         Some((JobState::Done, None))
+    );
+}
+
+#[test]
+fn a_nodes_fence_journal_stays_in_its_own_file_and_another_node_neither_reads_nor_writes_it() {
+    use crate::registry::{FencePart, FenceStep};
+    let (db, dir) = (TestDb::create(), tempfile::tempdir().unwrap());
+    let lease = Duration::from_secs(30);
+    let a = pg_registry(&db.url, "alice@a", lease, dir.path());
+    let b = pg_registry(&db.url, "bob@b", lease, dir.path());
+    let oid = crate::pool::Oid::of(b"alice's object");
+    let c = "gen3+https://commons.example";
+    a.fence_journal()
+        .fence_step(
+            c,
+            oid,
+            FenceStep::Uploading,
+            Some("did-alice"),
+            Some("upload-alice"),
+        )
+        .unwrap();
+    let part = FencePart {
+        upload_id: "upload-alice".into(),
+        key: "did-alice/x.bam".into(),
+        number: 1,
+        etag: "etag-of-part-one".into(),
+    };
+    a.fence_journal().fence_part_sent(c, oid, &part).unwrap();
+    // Nothing of it in the database every member reads and writes.
+    let everything = every_row(&db);
+    for mine in ["did-alice", "upload-alice", "etag-of-part-one"] {
+        assert!(!everything.contains(mine), "{mine} in {everything}");
+    }
+    // Bob's journal is his own: he neither sees Alice's steps nor can
+    // write one she would read.
+    assert_eq!(b.fence_journal().fence_upload(c, oid).unwrap(), None);
+    b.fence_journal()
+        .fence_step(c, oid, FenceStep::Done, Some("did-bob"), None)
+        .unwrap();
+    let hers = a.fence_journal().fence_upload(c, oid).unwrap().unwrap();
+    assert_eq!(hers.step, FenceStep::Uploading);
+    assert_eq!(hers.did.as_deref(), Some("did-alice"));
+    assert_eq!(
+        a.fence_journal()
+            .fence_parts(c, oid, "upload-alice")
+            .unwrap(),
+        vec![part]
     );
 }

@@ -309,8 +309,8 @@ impl Transfers {
     /// upload begun, never the object held: a record counts when the user
     /// trusts the commons at its word (`trust_claims` names
     /// `gen3+https://host`), when this daemon completed and proved that
-    /// very record (its own Fence journal says `done` under its did: a
-    /// lab's shared registry is every member's to write, and is not asked),
+    /// very record (its Fence journal, always the node's own, says `done`
+    /// under its did),
     /// or once its bytes, read through DRS, hash to the oid.
     async fn held_in_commons(
         &self,
@@ -337,17 +337,15 @@ impl Transfers {
         if self.remote.trusts(&target.key) {
             return Ok(true);
         }
-        if self.registry.team().is_none() {
-            match self.journal_read(target, pointer.oid).await {
-                Ok(Some(sent)) if sent.step == FenceStep::Done => {
-                    if sent.did.is_some_and(|did| dids.contains(&did)) {
-                        return Ok(true);
-                    }
+        match self.journal_read(target, pointer.oid).await {
+            Ok(Some(sent)) if sent.step == FenceStep::Done => {
+                if sent.did.is_some_and(|did| dids.contains(&did)) {
+                    return Ok(true);
                 }
-                Ok(_) => {}
-                // Then the record is read instead: slower, as sure.
-                Err(e) => log::warn!("object {}: {e}", pointer.oid),
             }
+            Ok(_) => {}
+            // Then the record is read instead: slower, as sure.
+            Err(e) => log::warn!("object {}: {e}", pointer.oid),
         }
         for did in &dids {
             match self.record_proven(target, did, pointer).await {
@@ -729,7 +727,13 @@ impl Transfers {
         let (registry, key) = (self.registry.clone(), target.key.clone());
         let (did, upload_id) = (did.map(str::to_string), upload_id.map(str::to_string));
         blocking(move || {
-            registry.fence_step(&key, oid, step, did.as_deref(), upload_id.as_deref())
+            registry.fence_journal().fence_step(
+                &key,
+                oid,
+                step,
+                did.as_deref(),
+                upload_id.as_deref(),
+            )
         })
         .await?;
         Ok(())
@@ -741,7 +745,7 @@ impl Transfers {
         oid: Oid,
     ) -> Result<Option<FenceUpload>, RegistryError> {
         let (registry, key) = (self.registry.clone(), target.key.clone());
-        blocking(move || registry.fence_upload(&key, oid)).await
+        blocking(move || registry.fence_journal().fence_upload(&key, oid)).await
     }
 
     async fn journal_forget(
@@ -750,7 +754,7 @@ impl Transfers {
         oid: Oid,
     ) -> Result<(), RegistryError> {
         let (registry, key) = (self.registry.clone(), target.key.clone());
-        blocking(move || registry.fence_forget(&key, oid)).await
+        blocking(move || registry.fence_journal().fence_forget(&key, oid)).await
     }
 }
 

@@ -150,7 +150,8 @@ impl Transfers {
             target.key.clone(),
             upload_id.to_string(),
         );
-        let parts = blocking(move || registry.fence_parts(&commons, oid, &id)).await?;
+        let parts =
+            blocking(move || registry.fence_journal().fence_parts(&commons, oid, &id)).await?;
         let Some(key) = parts.first().map(|p| p.key.clone()) else {
             return Ok(None);
         };
@@ -318,7 +319,13 @@ impl Recorded {
             oid,
         } = self;
         let number = part.number;
-        if let Err(e) = blocking(move || registry.fence_part_sent(&commons, oid, &part)).await {
+        if let Err(e) = blocking(move || {
+            registry
+                .fence_journal()
+                .fence_part_sent(&commons, oid, &part)
+        })
+        .await
+        {
             log::warn!("recording part {number} of object {oid} as sent: {e}");
         }
     }

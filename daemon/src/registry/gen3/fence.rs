@@ -23,13 +23,12 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::engine::FenceUploads;
-use super::oid_text::oid_column;
-use super::sqlite::{sql, SqliteRegistry};
-use super::{now, RegistryError};
 use crate::pool::Oid;
+use crate::registry::oid_text::oid_column;
+use crate::registry::sqlite::{sql, SqliteRegistry};
+use crate::registry::{now, RegistryError};
 
-pub(super) const SCHEMA: &str = "
+pub(in crate::registry) const SCHEMA: &str = "
     CREATE TABLE fence_uploads (
         commons TEXT NOT NULL,
         oid TEXT NOT NULL,
@@ -41,7 +40,7 @@ pub(super) const SCHEMA: &str = "
     );
 ";
 
-pub(super) const PARTS_SCHEMA: &str = "
+pub(in crate::registry) const PARTS_SCHEMA: &str = "
     CREATE TABLE fence_upload_parts (
         commons TEXT NOT NULL,
         oid TEXT NOT NULL,
@@ -112,6 +111,52 @@ pub struct FenceUpload {
     pub step: FenceStep,
     /// The multipart upload's id, while one is open.
     pub upload_id: Option<String>,
+}
+
+/// Uploads to a Gen3 commons through Fence, each step recorded before it
+/// is taken (the module's notes), per commons (its `gen3+https://host`)
+/// and object.
+pub trait FenceUploads {
+    /// Records that `oid`'s upload to `commons` is at `step`, with its
+    /// record's did and multipart upload id when known (a did once known
+    /// is kept when `did` is `None`; the upload id is replaced).
+    fn fence_step(
+        &self,
+        commons: &str,
+        oid: Oid,
+        step: FenceStep,
+        did: Option<&str>,
+        upload_id: Option<&str>,
+    ) -> Result<(), RegistryError>;
+
+    /// Forgets what was recorded of `oid`'s upload to `commons` (its blank
+    /// record turned out to be gone: the next try begins again).
+    fn fence_forget(&self, commons: &str, oid: Oid) -> Result<(), RegistryError>;
+
+    /// What is recorded of `oid`'s upload to `commons`.
+    fn fence_upload(&self, commons: &str, oid: Oid) -> Result<Option<FenceUpload>, RegistryError>;
+
+    /// Records that the store took `part` of `oid`'s multipart upload to
+    /// `commons` (kept while the upload is at `uploading` with that id).
+    fn fence_part_sent(
+        &self,
+        commons: &str,
+        oid: Oid,
+        part: &FencePart,
+    ) -> Result<(), RegistryError>;
+
+    /// The parts recorded of `oid`'s upload `upload_id` to `commons`, by
+    /// number.
+    fn fence_parts(
+        &self,
+        commons: &str,
+        oid: Oid,
+        upload_id: &str,
+    ) -> Result<Vec<FencePart>, RegistryError>;
+
+    /// Uploads to any commons not done, oldest first, with their commons:
+    /// `drsctl status`.
+    fn fence_unfinished(&self) -> Result<Vec<(String, FenceUpload)>, RegistryError>;
 }
 
 impl FenceUploads for SqliteRegistry {

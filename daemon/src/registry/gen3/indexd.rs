@@ -11,13 +11,13 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::engine::IndexdRecords;
-use super::oid_text::oid_column;
-use super::sqlite::{sql, SqliteRegistry};
-use super::{now, RegistryError};
 use crate::pool::Oid;
+use crate::registry::engine::IndexdRecords;
+use crate::registry::oid_text::oid_column;
+use crate::registry::sqlite::{sql, SqliteRegistry};
+use crate::registry::{now, RegistryError};
 
-pub(super) const SCHEMA: &str = "
+pub(in crate::registry) const SCHEMA: &str = "
     CREATE TABLE indexd_records (
         indexd TEXT NOT NULL,
         oid TEXT NOT NULL,
