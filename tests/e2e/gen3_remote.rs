@@ -523,11 +523,12 @@ fn a_daemon_killed_mid_upload_leaves_no_record_and_the_next_push_finishes_that_u
 
 /// The parts of the one open upload through Fence recorded in `world`'s
 /// registry (its daemon stopped), the first of them now with an ETag that
-/// is not its md5, as a registry a lab member wrote could say: the resumed
+/// is not its md5, as a journal spoilt on disk could say: the resumed
 /// push must send that part again rather than take the record's word.
 fn spoil_first_recorded_part(world: &World) -> usize {
     let registry =
         drsd::registry::Registry::open(&world.dir().join("state/registry.sqlite")).unwrap();
+    let registry = registry.fence_journal();
     let open = registry.fence_unfinished().unwrap();
     assert_eq!(open.len(), 1, "{open:?}");
     let (commons, upload) = &open[0];

@@ -2,7 +2,7 @@
 //! daemon's state folder (`registry.sqlite`, WAL), and its first room, the
 //! foreign objects and the repos' paths ([`ForeignObjects`]). The other
 //! rooms' SQL sits with their tables (`queue.rs`, `uploads.rs`, `sent.rs`,
-//! `indexd_records.rs`); the order of the migrations in `schema.rs`.
+//! `gen3/`); the order of the migrations in `schema.rs`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::commons::{CommonsError, Gen3Commons, GEN3_SCHEME};
+use super::gen3::{CommonsError, Gen3Commons, GEN3_SCHEME};
 use super::{
     upload_from_file, upload_from_pool, FetchError, PointerFetchError, Presence, Remote,
     UploadError, UploadOptions, Uploaded,
@@ -24,7 +24,7 @@ pub enum ObjectRemote {
     /// `file:///folder`.
     Dir(DirRemote),
     /// `gen3+https://host`: a Gen3 commons, written through Fence
-    /// (`commons.rs`).
+    /// (`gen3.rs`).
     Gen3(Gen3Commons),
 }
 

@@ -204,7 +204,6 @@ fn reachable(pool: &Pool, lfs: &Path, oid: &Oid, size: u64) -> Result<bool, Pool
 /// multipart upload's) can prove nothing: README "For a lab" says what the
 /// lab then trusts.
 fn disagrees(pool: &Pool, entry: &Entry, to: &Oid) -> Result<Option<String>, PoolError> {
-    use md5::{Digest, Md5};
     let size = entry.object.size;
     match pool.size(to)? {
         Some(held) if held != size => {
@@ -224,10 +223,7 @@ fn disagrees(pool: &Pool, entry: &Entry, to: &Oid) -> Result<Option<String>, Poo
     let Some(blob) = pool.get_verified(to)? else {
         return Ok(None);
     };
-    let mut md5 = Md5::new();
-    std::io::copy(&mut blob.into_reader(), &mut md5)
-        .map_err(|e| PoolError::Io(crate::IoError::new("read", to.to_hex(), e)))?;
-    let got = hex::encode(md5.finalize());
+    let got = crate::remote::digest::md5_hex(&blob)?;
     if got.eq_ignore_ascii_case(etag) {
         return Ok(None);
     }

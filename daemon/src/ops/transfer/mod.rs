@@ -24,7 +24,7 @@ mod facts;
 mod gates;
 mod gen3;
 mod hydrate;
-mod indexd_push;
+
 mod push;
 mod send;
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use futures_util::stream::{self, StreamExt};
 
-use super::indexd_push::{IndexdPushError, IndexdTarget, Registered};
+use super::gen3::{IndexdPushError, IndexdTarget, Registered};
 use super::{RepoFacts, TransferError, Transfers, PARALLEL, SMALL_BATCH};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;

@@ -27,6 +27,7 @@ use crate::pool::Oid;
 use crate::registry::oid_text::oid_column;
 use crate::registry::sqlite::{sql, SqliteRegistry};
 use crate::registry::{now, RegistryError};
+pub use crate::stores::drs::FencePart;
 
 pub(in crate::registry) const SCHEMA: &str = "
     CREATE TABLE fence_uploads (
@@ -51,17 +52,6 @@ pub(in crate::registry) const PARTS_SCHEMA: &str = "
         PRIMARY KEY (commons, oid, upload_id, number)
     );
 ";
-
-/// One part of a multipart upload through Fence the store took.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FencePart {
-    pub upload_id: String,
-    /// The object's key in the commons' bucket (the upload's).
-    pub key: String,
-    pub number: u32,
-    /// What the store answered for the part.
-    pub etag: String,
-}
 
 /// How far an upload through Fence got (see the module notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -34,6 +34,17 @@ pub struct Fence<'a> {
     root: url::Url,
 }
 
+/// One part of a multipart upload through Fence the store took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencePart {
+    pub upload_id: String,
+    /// The object's key in the commons' bucket (the upload's).
+    pub key: String,
+    pub number: u32,
+    /// What the store answered for the part.
+    pub etag: String,
+}
+
 /// An Indexd record of a commons, as the upload flow reads it: a blank one
 /// has no size and no hashes.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

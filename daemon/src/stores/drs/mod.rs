@@ -42,7 +42,8 @@ pub(crate) use call::Api;
 pub use client::{no_access, AccessWay, DrsClient};
 pub use error::DrsError;
 pub use fence::{
-    content_did, CommonsRecord, Completion, Fence, MultipartStart, NewUpload, Probe, Registration,
+    content_did, CommonsRecord, Completion, Fence, FencePart, MultipartStart, NewUpload, Probe,
+    Registration,
 };
 pub use indexd_client::{IndexdClient, IndexdRecord, NewRecord};
 pub use model::{AccessMethod, AccessUrl, AccessUrlJson, Checksum, DrsObject};

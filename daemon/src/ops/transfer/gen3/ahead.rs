@@ -19,11 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::{checked_hashes, repo_file, FenceSendError, Hashes};
+use super::{repo_file, FenceSendError};
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::Pointer;
 use crate::pool::{Blob, Oid};
+use crate::remote::digest::{checked_hashes, Hashes};
 use crate::remote::ObjectRemote;
 use crate::stores::drs::IndexdClient;
 
@@ -59,7 +60,7 @@ impl Md5Ahead {
             // Not kept: the next ask hashes again.
             self.forget_unset(oid);
         }
-        hashes
+        Ok(hashes?)
     }
 
     /// The hashes of `oid`, if known.

@@ -7,7 +7,7 @@
 //! (`proof.rs`) or taken out again. A push killed on the way leaves a
 //! blank record, which the next one finds in the registry and finishes.
 
-use super::multipart::Left;
+use super::resume::Left;
 use super::{claims, CommonsTarget, FenceSendError, Placed, Resume, Transfers, Upload};
 use crate::lfs::Pointer;
 use crate::registry::{FenceStep, FenceUpload};

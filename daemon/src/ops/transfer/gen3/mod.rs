@@ -1,16 +1,15 @@
 //! Pushing to a Gen3 commons as the repo's object remote
-//! (`drs-remote=gen3+https://host`, `remote/commons.rs`). For each object
+//! (`drs-remote=gen3+https://host`, `remote/gen3.rs`). For each object
 //! the push introduces:
 //!
-//! - a record of the commons' Indexd with its sha256, size and a location
-//!   is the object held once its bytes, read through DRS, hash to the oid
-//!   (or this daemon proved that very record, or the user trusts the
-//!   commons' claims): nothing is sent. One whose bytes cannot be read
+//! - a record of the commons' Indexd shown to hold it (`held.rs`, the one
+//!   decision this push and the `--indexd` push of `indexd.rs` share):
+//!   nothing is sent. Here a record naming its sha256 and a location
+//!   counts when the user trusts the commons' claims, when this node
+//!   completed and proved that very record, or once its bytes, read
+//!   through DRS, hash to the oid; a record of its md5 only, once so read,
+//!   gets a version naming the sha256. One whose bytes cannot be read
 //!   fails the push with the reason, rather than sending them again;
-//! - else a record of its md5 and size naming no sha256 (most Gen3 records)
-//!   is the object once its bytes, read through DRS (Fence-signed), hash to
-//!   the oid: then a version of it carrying the sha256 is added (`POST
-//!   /index/{did}`, same `baseid`), and nothing is sent;
 //! - otherwise the bytes go up through Fence's signed URLs under the
 //!   content's own did (UUIDv5 over `"<project>:<sha256>"`, as
 //!   calypr/git-drs derives it, so both tools find each other's records):
@@ -30,7 +29,7 @@
 //!   the object, and no ref goes out for an object the commons lacks.
 //!
 //! Each step is recorded in the registry before it is taken
-//! (`registry/fence_uploads.rs`): a push killed anywhere leaves at most a
+//! (`registry/gen3/fence.rs`, the node's own): a push killed anywhere leaves at most a
 //! record without a location (the content's claim, or Fence's blank one)
 //! and the upload begun, which the next push finds and finishes.
 //! Signed URLs and the token never reach a log line or an error: errors
@@ -38,51 +37,48 @@
 
 mod ahead;
 mod blank;
-mod multipart;
+mod held;
+mod indexd;
 mod own_did;
 mod proof;
+mod resume;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
-use md5::{Digest, Md5};
 
 use super::push::{PushFailure, PushOutcome, PushRefusal};
 use super::{TransferError, Transfers, PARALLEL};
 pub use ahead::Md5Ahead;
+use held::{By, HeldError};
+pub use indexd::{IndexdPushError, IndexdTarget, Registered};
 
 use crate::blocking;
 use crate::lfs::hydrate::object_path;
 use crate::lfs::{Pointer, Pushed};
 use crate::pool::{Blob, Oid, PoolError};
 use crate::registry::{Entry, FenceStep, FenceUpload, RegistryError};
+use crate::remote::digest::{self, md5_of, read_part, DigestError};
+use crate::remote::fence_upload::{self, FenceUploadError, Source};
 use crate::remote::{project_of, FetchError, Gen3Commons, ObjectRemote, ResolveError};
-use crate::stores::drs::{content_did, CommonsRecord, DrsClient, DrsError, Fence, IndexdClient};
-use crate::stores::{ObjectUrl, SecretUrl};
+use crate::stores::drs::{
+    content_did, CommonsRecord, DrsClient, DrsError, Fence, IndexdClient, IndexdRecord,
+};
+use crate::stores::ObjectUrl;
 use drsd_proto::PushReport;
 
 /// Why an object could not be pushed to a Gen3 commons now; pushing again
 /// may succeed. Each names the commons or the record, never a signed URL.
 #[derive(Debug, thiserror::Error)]
 pub enum CommonsPushError {
-    /// Indexd could not be asked whether it holds the object (`by`: how).
-    #[error("the Gen3 commons {commons} could not be asked whether it holds the object{by}: {error}; nothing was sent")]
-    Ask {
+    /// Whether the commons holds the object could not be said.
+    #[error("the Gen3 commons {commons}: {error}; nothing was sent, push again")]
+    Held {
         commons: String,
-        by: &'static str,
         #[source]
-        error: DrsError,
-    },
-    /// An md5-only record was shown to be the object, and publishing its
-    /// sha256 failed.
-    #[error("the Gen3 commons holds object {oid} as {did} (md5 only; its bytes were shown here to have the sha256), but adding a version of it that names the sha256 failed: {error}; nothing was sent, push again")]
-    Version {
-        oid: Oid,
-        did: String,
-        #[source]
-        error: DrsError,
+        error: HeldError,
     },
     /// The object's bytes here could not be read.
     #[error("reading object {oid} here: {error}")]
@@ -90,16 +86,6 @@ pub enum CommonsPushError {
         oid: Oid,
         #[source]
         error: PoolError,
-    },
-    /// A record naming the object could not be read to show it holds it:
-    /// nothing is sent again on a guess (that would make another record).
-    #[error("the Gen3 commons {commons} has a record of object {oid} ({did}), but its bytes could not be read to show they are the object: {error}; nothing was sent, push again")]
-    Unreadable {
-        commons: String,
-        oid: Oid,
-        did: String,
-        #[source]
-        error: Box<ResolveError>,
     },
     /// Sending it through Fence, or completing its record.
     #[error("could not be sent to the Gen3 commons {commons}: {error}; push again to finish it")]
@@ -115,18 +101,14 @@ pub enum CommonsPushError {
 pub enum FenceSendError {
     #[error(transparent)]
     Fence(#[from] DrsError),
+    #[error(transparent)]
+    Upload(#[from] FenceUploadError),
+    #[error(transparent)]
+    Digest(#[from] DigestError),
     #[error("recording the upload's step first: {0}; nothing more was done")]
     Journal(#[from] RegistryError),
     #[error("reading the object for its upload: {0}")]
     Read(#[from] PoolError),
-    #[error("the bytes read for the upload are not object {oid} (sha256 {got}, or another md5): not sent")]
-    NotTheObject { oid: Oid, got: Oid },
-    #[error("the hashing of object {oid} stopped before its end (the daemon is stopping): not completed")]
-    HashingStopped { oid: Oid },
-    #[error("the signed URL Fence gave for record {guid} names no bucket and key to record")]
-    NoLocation { guid: String },
-    #[error("the store answered no ETag for part {number} of object {oid}")]
-    NoEtag { number: u32, oid: Oid },
     #[error("the record {guid} is gone after its upload")]
     RecordGone { guid: String },
     #[error("the record {guid} was completed by someone else with other content")]
@@ -135,19 +117,12 @@ pub enum FenceSendError {
     TakenMeanwhile { did: String },
     #[error("the record {guid} has no rev to complete it by")]
     NoRev { guid: String },
-    #[error("the store answered for part {number} of object {oid} an ETag that is not the md5 of the bytes sent")]
-    PartNotStored { number: u32, oid: Oid },
     #[error("the record {guid} was read back after the upload, and {why}: its location was taken out again")]
     NotPlaced { guid: String, why: String },
     #[error("the record {guid} changed under every try to set its location")]
     Contended { guid: String },
-    #[error("the record {did}'s bytes could not be read to show they are object {oid}: {error}")]
-    Unreadable {
-        did: String,
-        oid: Oid,
-        #[source]
-        error: Box<ResolveError>,
-    },
+    #[error(transparent)]
+    Held(#[from] HeldError),
 }
 
 /// The commons and what one push needs of it.
@@ -264,29 +239,43 @@ impl Transfers {
                 url,
             })));
         }
-        match self.held_in_commons(target, pointer).await {
-            Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
-            Ok(true) => return Pushed3::Held,
-            Ok(false) => {}
+        let held_failed = |error| {
+            let commons = target.commons.url();
+            Pushed3::Not(Box::new(PushOutcome::Failed(
+                CommonsPushError::Held { commons, error }.into(),
+            )))
+        };
+        let mut proof = CommonsProof::new(self, target, pointer);
+        match held::by_sha256(&target.indexd, pointer, &mut proof).await {
+            Err(error) => return held_failed(error),
+            Ok(Some(_)) => return Pushed3::Held,
+            Ok(None) => {}
         }
         let blob = match self.local_blob(target, foreign, pointer).await {
             Ok(blob) => Arc::new(blob),
             Err(outcome) => return Pushed3::Not(Box::new(outcome)),
         };
-        let md5 = match self.md5_if_asked(target, pointer, &blob).await {
-            Ok(md5) => md5,
-            Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
+        // The md5, when the md5-only records asked for it, is the upload's
+        // too: one pass over the bytes.
+        let mut known = None;
+        let md5 = async {
+            let md5 = md5_of(blob.clone())
+                .await
+                .map_err(|error| HeldError::Read {
+                    oid: pointer.oid,
+                    error,
+                })?;
+            known = Some(md5.clone());
+            Ok(Some(md5))
         };
-        if let Some(md5) = &md5 {
-            match self.commons_md5_held(target, pointer, md5).await {
-                Err(why) => return Pushed3::Not(Box::new(PushOutcome::Failed(why.into()))),
-                Ok(true) => return Pushed3::Held,
-                Ok(false) => {}
-            }
+        let name = target.commons.url();
+        match held::by_md5(&target.indexd, &name, pointer, md5, &mut proof).await {
+            Err(error) => return held_failed(error),
+            Ok(Some(_)) => return Pushed3::Held,
+            Ok(None) => {}
         }
-        let name = file_name(pushed);
         match self
-            .upload_through_fence(target, pointer, blob, md5, &name)
+            .upload_through_fence(target, pointer, blob, known, &file_name(pushed))
             .await
         {
             Ok(true) => Pushed3::Sent,
@@ -301,86 +290,17 @@ impl Transfers {
         }
     }
 
-    /// Whether the commons holds `pointer`'s content under a record naming
-    /// its sha256 and size and a location; `Err` when it cannot be asked,
-    /// or such a record's bytes cannot be read. A record is a claim
-    /// (whoever may write the project's records chose its hashes and its
-    /// location, DESIGN.md "Trust"), and one without a location is an
-    /// upload begun, never the object held: a record counts when the user
-    /// trusts the commons at its word (`trust_claims` names
-    /// `gen3+https://host`), when this daemon completed and proved that
-    /// very record (its Fence journal, always the node's own, says `done`
-    /// under its did),
-    /// or once its bytes, read through DRS, hash to the oid.
-    async fn held_in_commons(
-        &self,
-        target: &CommonsTarget<'_>,
-        pointer: Pointer,
-    ) -> Result<bool, CommonsPushError> {
-        let records = target
-            .indexd
-            .by_sha256(pointer.oid)
-            .await
-            .map_err(|error| CommonsPushError::Ask {
-                commons: target.commons.url(),
-                by: "",
-                error,
-            })?;
-        let dids: Vec<String> = records
-            .into_iter()
-            .filter(|r| r.size == Some(pointer.size) && !r.urls.is_empty())
-            .map(|r| r.did)
-            .collect();
-        if dids.is_empty() {
-            return Ok(false);
-        }
-        if self.remote.trusts(&target.key) {
-            return Ok(true);
-        }
-        match self.journal_read(target, pointer.oid).await {
-            Ok(Some(sent)) if sent.step == FenceStep::Done => {
-                if sent.did.is_some_and(|did| dids.contains(&did)) {
-                    return Ok(true);
-                }
-            }
-            Ok(_) => {}
-            // Then the record is read instead: slower, as sure.
-            Err(e) => log::warn!("object {}: {e}", pointer.oid),
-        }
-        for did in &dids {
-            match self.record_proven(target, did, pointer).await {
-                Ok(true) => return Ok(true),
-                Ok(false) => {}
-                Err(FenceSendError::Unreadable { did, oid, error }) => {
-                    return Err(CommonsPushError::Unreadable {
-                        commons: target.commons.url(),
-                        oid,
-                        did,
-                        error,
-                    })
-                }
-                Err(other) => {
-                    return Err(CommonsPushError::Send {
-                        commons: target.commons.url(),
-                        error: other,
-                    })
-                }
-            }
-        }
-        Ok(false)
-    }
-
     /// Whether the record `did` of the commons holds `pointer`'s bytes:
     /// read through DRS (Fence-signed) into the pool, hashed on the way
     /// against the oid. `Ok(false)` when they were read and are not the
-    /// object (logged); [`FenceSendError::Unreadable`] when they could not
-    /// be read, which says nothing either way.
+    /// object (logged); [`HeldError::Unreadable`] when they could not be
+    /// read, which says nothing either way.
     pub(super) async fn record_proven(
         &self,
         target: &CommonsTarget<'_>,
         did: &str,
         pointer: Pointer,
-    ) -> Result<bool, FenceSendError> {
+    ) -> Result<bool, HeldError> {
         let uri = match target.commons.drs_uri(did) {
             Ok(uri) => uri,
             Err(e) => {
@@ -404,87 +324,12 @@ impl Transfers {
                 log::warn!("{uri} is said to be object {}, but its bytes are not: {e}; not counted as held", pointer.oid);
                 Ok(false)
             }
-            Err(error) => Err(FenceSendError::Unreadable {
+            Err(error) => Err(HeldError::Unreadable {
                 did: did.to_string(),
                 oid: pointer.oid,
                 error: Box::new(error),
             }),
         }
-    }
-
-    /// The md5 of `blob` when the commons has records of its size naming an
-    /// md5 and no sha256, one of which may hold it; `None` when it has
-    /// none: the md5 is then the upload's, hashed as the bytes go, not a
-    /// pass of its own over a file of many GB.
-    async fn md5_if_asked(
-        &self,
-        target: &CommonsTarget<'_>,
-        pointer: Pointer,
-        blob: &Arc<Blob>,
-    ) -> Result<Option<String>, CommonsPushError> {
-        let sized = target
-            .indexd
-            .any_md5_only_of_size(pointer.size)
-            .await
-            .map_err(|error| CommonsPushError::Ask {
-                commons: target.commons.url(),
-                by: " by its size",
-                error,
-            })?;
-        match sized {
-            true => md5_of(blob.clone(), pointer.oid).await.map(Some),
-            false => Ok(None),
-        }
-    }
-
-    /// Whether a record naming `md5` and the size but no sha256 is the
-    /// object: its bytes read through DRS (into the pool) hash to the oid.
-    /// Then a version naming the sha256 is added. `Err` when the commons
-    /// cannot be asked or refuses the version.
-    async fn commons_md5_held(
-        &self,
-        target: &CommonsTarget<'_>,
-        pointer: Pointer,
-        md5: &str,
-    ) -> Result<bool, CommonsPushError> {
-        let records = target
-            .indexd
-            .by_md5_only(md5, pointer.size)
-            .await
-            .map_err(|error| CommonsPushError::Ask {
-                commons: target.commons.url(),
-                by: " by its md5",
-                error,
-            })?;
-        let fence = target.drs.fence(target.commons.root());
-        for record in records {
-            let proven = self
-                .record_proven(target, &record.did, pointer)
-                .await
-                .map_err(|error| CommonsPushError::Send {
-                    commons: target.commons.url(),
-                    error,
-                })?;
-            if !proven {
-                continue;
-            }
-            let did = fence
-                .add_sha256_version(&record, pointer.oid)
-                .await
-                .map_err(|error| CommonsPushError::Version {
-                    oid: pointer.oid,
-                    did: record.did.clone(),
-                    error,
-                })?;
-            log::info!(
-                "the Gen3 commons {} held object {} as {} under its md5 only; its bytes were shown to have the sha256, published as version {did}",
-                target.commons.url(),
-                pointer.oid,
-                record.did
-            );
-            return Ok(true);
-        }
-        Ok(false)
     }
 
     /// The bytes of `pointer` on this machine: the repo's own
@@ -591,7 +436,7 @@ impl Transfers {
             match self.blank_resumable(target, &fence, pointer, left).await? {
                 Resume::Held => return Ok(false),
                 Resume::Into { guid, upload_id } => {
-                    let left = multipart::Left {
+                    let left = resume::Left {
                         guid: Some(&guid),
                         upload_id: upload_id.as_deref(),
                     };
@@ -610,7 +455,7 @@ impl Transfers {
             Own::Held => Ok(false),
             Own::Refused(why) => {
                 log::warn!("object {oid}: {why}; uploading into a record of Fence's instead");
-                let left = multipart::Left::default();
+                let left = resume::Left::default();
                 self.send_into_blank(target, &fence, &mut upload, left)
                     .await?;
                 Ok(true)
@@ -630,7 +475,7 @@ impl Transfers {
         let md5 = match pointer.size <= self.upload.part_size {
             true => {
                 let bytes = read_part(upload.blob.clone(), 0, pointer.size).await?;
-                let md5 = check_whole(&bytes, pointer.oid, None)?;
+                let md5 = digest::check_whole(&bytes, pointer.oid, None)?;
                 upload.bytes = Some(bytes::Bytes::from(bytes));
                 md5
             }
@@ -660,12 +505,12 @@ impl Transfers {
         target: &CommonsTarget<'_>,
         fence: &Fence<'_>,
         upload: &mut Upload<'_>,
-        left: multipart::Left<'_>,
+        left: resume::Left<'_>,
     ) -> Result<Placed, FenceSendError> {
         let pointer = upload.pointer;
         let oid = pointer.oid;
         if pointer.size > self.upload.part_size {
-            let source = multipart::Source {
+            let source = Source {
                 pointer,
                 blob: upload.blob.clone(),
                 md5: upload.md5.as_deref(),
@@ -674,8 +519,8 @@ impl Transfers {
             };
             let sent = self.multipart(target, fence, &source, left).await?;
             let md5 = sent.md5.or_else(|| upload.md5.clone());
-            let md5 = md5.ok_or(FenceSendError::HashingStopped { oid })?;
-            let location = sent.location.ok_or_else(|| FenceSendError::NoLocation {
+            let md5 = md5.ok_or(DigestError::Stopped { oid })?;
+            let location = sent.location.ok_or_else(|| FenceUploadError::NoLocation {
                 guid: sent.guid.clone(),
             })?;
             return Ok(Placed {
@@ -700,19 +545,14 @@ impl Transfers {
         };
         // Read again or kept from the md5's pass: shown to be the object
         // either way before they go.
-        let md5 = check_whole(&bytes, oid, upload.md5.as_deref())?;
         let key = format!("{guid}/{}", upload.name);
-        let location = location_of(&url, &key)
-            .ok_or_else(|| FenceSendError::NoLocation { guid: guid.clone() })?;
-        let answered = fence.put(&format!("object {oid}"), &url, bytes).await?;
-        if answered.is_some_and(|etag| etag.to_ascii_lowercase() != md5) {
-            return Err(FenceSendError::PartNotStored { number: 1, oid });
-        }
+        let whole = (oid, upload.md5.as_deref());
+        let put = fence_upload::put_whole(fence, whole, (&guid, &key), &url, bytes).await?;
         Ok(Placed {
             guid,
-            location,
-            etag: md5.clone(),
-            md5,
+            location: put.location,
+            etag: put.md5.clone(),
+            md5: put.md5,
         })
     }
 
@@ -806,6 +646,77 @@ struct Placed {
     etag: String,
 }
 
+/// A commons' records shown to hold an object as `mod.rs` says: a record
+/// naming its sha256 counts when the user trusts the commons at its word
+/// (`trust_claims` names `gen3+https://host`), or this node completed and
+/// proved that very record (its Fence journal, always the node's own, says
+/// `done` under its did); any record, once its bytes, read through DRS,
+/// hash to the oid.
+struct CommonsProof<'t, 'a> {
+    transfers: &'t Transfers,
+    target: &'t CommonsTarget<'a>,
+    pointer: Pointer,
+    /// The did the journal says this node completed, once read.
+    done: Option<Option<String>>,
+}
+
+impl<'t, 'a> CommonsProof<'t, 'a> {
+    fn new(
+        transfers: &'t Transfers,
+        target: &'t CommonsTarget<'a>,
+        pointer: Pointer,
+    ) -> CommonsProof<'t, 'a> {
+        CommonsProof {
+            transfers,
+            target,
+            pointer,
+            done: None,
+        }
+    }
+
+    /// The did of the record this node's journal says it completed.
+    async fn done(&mut self) -> Option<&str> {
+        if self.done.is_none() {
+            let read = self
+                .transfers
+                .journal_read(self.target, self.pointer.oid)
+                .await;
+            self.done = Some(match read {
+                Ok(Some(sent)) if sent.step == FenceStep::Done => sent.did,
+                Ok(_) => None,
+                // Then the record is read instead: slower, as sure.
+                Err(e) => {
+                    log::warn!("object {}: {e}", self.pointer.oid);
+                    None
+                }
+            });
+        }
+        self.done.as_ref().and_then(|did| did.as_deref())
+    }
+}
+
+impl held::Proof for CommonsProof<'_, '_> {
+    async fn holds(&mut self, record: &IndexdRecord, by: By) -> Result<bool, HeldError> {
+        if by == By::Sha256 {
+            if self.transfers.remote.trusts(&self.target.key) {
+                return Ok(true);
+            }
+            if self.done().await == Some(record.did.as_str()) {
+                return Ok(true);
+            }
+        }
+        let (target, did) = (self.target, &record.did);
+        self.transfers
+            .record_proven(target, did, self.pointer)
+            .await
+    }
+
+    async fn add_sha256_version(&self, record: &IndexdRecord) -> Result<String, DrsError> {
+        let fence = self.target.drs.fence(self.target.commons.root());
+        fence.add_sha256_version(record, self.pointer.oid).await
+    }
+}
+
 /// Whether a record claims `pointer`'s content: its sha256 and size (with
 /// or without a location).
 fn claims(record: &CommonsRecord, pointer: Pointer) -> bool {
@@ -849,40 +760,6 @@ fn repo_file(path: &Path) -> Result<Option<Blob>, PoolError> {
     }))
 }
 
-/// `len` bytes of `blob` at `offset`, read off the async threads.
-async fn read_part(blob: Arc<Blob>, offset: u64, len: u64) -> Result<Vec<u8>, PoolError> {
-    blocking(move || blob.read_at(offset, len)).await
-}
-
-/// The md5 of `blob`, read once off the async threads.
-async fn md5_of(blob: Arc<Blob>, oid: Oid) -> Result<String, CommonsPushError> {
-    blocking(move || {
-        let mut hasher = Md5::new();
-        let step = 8 << 20;
-        let mut offset = 0;
-        while offset < blob.len() {
-            let chunk = blob
-                .read_at(offset, step)
-                .map_err(|error| CommonsPushError::Read { oid, error })?;
-            hasher.update(&chunk);
-            offset += chunk.len().max(1) as u64;
-        }
-        Ok(hex::encode(hasher.finalize()))
-    })
-    .await
-}
-
-/// `bytes` are object `oid` (with md5 `md5` when given), or the upload is
-/// refused; their md5.
-fn check_whole(bytes: &[u8], oid: Oid, md5: Option<&str>) -> Result<String, FenceSendError> {
-    let got = Oid::of(bytes);
-    let got_md5 = hex::encode(Md5::digest(bytes));
-    if got != oid || md5.is_some_and(|md5| md5 != got_md5) {
-        return Err(FenceSendError::NotTheObject { oid, got });
-    }
-    Ok(got_md5)
-}
-
 /// Whether `error` says the bytes read are not the object (rather than
 /// that they could not be read).
 fn not_the_object(error: &ResolveError) -> bool {
@@ -890,86 +767,6 @@ fn not_the_object(error: &ResolveError) -> bool {
         error,
         ResolveError::Disagrees { .. } | ResolveError::Fetch(FetchError::Mismatch { .. })
     )
-}
-
-/// What a pass over an object's bytes gives a record registered before
-/// they go up, and the upload after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Hashes {
-    /// The md5 of the whole.
-    md5: String,
-    /// The parts' size, and the md5 of each part of it: the ETags the
-    /// store must answer for a multipart upload of those parts.
-    part_size: u64,
-    parts: Vec<[u8; 16]>,
-}
-
-/// The md5 of `blob` and of each of its parts of `part_size`, in one pass
-/// that also shows it hashes to `oid`: the whole md5 on one thread, the
-/// sha256 and the parts' md5s on another.
-async fn checked_hashes(
-    blob: Arc<Blob>,
-    oid: Oid,
-    part_size: u64,
-) -> Result<Hashes, FenceSendError> {
-    log::info!("object {oid}: an md5 pass over its {} bytes", blob.len());
-    let part_size = part_size.max(1);
-    let (md5_of, sha_of) = (blob.clone(), blob);
-    let md5 = tokio::task::spawn_blocking(move || pass(&md5_of, Md5::new()));
-    let sha = tokio::task::spawn_blocking(move || sha_and_parts(&sha_of, part_size));
-    let (md5, sha) = (md5.await, sha.await);
-    let (Ok(md5), Ok(sha)) = (md5, sha) else {
-        return Err(FenceSendError::HashingStopped { oid });
-    };
-    let (got, parts) = sha?;
-    if got != oid {
-        return Err(FenceSendError::NotTheObject { oid, got });
-    }
-    Ok(Hashes {
-        md5: hex::encode(md5?),
-        part_size,
-        parts,
-    })
-}
-
-/// Read steps of at most 8 MiB, none across a part's end.
-fn steps(len: u64, part_size: u64) -> impl Iterator<Item = (u64, u64)> {
-    let step = 8 << 20;
-    let mut offset = 0;
-    std::iter::from_fn(move || {
-        if offset >= len {
-            return None;
-        }
-        let part_end = (offset / part_size + 1) * part_size;
-        let n = step.min(part_end - offset).min(len - offset);
-        let at = offset;
-        offset += n;
-        Some((at, n))
-    })
-}
-
-/// `hasher` over every byte of `blob`.
-fn pass<D: Digest>(blob: &Blob, mut hasher: D) -> Result<md5::digest::Output<D>, PoolError> {
-    for (offset, n) in steps(blob.len(), u64::MAX) {
-        hasher.update(&blob.read_at(offset, n)?);
-    }
-    Ok(hasher.finalize())
-}
-
-/// The sha256 of `blob` and the md5 of each of its parts of `part_size`.
-fn sha_and_parts(blob: &Blob, part_size: u64) -> Result<(Oid, Vec<[u8; 16]>), PoolError> {
-    let mut sha = sha2::Sha256::new();
-    let mut parts = Vec::new();
-    let mut part = Md5::new();
-    for (offset, n) in steps(blob.len(), part_size) {
-        let chunk = blob.read_at(offset, n)?;
-        sha2::Digest::update(&mut sha, &chunk);
-        part.update(&chunk);
-        if (offset + n) % part_size == 0 || offset + n == blob.len() {
-            parts.push(std::mem::replace(&mut part, Md5::new()).finalize().into());
-        }
-    }
-    Ok((Oid::from_digest(sha2::Digest::finalize(sha).into()), parts))
 }
 
 /// A pool read failed: the push of this object fails, naming it.
@@ -983,81 +780,4 @@ fn unreadable(url: &ObjectUrl, error: ResolveError) -> PushOutcome {
         url: url.to_string(),
         error,
     })
-}
-
-/// The `s3://bucket/key` a signed PUT URL writes, `key` being what Fence
-/// signs (`{guid}/{file_name}`): the path segment before the key is the
-/// bucket (path-style, as Ceph RGW and most S3 stores sign, under any
-/// prefix the store is mounted at), else the host's first label
-/// (virtual-hosted). What the completed record names as the object's
-/// location; never the URL itself, which carries its signature.
-fn location_of(url: &SecretUrl, key: &str) -> Option<String> {
-    let parsed = url::Url::parse(url.expose()).ok()?;
-    let path: Vec<String> = parsed
-        .path_segments()?
-        .map(|s| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-        .collect();
-    let key_len = key.split('/').count();
-    if path.len() < key_len || path[path.len() - key_len..].join("/") != key {
-        return None;
-    }
-    let bucket = match path.len() - key_len {
-        0 => parsed.host_str()?.split('.').next()?.to_string(),
-        n => path[n - 1].clone(),
-    };
-    (!bucket.is_empty()).then(|| format!("s3://{bucket}/{key}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pass_gives_the_md5_of_the_whole_and_of_each_part_and_checks_the_sha256() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("object");
-        let bytes: Vec<u8> = (0..(20u32 << 20) + 12_345)
-            .map(|i| (i % 251) as u8)
-            .collect();
-        std::fs::write(&path, &bytes).unwrap();
-        let blob = || Arc::new(repo_file(&path).unwrap().unwrap());
-        let oid = Oid::of(&bytes);
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let part_size = 5 << 20;
-        let hashes = rt.block_on(checked_hashes(blob(), oid, part_size)).unwrap();
-        assert_eq!(hashes.md5, hex::encode(Md5::digest(&bytes)));
-        let parts: Vec<[u8; 16]> = bytes
-            .chunks(part_size as usize)
-            .map(|c| Md5::digest(c).into())
-            .collect();
-        assert_eq!(hashes.parts.len(), 5);
-        assert_eq!(hashes.parts, parts);
-        let other = Oid::of(b"other");
-        assert!(matches!(
-            rt.block_on(checked_hashes(blob(), other, part_size)),
-            Err(FenceSendError::NotTheObject { .. })
-        ));
-    }
-
-    #[test]
-    fn the_location_of_a_signed_url_is_its_bucket_and_key_without_the_signature() {
-        let path = SecretUrl::new(
-            "http://127.0.0.1:8000/s3/bkt/dg.T/g-1/a%20b.bam?X-Amz-Signature=s3cr3t",
-        );
-        assert_eq!(
-            location_of(&path, "dg.T/g-1/a b.bam").as_deref(),
-            Some("s3://bkt/dg.T/g-1/a b.bam")
-        );
-        let hosted =
-            SecretUrl::new("https://bkt.s3.us-east-1.amazonaws.com/g-1/x.bam?X-Amz-Signature=s");
-        assert_eq!(
-            location_of(&hosted, "g-1/x.bam").as_deref(),
-            Some("s3://bkt/g-1/x.bam")
-        );
-        assert_eq!(location_of(&hosted, "g-2/x.bam"), None);
-    }
 }

@@ -138,7 +138,7 @@ impl Transfers {
             self.journal(target, oid, FenceStep::Blank, Some(did), None)
                 .await?;
         }
-        let left = super::multipart::Left {
+        let left = super::resume::Left {
             guid: Some(did),
             upload_id: upload_id.as_deref(),
         };

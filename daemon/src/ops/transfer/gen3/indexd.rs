@@ -1,15 +1,12 @@
 //! Pushing to a repo that records a Gen3 Indexd (`drsctl init --indexd`).
 //! For each object the push introduces:
 //!
-//! - an Indexd record of the same sha256 and size at a location shown to
-//!   hold those bytes (its store's MD5 against ours, or read and hashed:
-//!   a record and a HEAD are claims) means the object is held already:
-//!   nothing is sent, copied or registered, and the agent's upload of it is
-//!   answered from `confirmed`;
-//! - else a record of the same md5 and size naming no sha256 (most Gen3
-//!   records), at a location so shown, is the object too: a new version of
-//!   it (`POST /index/{did}`, same `baseid`) carrying the sha256 is added,
-//!   and nothing is sent or copied;
+//! - an Indexd record holding it (`held.rs`, the decision the Gen3 commons'
+//!   push makes too), at a location shown to hold its bytes (its store's
+//!   MD5 against ours, or read and hashed: a record and a HEAD are
+//!   claims), means the object is held already: nothing is sent, copied or
+//!   registered, and the agent's upload of it is answered from `confirmed`.
+//!   A record of its md5 only so shown gets a version naming its sha256;
 //! - otherwise the object goes to the object remote as without Indexd, and
 //!   is then registered (`POST /index/`) with its sha256, md5, ETag, size,
 //!   `s3://` location, path and `authz`.
@@ -20,16 +17,17 @@
 //! making a second one. An Indexd that cannot be asked fails the push before
 //! anything is sent: nothing is half-registered.
 
-use md5::{Digest, Md5};
+use tokio::sync::OnceCell;
 
-use super::push::{PushFailure, PushOutcome, PushTarget};
-use super::{TransferError, Transfers};
+use super::held::{self, By, HeldError};
 use crate::blocking;
 use crate::lfs::{Pointer, Pushed};
+use crate::ops::transfer::push::{PushFailure, PushOutcome, PushTarget};
+use crate::ops::transfer::{TransferError, Transfers};
 use crate::pool::{Oid, PoolError};
 use crate::registry::{Entry, RegistryError};
 use crate::remote::Held;
-use crate::stores::drs::{DrsError, IndexdClient, NewRecord};
+use crate::stores::drs::{DrsError, IndexdClient, IndexdRecord, NewRecord};
 use crate::stores::is_content_etag;
 use crate::stores::{ObjectUrl, RemoteError};
 
@@ -38,34 +36,12 @@ use crate::stores::{ObjectUrl, RemoteError};
 /// remote, could not be registered.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexdPushError {
-    /// Asking Indexd for records of the object's sha256.
-    #[error(
-        "Indexd {base} could not be asked whether it holds the object: {error}; nothing was sent or registered"
-    )]
-    BySha256 {
+    /// Whether Indexd holds the object could not be said.
+    #[error("Indexd {base}: {error}; nothing was sent or registered, push again")]
+    Held {
         base: String,
         #[source]
-        error: DrsError,
-    },
-    /// Asking Indexd for records of the object's md5 and size.
-    #[error(
-        "Indexd {base} could not be asked whether it holds the object by its md5: {error}; nothing was sent or registered"
-    )]
-    ByMd5 {
-        base: String,
-        #[source]
-        error: DrsError,
-    },
-    /// Adding a version, naming the sha256, of record `did` (md5 only).
-    #[error(
-        "Indexd {base} holds object {oid} as {did} (md5 only; its bytes were shown here to have the sha256), but adding a version of it that names the sha256 failed: {error}; nothing was sent or registered, push again"
-    )]
-    AddVersion {
-        base: String,
-        oid: Oid,
-        did: String,
-        #[source]
-        error: DrsError,
+        error: HeldError,
     },
     /// An Indexd record names an `s3://` location (`indexd_target` refuses
     /// any other object remote first).
@@ -113,7 +89,7 @@ pub enum Md5Error {
     NotHere,
     /// Reading the pool's copy's bytes.
     #[error("reading it for its md5: {0}")]
-    Read(#[source] std::io::Error),
+    Read(#[source] PoolError),
 }
 
 /// The repo's Indexd, for one push.
@@ -124,38 +100,121 @@ pub struct IndexdTarget<'a> {
     pub authz: &'a [String],
 }
 
-/// The md5 of the bytes this machine has of a pushed object, computed
-/// once per object when a location needs it.
-enum LocalMd5 {
-    Unknown,
-    Known(Option<String>),
-    /// Not needed: the Indexd is trusted at its word.
-    Trusted,
+/// An Indexd's records shown to hold an object by their locations
+/// ([`Transfers::location_proven`]); a record naming the object's sha256,
+/// from an Indexd the user trusts at its word (`trust_claims`), by a
+/// location that answers with the object's size.
+struct IndexdProof<'t, 'a> {
+    transfers: &'t Transfers,
+    target: &'t PushTarget<'a>,
+    indexd: &'t IndexdTarget<'a>,
+    foreign: Option<&'t Entry>,
+    pointer: Pointer,
+    /// The md5 of the bytes here, read once for every location and for the
+    /// md5-only records (`None` inside: no bytes here).
+    md5: &'t OnceCell<Option<String>>,
 }
 
-impl LocalMd5 {
-    /// The md5 recorded by a read of the object's bytes here, else of the
-    /// pool's copy; `None` when this machine has no bytes of it.
-    async fn get(
-        &mut self,
-        transfers: &Transfers,
-        foreign: Option<&Entry>,
-        oid: Oid,
-    ) -> Option<String> {
-        match self {
-            LocalMd5::Known(md5) => return md5.clone(),
-            LocalMd5::Trusted => return None,
-            LocalMd5::Unknown => {}
+impl IndexdProof<'_, '_> {
+    /// The md5 of the bytes here, once read.
+    async fn md5(&self) -> Option<String> {
+        local_md5(self.transfers, self.md5, self.foreign, self.pointer.oid).await
+    }
+
+    /// Whether `url`, named by Indexd record `did`, holds the object's
+    /// bytes: the object remote's own key proven as a push proves it; any
+    /// other location by its store's single-part MD5 ETag against the md5
+    /// of the bytes here, else read and hashed against the oid (into the
+    /// pool, where the push then finds it). `trusted`: a location that
+    /// answers with the object's size is enough. A location that fails is
+    /// logged with the record, and the push goes on as if it were not.
+    async fn location_proven(&self, did: &str, url: &str, trusted: bool) -> bool {
+        let (transfers, target) = (self.transfers, self.target);
+        let (oid, size) = (self.pointer.oid, self.pointer.size);
+        let Ok(parsed) = ObjectUrl::parse(url) else {
+            return false;
+        };
+        if url == target.layout.location(&oid) {
+            let held = transfers
+                .remote
+                .proves_held(transfers.pool.clone(), target.layout, oid, size)
+                .await;
+            return matches!(held, Ok(Held::Proven | Held::Trusted));
         }
+        let meta = match transfers.remote.head(&parsed).await {
+            Ok(Some(meta)) if meta.size == size && trusted => return true,
+            Ok(Some(meta)) if meta.size == size => meta,
+            Ok(_) => return false,
+            Err(e) => {
+                log::debug!("Indexd record {did}: {parsed}: {e}");
+                return false;
+            }
+        };
+        let store_md5 = meta
+            .etag
+            .as_deref()
+            .map(|e| e.trim_matches('"').to_ascii_lowercase())
+            .filter(|e| is_content_etag(e) && !e.contains('-'));
+        if let Some(store_md5) = store_md5 {
+            if let Some(md5) = self.md5().await {
+                let same = md5 == store_md5;
+                if !same {
+                    log::warn!("Indexd record {did} names {parsed} for object {oid}, but its bytes have md5 {store_md5}, not {md5}: not counted as held");
+                }
+                return same;
+            }
+        }
+        let pool = transfers.pool.clone();
+        match transfers
+            .remote
+            .fetch_verified(pool, &parsed, oid, size, &|_| {})
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!("Indexd record {did} names {parsed} for object {oid}, but reading it did not show the object: {e}; not counted as held");
+                false
+            }
+        }
+    }
+}
+
+/// The md5 recorded by a read of the object's bytes here, else of the
+/// pool's copy, read once into `cell`; `None` when this machine has no
+/// bytes of it.
+async fn local_md5(
+    transfers: &Transfers,
+    cell: &OnceCell<Option<String>>,
+    foreign: Option<&Entry>,
+    oid: Oid,
+) -> Option<String> {
+    cell.get_or_init(|| async {
         let read = foreign
             .filter(|e| e.object.content_read && e.object.content_oid == Some(oid))
             .and_then(|e| e.object.md5.clone());
-        let md5 = match read {
+        match read {
             Some(md5) => Some(md5.to_ascii_lowercase()),
             None => transfers.pool_md5(oid).await.ok(),
-        };
-        *self = LocalMd5::Known(md5.clone());
-        md5
+        }
+    })
+    .await
+    .clone()
+}
+
+impl held::Proof for IndexdProof<'_, '_> {
+    async fn holds(&mut self, record: &IndexdRecord, by: By) -> Result<bool, HeldError> {
+        let trusted = by == By::Sha256 && self.transfers.remote.trusts(&self.indexd.base);
+        for url in &record.urls {
+            if self.location_proven(&record.did, url, trusted).await {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    async fn add_sha256_version(&self, record: &IndexdRecord) -> Result<String, DrsError> {
+        let client = &self.indexd.client;
+        client.add_sha256_version(record, self.pointer.oid).await
     }
 }
 
@@ -177,7 +236,10 @@ impl Transfers {
     /// `DRSD_DRS_SERVERS`: `.gitattributes` comes with a clone, and a
     /// hostile repo must not choose where this user's pushes register
     /// objects (with their netrc login) or where downloads are looked up.
-    pub(super) fn trusted_indexd(&self, base: &url::Url) -> Result<(), TransferError> {
+    pub(in crate::ops::transfer) fn trusted_indexd(
+        &self,
+        base: &url::Url,
+    ) -> Result<(), TransferError> {
         let drs = self.remote.drs().map_err(TransferError::Drs)?;
         if drs.servers().names(base) {
             return Ok(());
@@ -222,11 +284,8 @@ impl Transfers {
         }
     }
 
-    /// The did of a record of `pointer`'s content (sha256 and size) at a
-    /// location shown to hold those bytes; `Err` when Indexd cannot be
-    /// asked. A record is a claim (whoever registered it chose its sha256
-    /// and its URL), and so is a HEAD's size: a location counts only once
-    /// its bytes are shown to be the object ([`Self::location_proven`]).
+    /// The did of a record of `pointer`'s content shown to hold it
+    /// (`held.rs`); `Err` when Indexd cannot be asked.
     async fn held_in_indexd(
         &self,
         target: &PushTarget<'_>,
@@ -234,165 +293,31 @@ impl Transfers {
         foreign: Option<&Entry>,
         pointer: &Pointer,
     ) -> Result<Option<String>, IndexdPushError> {
-        let records = indexd
-            .client
-            .by_sha256(pointer.oid)
+        let failed = |error| IndexdPushError::Held {
+            base: indexd.base.clone(),
+            error,
+        };
+        let md5 = OnceCell::new();
+        let mut proof = IndexdProof {
+            transfers: self,
+            target,
+            indexd,
+            foreign,
+            pointer: *pointer,
+            md5: &md5,
+        };
+        let client = &indexd.client;
+        if let Some(did) = held::by_sha256(client, *pointer, &mut proof)
             .await
-            .map_err(|error| IndexdPushError::BySha256 {
-                base: indexd.base.clone(),
-                error,
-            })?;
-        // Trusted at its word (`trust_claims`): a record at a location
-        // that answers with the size counts, as the user asked.
-        let mut ours = match self.remote.trusts(&indexd.base) {
-            true => LocalMd5::Trusted,
-            false => LocalMd5::Unknown,
-        };
-        for record in records {
-            if record.size.is_some_and(|s| s != pointer.size) {
-                continue;
-            }
-            for url in &record.urls {
-                if self
-                    .location_proven(target, &record.did, url, foreign, pointer, &mut ours)
-                    .await
-                {
-                    return Ok(Some(record.did));
-                }
-            }
-        }
-        self.held_by_md5(target, indexd, foreign, pointer, ours)
-            .await
-    }
-
-    /// The did of a new version, carrying the sha256, of a record that
-    /// names `pointer`'s md5 and size but no sha256 (most Gen3 records), at
-    /// a location shown to hold the bytes; `Err` when Indexd cannot be
-    /// asked or refuses the version. The md5 and size are claims like any
-    /// other: the location counts only as [`Self::location_proven`] says
-    /// (its MD5 ETag equal to the md5 of the bytes here, whose sha256 is
-    /// checked, or read and hashed), even from an Indexd in `trust_claims`,
-    /// whose word is about the sha256 it names and this record names none.
-    /// Then what is now known is published without a second copy of the
-    /// bytes: `POST /index/{did}` (same `baseid`), found by the next push
-    /// and by a clone asking by sha256. Without bytes here there is no md5
-    /// to ask by, and nothing is asked.
-    async fn held_by_md5(
-        &self,
-        target: &PushTarget<'_>,
-        indexd: &IndexdTarget<'_>,
-        foreign: Option<&Entry>,
-        pointer: &Pointer,
-        ours: LocalMd5,
-    ) -> Result<Option<String>, IndexdPushError> {
-        let mut ours = match ours {
-            LocalMd5::Trusted => LocalMd5::Unknown,
-            known => known,
-        };
-        let Some(md5) = ours.get(self, foreign, pointer.oid).await else {
-            return Ok(None);
-        };
-        let records = indexd
-            .client
-            .by_md5_only(&md5, pointer.size)
-            .await
-            .map_err(|error| IndexdPushError::ByMd5 {
-                base: indexd.base.clone(),
-                error,
-            })?;
-        for record in records {
-            for url in &record.urls {
-                if !self
-                    .location_proven(target, &record.did, url, foreign, pointer, &mut ours)
-                    .await
-                {
-                    continue;
-                }
-                let did = indexd
-                    .client
-                    .add_sha256_version(&record, pointer.oid)
-                    .await
-                    .map_err(|error| IndexdPushError::AddVersion {
-                        base: indexd.base.clone(),
-                        oid: pointer.oid,
-                        did: record.did.clone(),
-                        error,
-                    })?;
-                log::info!(
-                    "Indexd {} held object {} as {} under its md5 only; its bytes at {} were shown to have the sha256, published as version {did}",
-                    indexd.base,
-                    pointer.oid,
-                    record.did,
-                    crate::stores::redacted(url)
-                );
-                return Ok(Some(did));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Whether `url`, named by Indexd record `did`, holds `pointer`'s
-    /// bytes: the object remote's own key proven as a push proves it; any
-    /// other location by its store's single-part MD5 ETag against the md5
-    /// of the bytes here, else read and hashed against the oid (into the
-    /// pool, where the push then finds it). A location that fails is
-    /// logged with the record, and the push goes on as if it were not.
-    async fn location_proven(
-        &self,
-        target: &PushTarget<'_>,
-        did: &str,
-        url: &str,
-        foreign: Option<&Entry>,
-        pointer: &Pointer,
-        ours: &mut LocalMd5,
-    ) -> bool {
-        let (oid, size) = (pointer.oid, pointer.size);
-        let Ok(parsed) = ObjectUrl::parse(url) else {
-            return false;
-        };
-        if url == target.layout.location(&oid) {
-            let held = self
-                .remote
-                .proves_held(self.pool.clone(), target.layout, oid, size)
-                .await;
-            return matches!(held, Ok(Held::Proven | Held::Trusted));
-        }
-        let meta = match self.remote.head(&parsed).await {
-            Ok(Some(meta)) if meta.size == size && matches!(ours, LocalMd5::Trusted) => {
-                return true
-            }
-            Ok(Some(meta)) if meta.size == size => meta,
-            Ok(_) => return false,
-            Err(e) => {
-                log::debug!("Indexd record {did}: {parsed}: {e}");
-                return false;
-            }
-        };
-        let store_md5 = meta
-            .etag
-            .as_deref()
-            .map(|e| e.trim_matches('"').to_ascii_lowercase())
-            .filter(|e| is_content_etag(e) && !e.contains('-'));
-        if let Some(store_md5) = store_md5 {
-            if let Some(md5) = ours.get(self, foreign, oid).await {
-                let same = md5 == store_md5;
-                if !same {
-                    log::warn!("Indexd record {did} names {parsed} for object {oid}, but its bytes have md5 {store_md5}, not {md5}: not counted as held");
-                }
-                return same;
-            }
-        }
-        match self
-            .remote
-            .fetch_verified(self.pool.clone(), &parsed, oid, size, &|_| {})
-            .await
+            .map_err(failed)?
         {
-            Ok(_) => true,
-            Err(e) => {
-                log::warn!("Indexd record {did} names {parsed} for object {oid}, but reading it did not show the object: {e}; not counted as held");
-                false
-            }
+            return Ok(Some(did));
         }
+        let name = format!("Indexd {}", indexd.base);
+        let ours = async { Ok(local_md5(self, &md5, foreign, pointer.oid).await) };
+        held::by_md5(client, &name, *pointer, ours, &mut proof)
+            .await
+            .map_err(failed)
     }
 
     /// Registers the object, now in the object remote, with Indexd.
@@ -497,9 +422,7 @@ impl Transfers {
                 .get_verified(&oid)
                 .map_err(Md5Error::Pool)?
                 .ok_or(Md5Error::NotHere)?;
-            let mut hasher = Md5::new();
-            std::io::copy(&mut blob.into_reader(), &mut hasher).map_err(Md5Error::Read)?;
-            Ok(hex::encode(hasher.finalize()))
+            crate::remote::digest::md5_hex(&blob).map_err(Md5Error::Read)
         })
         .await
     }
