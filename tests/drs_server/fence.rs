@@ -326,6 +326,8 @@ pub(crate) async fn multipart_complete(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
+    let took = shared.lock().complete_takes;
+    tokio::time::sleep(took).await;
     let (key, upload, parts) = {
         let mut state = shared.lock();
         state.counts.fence += 1;

@@ -284,6 +284,13 @@ impl DrsServer {
         self.shared.lock().complete_drops_last_part = on;
     }
 
+    /// How long Fence's multipart complete takes before it answers, as a
+    /// store assembling a large object keeps S3's CompleteMultipartUpload
+    /// (and Fence, which waits for it) from answering at once.
+    pub fn set_complete_takes(&self, took: Duration) {
+        self.shared.lock().complete_takes = took;
+    }
+
     /// Each `POST /index/` from now on is served only once `n` are waiting
     /// (or after 30 s): `n` clients registering records at once, whatever
     /// the order they got there in. `0` serves them as they come.

@@ -103,6 +103,8 @@ pub(crate) struct State {
     /// Fence's multipart complete hands the store every part but the last
     /// and answers OK: a store that dropped a part.
     pub complete_drops_last_part: bool,
+    /// How long a multipart complete takes (`set_complete_takes`).
+    pub complete_takes: std::time::Duration,
     /// Arborist gives Fence tokens no `create`: `POST /index/` is 403.
     pub create_denied: bool,
     /// `POST /index/` waits at this barrier (30 s at most) before it is
@@ -138,6 +140,7 @@ impl Default for State {
             arborist: false,
             fence_before_10_2: false,
             complete_drops_last_part: false,
+            complete_takes: std::time::Duration::ZERO,
             create_denied: false,
             registration_gate: None,
             signed_url_ttl: Duration::from_secs(3600),

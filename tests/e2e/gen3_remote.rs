@@ -706,6 +706,29 @@ fn a_multipart_complete_that_lost_a_part_fails_the_push_and_the_next_sends_it_ag
     assert_eq!(clone_elsewhere(&bare, "big.bin"), sha256_hex(&bytes));
 }
 
+/// Completing a multipart upload takes as long as the store takes to
+/// assemble the object, which grows with its parts: the call is given the
+/// metadata calls' time and two seconds a part, so a commons slower to
+/// complete than one metadata call may take still takes the push.
+#[test]
+fn a_multipart_complete_slower_than_a_metadata_call_still_completes_the_push() {
+    let keys = tempfile::tempdir().unwrap();
+    let server = commons(keys.path());
+    std::env::set_var("DRSD_UPLOAD_PART_SIZE", "5M");
+    std::env::set_var("DRSD_METADATA_TIMEOUT", "3");
+    let world = World::new();
+    let repo = gen3_repo(&world, &server, "slow");
+    let bytes = content(12 << 20, 35);
+    commit(&world, &repo, &[("slow.bin", &bytes)], "data");
+    let (_remotes, bare) = bare_origin(&repo);
+    server.set_complete_takes(Duration::from_secs(5));
+    let out = git_in(&world, &repo, &["push", "-q", "origin", "main"]);
+    assert!(out.status.success(), "{}", text(&out));
+    completed_record(&server, &bytes);
+    drop(world);
+    assert_eq!(clone_elsewhere(&bare, "slow.bin"), sha256_hex(&bytes));
+}
+
 /// Two machines (two users' daemons, registries and pools) pushing the
 /// same new content into the same project at once make one record, under
 /// the content's did: the second registration is 409, and that machine

@@ -164,12 +164,24 @@ impl Caller {
     /// The answer's body must be read by [`read_json`] before the call's
     /// deadline, which the response carries.
     pub async fn send(&self, ask: &Ask<'_>) -> Result<Response, DrsError> {
+        self.send_within(ask, self.api.deadline).await
+    }
+
+    /// [`Caller::send`] for a call the server may take longer to answer
+    /// than the setting gives one (completing a multipart upload of many
+    /// parts): `deadline`, never less than the setting's.
+    pub async fn send_within(
+        &self,
+        ask: &Ask<'_>,
+        deadline: Duration,
+    ) -> Result<Response, DrsError> {
+        let deadline = deadline.max(self.api.deadline);
         let mut waited = Duration::ZERO;
         let mut renewed = false;
         loop {
             let until = Until {
-                at: Instant::now() + self.api.deadline,
-                deadline: self.api.deadline,
+                at: Instant::now() + deadline,
+                deadline,
             };
             let credential = until
                 .bound(ask, self.auth.credential(&self.api.http, ask.server))

@@ -14,6 +14,7 @@
 //! ours, and its errors name the record, never the URL.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -267,7 +268,8 @@ impl Fence<'_> {
             accept: &[],
             build: &|http| call::post_json(http, &url, &body),
         };
-        self.caller.send(&ask).await.map(drop)
+        let deadline = complete_deadline(self.caller.api.deadline, parts.len());
+        self.caller.send_within(&ask, deadline).await.map(drop)
     }
 
     /// The commons' Indexd record `did`, or `None` when it has none.
@@ -656,9 +658,29 @@ pub fn content_did(project: &str, sha256: &str) -> String {
     .to_string()
 }
 
+/// How long Fence may take to complete a multipart upload of `parts`
+/// parts: the store assembles the object before Fence answers (S3 says a
+/// completion may take minutes), so a metadata call's time (`setting`)
+/// plus two seconds a part (a GiB in 64 MiB parts: the setting and 32 s).
+fn complete_deadline(setting: Duration, parts: usize) -> Duration {
+    let per_part = Duration::from_secs(2);
+    setting + per_part.saturating_mul(u32::try_from(parts).unwrap_or(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn completing_an_upload_of_many_parts_is_given_longer_than_a_metadata_call() {
+        let setting = Duration::from_secs(30);
+        assert_eq!(complete_deadline(setting, 1), Duration::from_secs(32));
+        assert_eq!(complete_deadline(setting, 16), Duration::from_secs(62));
+        assert_eq!(
+            complete_deadline(setting, 10_000),
+            Duration::from_secs(20_030)
+        );
+    }
 
     #[test]
     fn the_did_of_content_is_uuid_v5_over_project_and_sha256() {
