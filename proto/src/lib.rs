@@ -61,7 +61,7 @@ pub use config::{
 pub use error::{one_line, ErrorCode, IpcError, WireError};
 pub use frame::{Body, Progress, ResponseFrame, Stage};
 pub use oid::{BadOid, Oid};
-pub use pointer::{Pointer, PointerError, MAX_POINTER_SIZE};
+pub use pointer::{BadLine, Pointer, PointerError, MAX_POINTER_SIZE};
 pub use reply::*;
 pub use request::*;
 pub use stamp::FileStamp;

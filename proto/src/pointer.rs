@@ -49,7 +49,34 @@ pub enum PointerError {
     #[error("not a Git LFS pointer: {0}")]
     NotPointer(&'static str),
     #[error("Git LFS pointer line {line}: {why}")]
-    Bad { line: usize, why: String },
+    Bad { line: usize, why: BadLine },
+}
+
+/// What is wrong with a line of a pointer file that is otherwise one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLine {
+    #[error("no oid")]
+    NoOid,
+    #[error("no size")]
+    NoSize,
+    #[error("{0:?} is not `key value`")]
+    NotKeyValue(String),
+    #[error("a line after `size`: {0:?}")]
+    AfterSize(String),
+    #[error("key {key:?} where {want:?} belongs")]
+    OutOfOrder { key: String, want: &'static str },
+    #[error("oid {0:?} is not sha256:<64 hex>")]
+    NotSha256(String),
+    #[error("oid {0:?} is not sha256:<64 lowercase hex>")]
+    NotHex(String),
+    #[error("size {0:?} is not a decimal number")]
+    NotDecimal(String),
+    #[error("size {0:?} is too large")]
+    TooLarge(String),
+    #[error("size {0:?} is negative")]
+    Negative(String),
+    #[error("extension priority {0} repeated")]
+    PriorityRepeated(usize),
 }
 
 impl Pointer {
@@ -77,7 +104,7 @@ impl Pointer {
         }
         let (oid_line, oid) = value("oid").ok_or(PointerError::Bad {
             line: 0,
-            why: "no oid".into(),
+            why: BadLine::NoOid,
         })?;
         let oid = parse_oid(oid).map_err(|why| PointerError::Bad {
             line: oid_line,
@@ -85,7 +112,7 @@ impl Pointer {
         })?;
         let (size_line, size) = value("size").ok_or(PointerError::Bad {
             line: 0,
-            why: "no size".into(),
+            why: BadLine::NoSize,
         })?;
         let size = parse_size(size).map_err(|why| PointerError::Bad {
             line: size_line,
@@ -115,12 +142,12 @@ fn read_lines(text: &str) -> Result<Lines, PointerError> {
         if text.is_empty() {
             continue;
         }
-        let bad = |why: String| PointerError::Bad { line, why };
+        let bad = |why: BadLine| PointerError::Bad { line, why };
         let (key, value) = text
             .split_once(' ')
-            .ok_or_else(|| bad(format!("{text:?} is not `key value`")))?;
+            .ok_or_else(|| bad(BadLine::NotKeyValue(text.into())))?;
         let Some(&want) = KEYS.get(next) else {
-            return Err(bad(format!("a line after `size`: {text:?}")));
+            return Err(bad(BadLine::AfterSize(text.into())));
         };
         if key == want {
             got.values.insert(want, (line, value.to_string()));
@@ -130,7 +157,8 @@ fn read_lines(text: &str) -> Result<Lines, PointerError> {
         } else if next == 0 {
             return Err(PointerError::NotPointer("no version line first"));
         } else {
-            return Err(bad(format!("key {key:?} where {want:?} belongs")));
+            let key = key.into();
+            return Err(bad(BadLine::OutOfOrder { key, want }));
         }
     }
     Ok(got)
@@ -150,38 +178,35 @@ fn is_extension(key: &str) -> bool {
 fn check_extensions(exts: &BTreeMap<String, (usize, String)>) -> Result<(), PointerError> {
     let mut priorities = [false; 10];
     for (key, (line, value)) in exts {
-        let bad = |why: String| PointerError::Bad { line: *line, why };
+        let bad = |why: BadLine| PointerError::Bad { line: *line, why };
         parse_oid(value).map_err(bad)?;
         let priority = usize::from(key.as_bytes()[4] - b'0');
         if std::mem::replace(&mut priorities[priority], true) {
-            return Err(bad(format!("extension priority {priority} repeated")));
+            return Err(bad(BadLine::PriorityRepeated(priority)));
         }
     }
     Ok(())
 }
 
-fn parse_oid(value: &str) -> Result<Oid, String> {
+fn parse_oid(value: &str) -> Result<Oid, BadLine> {
     let hex = value
         .strip_prefix("sha256:")
-        .ok_or_else(|| format!("oid {value:?} is not sha256:<64 hex>"))?;
-    hex.parse()
-        .map_err(|_| format!("oid {value:?} is not sha256:<64 lowercase hex>"))
+        .ok_or_else(|| BadLine::NotSha256(value.into()))?;
+    hex.parse().map_err(|_| BadLine::NotHex(value.into()))
 }
 
 /// A signed 64-bit decimal that is not negative, as git-lfs's
 /// `strconv.ParseInt(value, 10, 64)`: an optional sign, then digits.
-fn parse_size(value: &str) -> Result<u64, String> {
+fn parse_size(value: &str) -> Result<u64, BadLine> {
     let digits = value
         .strip_prefix('+')
         .or_else(|| value.strip_prefix('-'))
         .unwrap_or(value);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("size {value:?} is not a decimal number"));
+        return Err(BadLine::NotDecimal(value.into()));
     }
-    let size: i64 = value
-        .parse()
-        .map_err(|_| format!("size {value:?} is too large"))?;
-    u64::try_from(size).map_err(|_| format!("size {value:?} is negative"))
+    let size: i64 = value.parse().map_err(|_| BadLine::TooLarge(value.into()))?;
+    u64::try_from(size).map_err(|_| BadLine::Negative(value.into()))
 }
 
 #[cfg(test)]

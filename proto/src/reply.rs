@@ -522,11 +522,16 @@ impl JobState {
     }
 }
 
-impl std::str::FromStr for JobState {
-    type Err = String;
+/// A text that names no [`JobState`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a job state")]
+pub struct UnknownJobState(pub String);
 
-    /// The name [`JobState::as_str`] gives; the text itself when it is none.
-    fn from_str(s: &str) -> Result<JobState, String> {
+impl std::str::FromStr for JobState {
+    type Err = UnknownJobState;
+
+    /// The name [`JobState::as_str`] gives.
+    fn from_str(s: &str) -> Result<JobState, UnknownJobState> {
         const ALL: [JobState; 8] = [
             JobState::Queued,
             JobState::Running,
@@ -539,7 +544,7 @@ impl std::str::FromStr for JobState {
         ];
         ALL.into_iter()
             .find(|state| state.as_str() == s)
-            .ok_or_else(|| s.to_string())
+            .ok_or_else(|| UnknownJobState(s.to_string()))
     }
 }
 

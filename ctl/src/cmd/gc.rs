@@ -84,7 +84,7 @@ pub async fn run(
 
 /// A duration for `--grace`: a whole number with an optional unit, `s`
 /// (the default), `m`, `h` or `d`; in seconds.
-pub fn parse_grace(text: &str) -> Result<u64, String> {
+pub fn parse_grace(text: &str) -> Result<u64, BadDuration> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -95,14 +95,25 @@ pub fn parse_grace(text: &str) -> Result<u64, String> {
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        other => return Err(format!("unknown unit {other:?}: use s, m, h or d")),
+        other => return Err(BadDuration::Unit(other.to_string())),
     };
     let number: u64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 90m, 24h or 7d"))?;
+        .map_err(|_| BadDuration::NotOne(text.to_string()))?;
     number
         .checked_mul(unit)
-        .ok_or_else(|| format!("{text:?} is too long"))
+        .ok_or_else(|| BadDuration::TooLong(text.to_string()))
+}
+
+/// Why a text is not a `--grace` duration.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadDuration {
+    #[error("unknown unit {0:?}: use s, m, h or d")]
+    Unit(String),
+    #[error("{0:?} is not a duration like 30s, 90m, 24h or 7d")]
+    NotOne(String),
+    #[error("{0:?} is too long")]
+    TooLong(String),
 }
 
 /// Seconds as the largest whole unit that fits: `24h`, `90m`, `45s`.

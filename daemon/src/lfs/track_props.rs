@@ -118,9 +118,13 @@ fn git_init(dir: &Path) {
     );
 }
 
+/// A path `track_and_stage` refused, having written nothing.
+#[derive(Debug)]
+struct Refused(String);
+
 /// Tracks `paths` in a fresh repo, or names the path it refused (having
 /// written nothing).
-fn track_fresh(paths: &[String]) -> Result<tempfile::TempDir, String> {
+fn track_fresh(paths: &[String]) -> Result<tempfile::TempDir, Refused> {
     let tmp = tempfile::tempdir().unwrap();
     let top = tmp.path();
     git_init(top);
@@ -138,7 +142,7 @@ fn track_fresh(paths: &[String]) -> Result<tempfile::TempDir, String> {
         Err(TrackError::Unexpressible { path, .. }) => {
             assert!(paths.contains(&path), "refused {path:?}, not in the batch");
             assert!(!top.join(".gitattributes").exists(), "refused, yet written");
-            Err(path)
+            Err(Refused(path))
         }
         Err(e) => panic!("{e}"),
     }
@@ -154,7 +158,7 @@ proptest! {
         let top = loop {
             match track_fresh(&paths) {
                 Ok(top) => break top,
-                Err(refused) => paths.retain(|p| *p != refused),
+                Err(Refused(refused)) => paths.retain(|p| *p != refused),
             }
         };
         let wanted: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
@@ -197,7 +201,7 @@ proptest! {
         let top = loop {
             match track_fresh(&paths) {
                 Ok(top) => break top,
-                Err(refused) => paths.retain(|p| *p != refused),
+                Err(Refused(refused)) => paths.retain(|p| *p != refused),
             }
         };
         let top_path = top.path();

@@ -289,11 +289,11 @@ fn group_shard(root: &Path, key: &[u8], gid: u32) -> Result<File> {
         dir = match open_group_dir(&dir, level, gid) {
             Ok(next) => next,
             Err(why) => {
-                refuse_dir(&dir, level, &at, &why)?;
+                refuse_dir(&dir, level, &at, &why.to_string())?;
                 create_durable_dirs(root, &at, Some(gid))?;
                 open_group_dir(&dir, level, gid).map_err(|why| PoolError::NotTheGroups {
                     path: at.clone(),
-                    why,
+                    why: why.to_string(),
                 })?
             }
         };
@@ -303,27 +303,42 @@ fn group_shard(root: &Path, key: &[u8], gid: u32) -> Result<File> {
 
 /// `name` in `parent`, opened without following a link, if it is a folder
 /// that is the group's; else why not. One of ours that is not is made so.
-fn open_group_dir(parent: &File, name: &str, gid: u32) -> std::result::Result<File, String> {
+fn open_group_dir(parent: &File, name: &str, gid: u32) -> std::result::Result<File, GroupDir> {
     use std::os::unix::fs::MetadataExt;
-    let dir =
-        open_dir_at(parent, name).map_err(|e| format!("cannot be opened as a folder: {e}"))?;
-    let meta = dir.metadata().map_err(|e| e.to_string())?;
+    let dir = open_dir_at(parent, name).map_err(GroupDir::NotAFolder)?;
+    let meta = dir.metadata().map_err(GroupDir::Io)?;
     if is_the_groups(&meta, gid) {
         return Ok(dir);
     }
     // SAFETY: geteuid cannot fail.
     if meta.uid() == unsafe { libc::geteuid() } {
-        std::os::unix::fs::fchown(&dir, None, Some(gid)).map_err(|e| e.to_string())?;
+        std::os::unix::fs::fchown(&dir, None, Some(gid)).map_err(GroupDir::Io)?;
         dir.set_permissions(Permissions::from_mode(0o2770))
-            .map_err(|e| e.to_string())?;
+            .map_err(GroupDir::Io)?;
         return Ok(dir);
     }
-    Err(format!(
-        "it is {}'s, mode {:o}, group {}: not the team group's ({gid}) to write, setgid",
-        owner_name(meta.uid()),
-        meta.mode() & 0o7777,
-        meta.gid()
-    ))
+    Err(GroupDir::Others {
+        owner: owner_name(meta.uid()),
+        mode: meta.mode() & 0o7777,
+        gid: meta.gid(),
+        want: gid,
+    })
+}
+
+/// Why a folder of the shared folder is not one the team's group can use.
+#[derive(Debug, thiserror::Error)]
+enum GroupDir {
+    #[error("cannot be opened as a folder: {0}")]
+    NotAFolder(#[source] std::io::Error),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("it is {owner}'s, mode {mode:o}, group {gid}: not the team group's ({want}) to write, setgid")]
+    Others {
+        owner: String,
+        mode: u32,
+        gid: u32,
+        want: u32,
+    },
 }
 
 /// Whether a shared folder's folder is as the team needs it: the group's,

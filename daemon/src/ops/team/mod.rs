@@ -152,14 +152,14 @@ impl Migration {
     }
 }
 
-fn refuse(report: &mut TeamMigrateReport, key: &[u8], why: String) {
+fn refuse(report: &mut TeamMigrateReport, key: &[u8], why: impl std::fmt::Display) {
     log::warn!(
         "team migration: pool entry {} not copied: {why}",
         hex::encode(key)
     );
     report.refused.push(RefusedEntry {
         key: hex::encode(key),
-        why,
+        why: why.to_string(),
     });
 }
 
@@ -203,7 +203,7 @@ fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<
         match team.put_stream(Some(&oid), file.file) {
             Ok(put) => count(report, put.stored, put.len),
             Err(PoolError::HashMismatch { got, .. }) => {
-                refuse(report, &key, format!("content hashes to {got}"))
+                refuse(report, &key, Unproven::HashesTo(got))
             }
             Err(e) => return Err(MigrateError::team_pool(e)),
         }
@@ -211,15 +211,22 @@ fn join_pool(dir: &Path, team: &Pool, report: &mut TeamMigrateReport) -> Result<
     Ok(())
 }
 
+/// Why a pool entry of this node's own is not copied into the team's.
+#[derive(Debug, thiserror::Error)]
+enum Unproven {
+    #[error("key of {0} bytes is not a sha256")]
+    NotSha256(usize),
+    #[error("content hashes to {0}")]
+    HashesTo(Oid),
+}
+
 /// The oid `key` names when `value` hashes to it; else why not.
-fn judge(key: &[u8], value: &[u8]) -> Result<Oid, String> {
-    let Some(oid) = Oid::from_key(key) else {
-        return Err(format!("key of {} bytes is not a sha256", key.len()));
-    };
+fn judge(key: &[u8], value: &[u8]) -> Result<Oid, Unproven> {
+    let oid = Oid::from_key(key).ok_or(Unproven::NotSha256(key.len()))?;
     let got = Oid::of(value);
     match got == oid {
         true => Ok(oid),
-        false => Err(format!("content hashes to {got}")),
+        false => Err(Unproven::HashesTo(got)),
     }
 }
 
@@ -353,7 +360,7 @@ fn leave_pool(
         match own.put_stream(Some(&oid), blob.into_reader()) {
             Ok(put) => count(report, put.stored, put.len),
             Err(PoolError::HashMismatch { got, .. }) => {
-                refuse(report, oid.as_bytes(), format!("content hashes to {got}"))
+                refuse(report, oid.as_bytes(), Unproven::HashesTo(got))
             }
             Err(e) => return Err(own_err(e)),
         }

@@ -154,7 +154,7 @@ impl Workers {
                 Ok(nodes) => (nodes, None),
                 Err(e) => {
                     log::warn!("listing the team's nodes: {e}");
-                    (Vec::new(), Some(e))
+                    (Vec::new(), Some(e.to_string()))
                 }
             };
         Some(Box::new(TeamReport {
@@ -193,19 +193,25 @@ impl Workers {
     }
 }
 
-/// `read`'s outcome, or an error saying it took longer than
+/// Why a read for `status` gave nothing: its own error, or no answer in
+/// time.
+#[derive(Debug, thiserror::Error)]
+enum StatusRead<E> {
+    #[error(transparent)]
+    Failed(E),
+    #[error("no answer within {}s (a lock held on its tables, or the server hangs)", STATUS_WAIT.as_secs())]
+    NoAnswer,
+}
+
+/// `read`'s outcome, or [`StatusRead::NoAnswer`] when it took longer than
 /// [`STATUS_WAIT`] (the read goes on, off the async threads, until the
 /// database's own bounds end it).
-async fn within_status_wait<T, E: std::fmt::Display>(
+async fn within_status_wait<T, E>(
     read: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, String> {
+) -> Result<T, StatusRead<E>> {
     match tokio::time::timeout(STATUS_WAIT, read).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "no answer within {}s (a lock held on its tables, or the server hangs)",
-            STATUS_WAIT.as_secs()
-        )),
+        Ok(read) => read.map_err(StatusRead::Failed),
+        Err(_) => Err(StatusRead::NoAnswer),
     }
 }
 

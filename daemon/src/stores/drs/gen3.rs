@@ -206,7 +206,7 @@ impl Gen3Key {
         let text = crate::blocking(move || crate::trusted_file::read(&path))
             .await
             .map_err(|e| self.bad(e.to_string()))?;
-        parse_key(&text).map_err(|why| self.bad(why))
+        parse_key(&text).map_err(|why| self.bad(why.to_string()))
     }
 
     fn bad(&self, why: String) -> DrsError {
@@ -227,7 +227,7 @@ impl Gen3Key {
         };
         let key = match parse_key(&text) {
             Ok(key) => key,
-            Err(why) => return KeyCommons::Unnamed(why),
+            Err(why) => return KeyCommons::Unnamed(why.to_string()),
         };
         let Some(claims) = jwt_payload::<Issued>(key.api_key.trim()) else {
             return KeyCommons::Unnamed("its api_key is not a JWT".into());
@@ -253,17 +253,22 @@ struct Issued {
 }
 
 /// A key file's `{"api_key", "key_id"}`, its api_key not empty.
-fn parse_key(text: &[u8]) -> Result<KeyFile, String> {
-    let key: KeyFile = serde_json::from_slice(text).map_err(|e| {
-        format!(
-            "{} (want {{\"api_key\", \"key_id\"}})",
-            call::json_error(&e)
-        )
-    })?;
+fn parse_key(text: &[u8]) -> Result<KeyFile, BadKeyFile> {
+    let key: KeyFile =
+        serde_json::from_slice(text).map_err(|e| BadKeyFile::Json(call::json_error(&e)))?;
     if key.api_key.trim().is_empty() {
-        return Err("its api_key is empty".into());
+        return Err(BadKeyFile::EmptyApiKey);
     }
     Ok(key)
+}
+
+/// Why a key file is not a Gen3 API key.
+#[derive(Debug, thiserror::Error)]
+enum BadKeyFile {
+    #[error("{0} (want {{\"api_key\", \"key_id\"}})")]
+    Json(String),
+    #[error("its api_key is empty")]
+    EmptyApiKey,
 }
 
 /// The root of the commons whose Fence is `iss` (`https://host[:port]
