@@ -9,8 +9,12 @@ pub fn hit(name: &str) {
     #[cfg(debug_assertions)]
     if armed(name) {
         log::warn!("fail point {name}: killing this process (SIGKILL)");
-        // SAFETY: raise has no memory effects; SIGKILL ends the process here.
-        unsafe { libc::raise(libc::SIGKILL) };
+        // SIGKILL cannot be blocked: it ends the process before kill returns.
+        let me = rustix::process::getpid();
+        let _ = rustix::process::kill_process(me, rustix::process::Signal::KILL);
+        loop {
+            std::thread::park();
+        }
     }
     #[cfg(not(debug_assertions))]
     let _ = name;

@@ -16,11 +16,11 @@ use crate::stores::redact_text;
 pub struct Redacting<L>(pub L);
 
 impl<L: Log> Log for Redacting<L> {
-    fn enabled(&self, metadata: &Metadata) -> bool {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         self.0.enabled(metadata)
     }
 
-    fn log(&self, record: &Record) {
+    fn log(&self, record: &Record<'_>) {
         if !self.0.enabled(record.metadata()) {
             return;
         }
@@ -89,10 +89,10 @@ mod tests {
     struct Kept(Mutex<Vec<String>>);
 
     impl Log for &Kept {
-        fn enabled(&self, _: &Metadata) -> bool {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
             true
         }
-        fn log(&self, record: &Record) {
+        fn log(&self, record: &Record<'_>) {
             self.0.lock().unwrap().push(record.args().to_string());
         }
         fn flush(&self) {}

@@ -233,9 +233,7 @@ fn announce_ready() {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{READY_LINE}").and_then(|()| out.flush());
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto standard output with a descriptor we own.
-        unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) };
+        let _ = rustix::stdio::dup2_stdout(&null);
     }
 }
 

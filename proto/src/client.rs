@@ -457,7 +457,7 @@ mod tests {
     }
 
     fn one_line_of(e: &IpcError) -> String {
-        crate::one_line(e)
+        one_line(e)
     }
 
     fn private_dir(parent: &Path, name: &str) -> PathBuf {
@@ -586,7 +586,7 @@ mod tests {
                 }
                 let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
                 assert!(fd >= 0);
-                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                let len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
                 assert_eq!(
                     libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len),
                     0

@@ -45,17 +45,16 @@ pub fn lock_path(socket: &Path) -> PathBuf {
 /// Whether no process holds the lock of `socket` (no daemon is starting,
 /// serving or draining there).
 pub fn lock_is_free(socket: &Path) -> bool {
-    use std::os::fd::AsRawFd;
+    use rustix::fs::{flock, FlockOperation};
     let Ok(file) = std::fs::File::open(lock_path(socket)) else {
         return true;
     };
-    // SAFETY: flock on a descriptor we own; closing it releases the lock.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    // Closing the file releases the lock taken to test it.
+    flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
 }
 
 pub fn current_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The socket's folder: created 0700 when missing; when present it must be a

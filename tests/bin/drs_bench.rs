@@ -225,7 +225,7 @@ fn team_urls() {
         // The daemons are waited for: their CPU, and their children's,
         // is then this process's children's.
         drop(nodes);
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(500));
         let cpu = Cpu::now().since(&cpu_before);
         let fetched = gets_bytes(&liar, size as u64) as f64 / (1 << 20) as f64;
         let want = (objects * size) as f64 / (1 << 20) as f64;
@@ -280,8 +280,9 @@ impl Cpu {
 }
 
 fn rusage(who: libc::c_int) -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: `rusage` is plain data: all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given, which is ours.
     assert_eq!(unsafe { libc::getrusage(who, &mut usage) }, 0);
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
@@ -290,8 +291,7 @@ fn rusage(who: libc::c_int) -> f64 {
 /// The CPU seconds of PostgreSQL's processes, from /proc: each one's own,
 /// and the postmaster's waited-for children's (backends that exited).
 fn postgres_cpu() -> f64 {
-    // SAFETY: sysconf reads a constant.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let tick = rustix::param::clock_ticks_per_second() as f64;
     let mut ticks = 0u64;
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -436,10 +436,10 @@ fn main_drs() {
     println!("| measure | value |\n|---|---|");
     one_add_url(&bench, "loopback", "one");
     // A DRS server across a network: 20 ms added to every answer.
-    server.set_latency(std::time::Duration::from_millis(20));
+    server.set_latency(Duration::from_millis(20));
     one_add_url(&bench, "20 ms server latency", "one-far");
     for (latency, tag) in [(0, "near"), (20, "far")] {
-        server.set_latency(std::time::Duration::from_millis(latency));
+        server.set_latency(Duration::from_millis(latency));
         bench.start();
         let bulk = from_list(&bench, &server, Some(100), &format!("bulk-{tag}"));
         bench.start();
@@ -451,7 +451,7 @@ fn main_drs() {
             single.2 as f64 / bulk.2 as f64
         );
     }
-    server.set_latency(std::time::Duration::ZERO);
+    server.set_latency(Duration::ZERO);
     let held_by_sha256 = push_held(&bench, &server);
     push_md5_only(&bench, &server, held_by_sha256);
 }
@@ -550,10 +550,9 @@ fn push_held(bench: &Bench, server: &DrsServer) -> f64 {
         let c = server.counts();
         let sent = (0..IDS)
             .filter(|&i| {
-                let oid: drsd::pool::Oid =
-                    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(object(i)))
-                        .parse()
-                        .unwrap();
+                let oid: drsd::pool::Oid = hex::encode(<sha2::Sha256 as Digest>::digest(object(i)))
+                    .parse()
+                    .unwrap();
                 let layout = drsd::stores::ObjectLayout::parse(&remote).unwrap();
                 rt().block_on(s3().head(&bucket, &layout.key(&oid)))
                     .unwrap()
@@ -605,7 +604,7 @@ fn push_md5_only(bench: &Bench, server: &DrsServer, held_by_sha256: f64) {
         let mut hashes = std::collections::BTreeMap::new();
         hashes.insert(
             "md5".to_string(),
-            hex::encode(<md5::Md5 as md5::Digest>::digest(&bytes)),
+            hex::encode(<md5::Md5 as Digest>::digest(&bytes)),
         );
         server
             .add_record(NewRecord {
@@ -648,7 +647,7 @@ fn push_md5_only(bench: &Bench, server: &DrsServer, held_by_sha256: f64) {
         let uploaded = (0..IDS)
             .filter(|&i| {
                 let oid: drsd::pool::Oid =
-                    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(legacy_object(i)))
+                    hex::encode(<sha2::Sha256 as Digest>::digest(legacy_object(i)))
                         .parse()
                         .unwrap();
                 let layout = drsd::stores::ObjectLayout::parse(&remote).unwrap();

@@ -150,7 +150,7 @@ impl IndexRecord {
     }
 
     pub(crate) fn json(&self) -> Value {
-        let urls_metadata: serde_json::Map<String, Value> =
+        let urls_metadata: Map<String, Value> =
             self.urls.iter().map(|u| (u.clone(), json!({}))).collect();
         json!({
             "did": self.did,

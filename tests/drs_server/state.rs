@@ -104,7 +104,7 @@ pub(crate) struct State {
     /// and answers OK: a store that dropped a part.
     pub complete_drops_last_part: bool,
     /// How long a multipart complete takes (`set_complete_takes`).
-    pub complete_takes: std::time::Duration,
+    pub complete_takes: Duration,
     /// Arborist gives Fence tokens no `create`: `POST /index/` is 403.
     pub create_denied: bool,
     /// `POST /index/` waits at this barrier (30 s at most) before it is
@@ -140,7 +140,7 @@ impl Default for State {
             arborist: false,
             fence_before_10_2: false,
             complete_drops_last_part: false,
-            complete_takes: std::time::Duration::ZERO,
+            complete_takes: Duration::ZERO,
             create_denied: false,
             registration_gate: None,
             signed_url_ttl: Duration::from_secs(3600),

@@ -138,9 +138,9 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+fn signal(child: &Child, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, sig).unwrap();
 }
 
 /// Waits for `child` to exit, at most `limit`.
@@ -287,7 +287,7 @@ fn a_second_daemon_refuses_and_a_killed_ones_socket_is_replaced() {
     let status = json(&home.drsctl(&["--json", "status"]));
     assert_eq!(status["pid"].as_u64(), Some(second.id() as u64));
     assert!(status.get("idle_timeout_secs").is_none(), "{status}");
-    signal(&second, libc::SIGTERM);
+    signal(&second, rustix::process::Signal::TERM);
     assert!(wait_within(&mut second, Duration::from_secs(5)).success());
 }
 
@@ -314,7 +314,7 @@ fn verify_then_sigterm(socket: &Path, daemon: &Child) -> Result<Reply, IpcError>
         client
             .call_with_progress(Request::PoolVerify, |_| {
                 if !signalled {
-                    signal(daemon, libc::SIGTERM);
+                    signal(daemon, rustix::process::Signal::TERM);
                     signalled = true;
                 }
             })
@@ -351,7 +351,7 @@ fn sigterm_stops_within_the_drain_bound_even_if_requests_are_stuck() {
     stuck.write_all(&flood).unwrap();
     std::thread::sleep(Duration::from_millis(300)); // let the daemon read them
     let stopping = Instant::now();
-    signal(&daemon, libc::SIGTERM);
+    signal(&daemon, rustix::process::Signal::TERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
     let took = stopping.elapsed();
     let mut log = String::new();
@@ -423,7 +423,7 @@ fn another_user_is_refused_even_when_the_socket_is_open_to_them() {
     // ...and once it is private again, our own user is served.
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
     assert!(home.drsctl(&["status"]).status.success());
-    signal(&daemon, libc::SIGTERM);
+    signal(&daemon, rustix::process::Signal::TERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
 }
 
@@ -585,7 +585,7 @@ fn verbose_flags_raise_the_log_level() {
     let log_of = |extra: &[&str]| {
         let mut daemon = home.serve(extra);
         home.drsctl(&["status"]);
-        signal(&daemon, libc::SIGTERM);
+        signal(&daemon, rustix::process::Signal::TERM);
         assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
         let mut log = String::new();
         std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut log).unwrap();
@@ -786,7 +786,7 @@ fn under_systemd_the_logs_go_to_the_journal() {
         entry.contains("PRIORITY=5\n"),
         "info is logged as notice: {entry:?}"
     );
-    signal(&daemon, libc::SIGTERM);
+    signal(&daemon, rustix::process::Signal::TERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
     assert_eq!(
         std::fs::read_to_string(&stderr_file).unwrap(),
@@ -859,7 +859,7 @@ fn past_the_inotify_limit_a_repo_is_polled() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    signal(&daemon, libc::SIGTERM);
+    signal(&daemon, rustix::process::Signal::TERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
 }
 
@@ -935,7 +935,7 @@ fn a_real_daemon_serves_two_hundred_clients_at_once() {
     });
     assert_eq!(pids.len(), 200);
     assert!(pids.iter().all(|pid| *pid == daemon.id()));
-    signal(&daemon, libc::SIGTERM);
+    signal(&daemon, rustix::process::Signal::TERM);
     assert!(wait_within(&mut daemon, Duration::from_secs(5)).success());
 }
 
@@ -1134,7 +1134,7 @@ fn kill_9_at_any_point_of_a_gc_leaves_a_pool_that_verifies_and_the_next_gc_finis
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
-        signal(&daemon, libc::SIGKILL);
+        signal(&daemon, rustix::process::Signal::KILL);
         daemon.wait().unwrap();
         gc.wait().unwrap();
         let verify = home.command("drsd").arg("verify").output().unwrap();

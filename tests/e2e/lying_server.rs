@@ -58,7 +58,7 @@ fn fetch(pool: &Arc<Pool>, object: &ForeignObject) -> Result<Hashed, PrefetchErr
         read_soon: false,
     };
     let settings = drsd::settings::Settings::from_env().expect("the test environment's settings");
-    let remote = Remote::new(None, std::sync::Arc::new(settings));
+    let remote = Remote::new(None, Arc::new(settings));
     rt().block_on(prefetch(pool.clone(), &remote, object, opts, None, &|_| {}))
 }
 

@@ -152,7 +152,7 @@ fn bytes_that_do_not_give_their_multipart_etag_are_refused_with_no_setting() {
     let dir = tempfile::tempdir().unwrap();
     let pool = Arc::new(Pool::open(&dir.path().join("pool"), Some(64 << 10)).unwrap());
     let settings = drsd::settings::Settings::from_env().expect("the test environment's settings");
-    let remote = Remote::new(None, std::sync::Arc::new(settings));
+    let remote = Remote::new(None, Arc::new(settings));
     let object = recorded(&liar, &etag, bad.len());
     let got = rt().block_on(prefetch(
         pool.clone(),

@@ -84,8 +84,8 @@ fn assert_no_secret(what: &str, text: &str) {
 
 #[test]
 fn signed_urls_reach_no_log_status_or_error_and_the_state_is_private() {
-    // SAFETY: umask has no preconditions; 022 is what most users have.
-    unsafe { libc::umask(0o022) };
+    // 022 is what most users have.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
     let home = Home {
         dir: tempfile::tempdir().unwrap(),
     };

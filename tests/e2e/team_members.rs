@@ -157,22 +157,16 @@ pub(super) fn lfs_object(repo: &Path, oid: &str) -> PathBuf {
 /// Calls `then` the moment a process opens the file at `path` (inotify),
 /// on a thread of its own; join it to know it ran.
 fn on_first_open(path: &Path, then: impl FnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: a new inotify descriptor, owned below.
-    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-    assert!(fd >= 0, "inotify_init1");
-    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid descriptor and C string.
-    let watch = unsafe { libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_OPEN) };
-    assert!(watch >= 0, "inotify_add_watch {}", path.display());
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC).expect("inotify_init1");
+    inotify::add_watch(&fd, path, inotify::WatchFlags::OPEN)
+        .unwrap_or_else(|e| panic!("inotify_add_watch {}: {e}", path.display()));
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
-        // SAFETY: reads into a buffer of ours; blocks until the first event.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        // Blocks until the first event; the descriptor closes when dropped.
+        let n = rustix::io::read(&fd, &mut buf).expect("inotify read");
         assert!(n > 0, "inotify read");
         then();
-        // SAFETY: the descriptor is ours and closed once.
-        unsafe { libc::close(fd) };
     })
 }
 

@@ -29,7 +29,7 @@ pub(super) fn run(cmd: &mut Command) -> Output {
 /// The lab's group and its second user (made once; kept for the next run).
 pub(super) fn lab_user() -> (u32, u32) {
     assert!(
-        unsafe { libc::geteuid() } == 0,
+        rustix::process::geteuid().is_root(),
         "this test makes a user and a group and runs a daemon as them: run it as root \
          (CI does); it is not skipped"
     );

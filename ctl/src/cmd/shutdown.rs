@@ -34,11 +34,13 @@ pub async fn run(socket: &Path, out: &Output) -> Result<(), Failure> {
 /// yet (an autostarted one's parent is gone; init reaps it when it gets to
 /// it) is a zombie: it holds nothing any more, so it counts as gone.
 fn alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
-    // SAFETY: kill with signal 0 only checks for the process.
-    if pid <= 0 || unsafe { libc::kill(pid, 0) } != 0 {
+    if rustix::process::test_kill_process(pid).is_err() {
         return false;
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

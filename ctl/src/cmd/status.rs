@@ -132,9 +132,9 @@ fn print_status(s: &StatusReport) {
         println!(
             "  fetching {}: {} of {} ({}/s)",
             escaped(&a.url),
-            crate::output::bytes(a.done),
-            crate::output::bytes(a.total),
-            crate::output::bytes(a.bytes_per_sec)
+            bytes(a.done),
+            bytes(a.total),
+            bytes(a.bytes_per_sec)
         );
     }
     for j in s.queue.open.iter().filter(|j| j.state != JobState::Running) {

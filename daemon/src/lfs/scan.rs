@@ -372,7 +372,7 @@ pub fn pushed_pointers(repo: &Path, remote: &str, updates: &str) -> Result<Vec<P
         }
     }
     let blobs = small_blob_ids(repo, paths.keys())?;
-    let mut by_oid: BTreeMap<crate::pool::Oid, Pushed> = BTreeMap::new();
+    let mut by_oid: BTreeMap<Oid, Pushed> = BTreeMap::new();
     for (id, pointer) in read_pointers(repo, &blobs)? {
         let entry = by_oid.entry(pointer.oid).or_insert_with(|| Pushed {
             pointer,
@@ -465,7 +465,7 @@ mod tests {
         std::fs::create_dir(&top).unwrap();
         git(&top, &["init", "-q"]);
         let first = commit_pointer(&top, "a.bin", b"first");
-        let dirs = crate::git::Repo::locate(&top).unwrap();
+        let dirs = Repo::locate(&top).unwrap();
         let mut known = HeadPointers::default();
         let scan = scan_in(&top, &dirs, &pool, &mut known).unwrap();
         assert_eq!((scan.pointers, scan.absent), (1, 1));

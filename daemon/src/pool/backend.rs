@@ -165,7 +165,7 @@ impl Blob {
     }
 
     /// The committed file behind a large blob, for hard links into repos.
-    pub fn path(&self) -> Option<&std::path::Path> {
+    pub fn path(&self) -> Option<&Path> {
         match self {
             Blob::Bytes(_) => None,
             Blob::File { path, .. } => Some(path),

@@ -9,6 +9,8 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::FlockOperation;
+use rustix::process::geteuid;
 use tempfile::NamedTempFile;
 
 use super::backend::{Backend, Blob, Staged};
@@ -86,7 +88,7 @@ impl LocalEngine {
             // Every member opens it to write (for its lock): the group's.
             share_lock_file(&lock, &lock_path, gid)?;
         }
-        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_ok() {
             for entry in fs::read_dir(&stage).at("list stage folder", &stage)? {
                 let path = entry.at("list stage folder", &stage)?.path();
                 let removed = if path.is_dir() {
@@ -97,7 +99,7 @@ impl LocalEngine {
                 removed.at("remove stale stage file", &path)?;
             }
         }
-        flock(&lock, libc::LOCK_SH).at("lock", &lock_path)?;
+        flock(&lock, FlockOperation::LockShared).at("lock", &lock_path)?;
         Ok(LocalEngine {
             root: root.to_path_buf(),
             stage,
@@ -163,10 +165,7 @@ fn share_dir(dir: &Path, gid: u32) -> Result<()> {
 fn share_lock_file(file: &File, path: &Path, gid: u32) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata().at("stat", path)?;
-    // SAFETY: geteuid cannot fail.
-    if meta.uid() != unsafe { libc::geteuid() }
-        || (meta.gid() == gid && meta.mode() & 0o660 == 0o660)
-    {
+    if meta.uid() != geteuid().as_raw() || (meta.gid() == gid && meta.mode() & 0o660 == 0o660) {
         return Ok(());
     }
     std::os::unix::fs::fchown(file, None, Some(gid)).at("give the team's group", path)?;
@@ -223,14 +222,8 @@ fn is_shard(name: &str) -> bool {
     name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn flock(file: &File, how: libc::c_int) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor this File owns for the call's duration.
-    if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+fn flock(file: &File, how: FlockOperation) -> std::io::Result<()> {
+    Ok(rustix::fs::flock(file, how)?)
 }
 
 fn remove_quietly(path: &Path) -> std::io::Result<()> {
@@ -310,8 +303,7 @@ fn open_group_dir(parent: &File, name: &str, gid: u32) -> std::result::Result<Fi
     if is_the_groups(&meta, gid) {
         return Ok(dir);
     }
-    // SAFETY: geteuid cannot fail.
-    if meta.uid() == unsafe { libc::geteuid() } {
+    if meta.uid() == geteuid().as_raw() {
         std::os::unix::fs::fchown(&dir, None, Some(gid)).map_err(GroupDir::Io)?;
         dir.set_permissions(Permissions::from_mode(0o2770))
             .map_err(GroupDir::Io)?;
@@ -377,72 +369,23 @@ fn open_dir(path: &Path) -> std::io::Result<File> {
 }
 
 fn open_dir_at(parent: &File, name: &str) -> std::io::Result<File> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
-    // SAFETY: a C string and a descriptor we hold; the new one is owned below.
-    let fd = unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor no one else owns.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(parent, name, flags, Mode::empty())?.into())
 }
 
 fn renameat(from_dir: &File, from: &str, to_dir: &File, to: &str) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let from = std::ffi::CString::new(from).map_err(std::io::Error::other)?;
-    let to = std::ffi::CString::new(to).map_err(std::io::Error::other)?;
-    // SAFETY: C strings and descriptors we hold for the call.
-    let rc = unsafe {
-        libc::renameat(
-            from_dir.as_raw_fd(),
-            from.as_ptr(),
-            to_dir.as_raw_fd(),
-            to.as_ptr(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(rustix::fs::renameat(from_dir, from, to_dir, to)?)
 }
 
 /// Renames the file at `path` to `name` in the open folder `dir`.
 fn rename_into(path: &Path, dir: &File, name: &std::ffi::OsStr) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let from =
-        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let to = std::ffi::CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: C strings and a descriptor we hold for the call.
-    let rc = unsafe { libc::renameat(libc::AT_FDCWD, from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(rustix::fs::renameat(rustix::fs::CWD, path, dir, name)?)
 }
 
-/// A user's name, else `uid N`.
+/// A user's name, else `uid N` (getpwuid_r: the daemon has many threads).
 fn owner_name(uid: u32) -> String {
-    // SAFETY: getpwuid returns a pointer into static storage or null; read
-    // at once, on this thread.
-    unsafe {
-        let pw = libc::getpwuid(uid);
-        if pw.is_null() || (*pw).pw_name.is_null() {
-            return format!("uid {uid}");
-        }
-        std::ffi::CStr::from_ptr((*pw).pw_name)
-            .to_string_lossy()
-            .into_owned()
-    }
+    super::node_dir::user_name(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
 fn fsync_dir(dir: &Path) -> Result<()> {
@@ -521,8 +464,7 @@ impl Backend for LocalEngine {
         }
         let path = self.path_for(key)?;
         match fs::symlink_metadata(&path) {
-            // SAFETY: geteuid cannot fail.
-            Ok(meta) => Ok(meta.uid() != unsafe { libc::geteuid() }),
+            Ok(meta) => Ok(meta.uid() != geteuid().as_raw()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e).at("stat", path),
         }
@@ -659,12 +601,10 @@ mod shared_folder {
 
     /// A group of ours: root's tests take any, a user's its own first one.
     fn our_group() -> u32 {
-        // SAFETY: getegid cannot fail.
-        let gid = unsafe { libc::getegid() };
-        if unsafe { libc::geteuid() } == 0 {
+        if geteuid().is_root() {
             4242
         } else {
-            gid
+            rustix::process::getegid().as_raw()
         }
     }
 
@@ -685,7 +625,7 @@ mod shared_folder {
         pool.put(&oid, &bytes).unwrap();
         let hex = oid.to_hex();
         let file = root.join(&hex[0..2]).join(&hex[2..4]).join(&hex);
-        let meta = std::fs::metadata(&file).unwrap();
+        let meta = fs::metadata(&file).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, 0o440, "file mode");
         assert_eq!(meta.gid(), gid, "file group");
         for dir in [
@@ -694,7 +634,7 @@ mod shared_folder {
             root.join(&hex[0..2]).join(&hex[2..4]),
             root.join(STAGE),
         ] {
-            let meta = std::fs::metadata(&dir).unwrap();
+            let meta = fs::metadata(&dir).unwrap();
             assert_eq!(
                 meta.permissions().mode() & 0o7777,
                 0o2770,
@@ -703,7 +643,7 @@ mod shared_folder {
             );
             assert_eq!(meta.gid(), gid, "{}", dir.display());
         }
-        let lock = std::fs::metadata(root.join("stage.lock")).unwrap();
+        let lock = fs::metadata(root.join("stage.lock")).unwrap();
         assert_eq!(lock.permissions().mode() & 0o777, 0o660);
     }
 
@@ -711,15 +651,15 @@ mod shared_folder {
     fn a_shared_folder_replaced_by_a_link_is_refused_and_the_links_target_keeps_its_mode() {
         let tmp = tempfile::tempdir().unwrap();
         let private = tmp.path().join("private");
-        std::fs::create_dir(&private).unwrap();
-        std::fs::set_permissions(&private, Permissions::from_mode(0o700)).unwrap();
+        fs::create_dir(&private).unwrap();
+        fs::set_permissions(&private, Permissions::from_mode(0o700)).unwrap();
         let planted = tmp.path().join("team");
         std::os::unix::fs::symlink(&private, &planted).unwrap();
         let err = LocalEngine::open_shared(&planted, Some(our_group()))
             .err()
             .expect("a link is not a shared folder");
         assert!(err.to_string().contains("team"), "{err}");
-        let meta = std::fs::metadata(&private).unwrap();
+        let meta = fs::metadata(&private).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, 0o700);
     }
 
@@ -734,10 +674,10 @@ mod shared_folder {
         // (the folders are the group's to write).
         let hex = oid.to_hex();
         let shard = root.join(&hex[0..2]).join(&hex[2..4]);
-        std::fs::create_dir_all(&shard).unwrap();
+        fs::create_dir_all(&shard).unwrap();
         let planted = shard.join(&hex);
-        std::fs::write(&planted, b"someone else's bytes, same length as real!").unwrap();
-        if unsafe { libc::geteuid() } == 0 {
+        fs::write(&planted, b"someone else's bytes, same length as real!").unwrap();
+        if geteuid().is_root() {
             std::os::unix::fs::chown(&planted, Some(65534), None).unwrap();
         }
         // The read-out hashes it, moves it aside and hands out nothing.
@@ -751,7 +691,7 @@ mod shared_folder {
             pool.get_verified(&oid).unwrap().is_none(),
             "served after the move"
         );
-        let aside = std::fs::read_dir(root.join(QUARANTINE)).unwrap().count();
+        let aside = fs::read_dir(root.join(QUARANTINE)).unwrap().count();
         assert_eq!(
             aside, 1,
             "the planted file is kept aside for a person to see"
@@ -771,8 +711,8 @@ mod shared_folder {
         let oid = Oid::of(&real);
         let hex = oid.to_hex();
         let shard = root.join(&hex[0..2]).join(&hex[2..4]);
-        std::fs::create_dir_all(&shard).unwrap();
-        std::fs::write(
+        fs::create_dir_all(&shard).unwrap();
+        fs::write(
             shard.join(&hex),
             b"planted, and the same length as real!!!!!",
         )

@@ -116,8 +116,10 @@ pub fn who(uid: u32) -> String {
     }
 }
 
-fn user_name(uid: u32) -> Option<String> {
+pub(super) fn user_name(uid: u32) -> Option<String> {
     let mut buf = vec![0u8; 4096];
+    // SAFETY: `passwd` is plain data (integers and pointers): all zeroes
+    // is a valid value, which getpwuid_r then fills.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer is to memory of ours, sized as given; the name

@@ -513,7 +513,7 @@ impl TestDb {
             )
         });
         let name = format!("drsd_test_{}", hex::encode(rand::random::<[u8; 8]>()));
-        let mut admin_client = postgres::Client::connect(&admin, postgres::NoTls)
+        let mut admin_client = Client::connect(&admin, postgres::NoTls)
             .unwrap_or_else(|e| panic!("connect to the tests' server {admin}: {e}"));
         admin_client
             .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -527,15 +527,15 @@ impl TestDb {
         }
     }
 
-    pub(crate) fn client(&self) -> postgres::Client {
-        postgres::Client::connect(&self.url, postgres::NoTls).unwrap()
+    pub(crate) fn client(&self) -> Client {
+        Client::connect(&self.url, postgres::NoTls).unwrap()
     }
 }
 
 #[cfg(test)]
 impl Drop for TestDb {
     fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+        if let Ok(mut c) = Client::connect(&self.admin, postgres::NoTls) {
             let _ = c.batch_execute(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.name
@@ -700,7 +700,7 @@ uUg99eMXONg0m10REvpH2dg=\n\
                 }
             });
         };
-        let backends = |c: &mut postgres::Client| -> i64 {
+        let backends = |c: &mut Client| -> i64 {
             c.query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                  AND pid <> pg_backend_pid()",
@@ -716,7 +716,7 @@ uUg99eMXONg0m10REvpH2dg=\n\
             "some were closed"
         );
         let mut admin = db.client();
-        let pids = |c: &mut postgres::Client| -> Vec<i32> {
+        let pids = |c: &mut Client| -> Vec<i32> {
             let mut pids: Vec<i32> = c
                 .query(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \

@@ -293,7 +293,7 @@ mod tests {
             !sweep(&sweeper, dead),
             "a fresh pin of a dead daemon still holds"
         );
-        std::thread::sleep(lease * 2);
+        thread::sleep(lease * 2);
         assert!(
             sweep(&sweeper, dead),
             "the dead daemon's pin outlived its lease"

@@ -103,7 +103,7 @@ fn corrupt(f: &Fixture, oid: &Oid) {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
             let file = std::fs::File::options().write(true).open(&path).unwrap();
-            std::io::Write::write_all(&mut &file, &bad).unwrap();
+            io::Write::write_all(&mut &file, &bad).unwrap();
             let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
             file.set_modified(later).unwrap();
         }
@@ -138,7 +138,7 @@ fn rewrite_keeping_length_and_mtime(f: &Fixture, oid: &Oid) {
     bad[0] ^= 0xff;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let file = std::fs::File::options().write(true).open(&path).unwrap();
-    std::io::Write::write_all(&mut &file, &bad).unwrap();
+    io::Write::write_all(&mut &file, &bad).unwrap();
     file.set_modified(before.modified().unwrap()).unwrap();
     drop(file);
     std::fs::set_permissions(&path, before.permissions()).unwrap();

@@ -126,8 +126,7 @@ pub(crate) fn hash_blob(blob: &Blob) -> std::io::Result<Oid> {
 /// someone made group-writable.
 pub(crate) fn sealed(file: &File) -> std::io::Result<bool> {
     let meta = file.metadata()?;
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     Ok(meta.uid() == me && meta.mode() & 0o022 == 0)
 }
 

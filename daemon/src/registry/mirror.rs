@@ -127,8 +127,7 @@ fn ctime(meta: &std::fs::Metadata) -> (i64, i64) {
 }
 
 fn own_uid() -> u32 {
-    // SAFETY: getuid cannot fail and touches no memory.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 /// The mirrors this daemon wrote, by file: which can take an append. One

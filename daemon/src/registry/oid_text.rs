@@ -12,13 +12,13 @@ use rusqlite::Row;
 use crate::pool::Oid;
 
 /// The oid in column `at` of `row`.
-pub(super) fn oid_column(row: &Row, at: usize) -> rusqlite::Result<Oid> {
+pub(super) fn oid_column(row: &Row<'_>, at: usize) -> rusqlite::Result<Oid> {
     let text: String = row.get(at)?;
     parse(at, &text)
 }
 
 /// The oid in column `at` of `row`, when the column is not NULL.
-pub(super) fn optional_oid_column(row: &Row, at: usize) -> rusqlite::Result<Option<Oid>> {
+pub(super) fn optional_oid_column(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<Oid>> {
     let text: Option<String> = row.get(at)?;
     text.map(|t| parse(at, &t)).transpose()
 }

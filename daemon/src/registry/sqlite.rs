@@ -137,7 +137,7 @@ impl SqliteRegistry {
     pub(super) fn write<T>(
         &self,
         op: &'static str,
-        f: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+        f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
     ) -> Result<T, RegistryError> {
         let mut conn = self.lock();
         let err = sql(&self.path, op);
@@ -331,7 +331,7 @@ impl ForeignObjects for SqliteRegistry {
 /// Inserts the object or updates what is known of it; returns its row id.
 /// `recorded_at` keeps the earliest time: a mirror restored after the same
 /// object was added again still dates it from its first record.
-fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
+fn upsert_object(tx: &Transaction<'_>, o: &ForeignObject) -> rusqlite::Result<i64> {
     tx.prepare_cached(
         "INSERT INTO objects (url, bucket, key, version_id, etag, size, provisional_oid,
             content_oid, drs_id, last_modified, recorded_at, updated_at, md5, content_read)
@@ -367,7 +367,7 @@ fn upsert_object(tx: &Transaction, o: &ForeignObject) -> rusqlite::Result<i64> {
 }
 
 /// An entry from a row of `r.path, r.oid, OBJECT_COLUMNS`.
-fn entry_of(row: &rusqlite::Row) -> rusqlite::Result<Entry> {
+fn entry_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
     Ok(Entry {
         path: row.get(0)?,
         oid: oid_column(row, 1)?,
@@ -375,11 +375,11 @@ fn entry_of(row: &rusqlite::Row) -> rusqlite::Result<Entry> {
     })
 }
 
-fn object_of(row: &rusqlite::Row) -> rusqlite::Result<ForeignObject> {
+fn object_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<ForeignObject> {
     object_at(row, 0)
 }
 
-pub(super) fn object_at(row: &rusqlite::Row, at: usize) -> rusqlite::Result<ForeignObject> {
+pub(super) fn object_at(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<ForeignObject> {
     Ok(ForeignObject {
         url: row.get(at)?,
         bucket: row.get(at + 1)?,

@@ -122,18 +122,18 @@ fn pass<D: Digest>(blob: &Blob, mut hasher: D) -> Result<md5::digest::Output<D>,
 
 /// The sha256 of `blob` and the md5 of each of its parts of `part_size`.
 fn sha_and_parts(blob: &Blob, part_size: u64) -> Result<(Oid, Vec<[u8; 16]>), PoolError> {
-    let mut sha = sha2::Sha256::new();
+    let mut sha = Sha256::new();
     let mut parts = Vec::new();
     let mut part = Md5::new();
     for (offset, n) in steps(blob.len(), part_size) {
         let chunk = blob.read_at(offset, n)?;
-        sha2::Digest::update(&mut sha, &chunk);
+        Digest::update(&mut sha, &chunk);
         part.update(&chunk);
         if (offset + n) % part_size == 0 || offset + n == blob.len() {
             parts.push(std::mem::replace(&mut part, Md5::new()).finalize().into());
         }
     }
-    Ok((Oid::from_digest(sha2::Digest::finalize(sha).into()), parts))
+    Ok((Oid::from_digest(Digest::finalize(sha).into()), parts))
 }
 
 /// The ETag S3 (and Ceph RGW) gives an object a multipart upload of these
@@ -172,7 +172,7 @@ type Chain<T> = (mpsc::Sender<Bytes>, JoinHandle<T>);
 impl Hashing {
     pub(super) fn start(whole_md5: bool, part_md5s: bool) -> Hashing {
         Hashing {
-            sha: chain(Sha256::new(), |h, b| sha2::Digest::update(h, b)),
+            sha: chain(Sha256::new(), |h, b| Digest::update(h, b)),
             parts: part_md5s.then(|| chain(Vec::new(), |md5s, b| md5s.push(Md5::digest(b).into()))),
             md5: whole_md5.then(|| chain(Md5::new(), |h, b| h.update(b))),
         }
@@ -210,7 +210,7 @@ impl Hashing {
             None => None,
         };
         Some(Hashed {
-            sha256: Oid::from_digest(sha2::Digest::finalize(sha.await.ok()?).into()),
+            sha256: Oid::from_digest(Digest::finalize(sha.await.ok()?).into()),
             parts,
             md5,
         })

@@ -6,7 +6,6 @@
 //! by a dead daemon is removed only after a connect to it fails.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
@@ -50,13 +49,11 @@ fn take_lock(socket: &Path) -> Result<File, DaemonError> {
     // A daemon killed while it was starting a child process leaves the lock
     // with that child until it execs: a few tries bridge the moment.
     for attempt in 0..10 {
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(file);
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(DaemonError::io("lock", &path, err));
+        let lock = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        match lock {
+            Ok(()) => return Ok(file),
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(e) => return Err(DaemonError::io("lock", &path, e.into())),
         }
         if attempt < 9 {
             std::thread::sleep(std::time::Duration::from_millis(30));

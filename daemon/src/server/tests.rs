@@ -244,7 +244,7 @@ async fn the_socket_is_0600_in_a_0700_folder_and_gone_after_stop() {
 async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
-    drsd_proto::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
     // A socket file nobody listens on any more, as a killed daemon leaves it.
     drop(std::os::unix::net::UnixListener::bind(&config.socket).unwrap());
     assert!(config.socket.exists());
@@ -269,7 +269,7 @@ async fn a_stale_socket_is_replaced_and_a_live_one_refused() {
 async fn a_file_that_is_not_a_socket_is_never_removed() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
-    drsd_proto::paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
+    paths::ensure_private_dir(config.socket.parent().unwrap()).unwrap();
     std::fs::write(&config.socket, b"precious").unwrap();
     let err = Daemon::bind(config.clone()).await.err().expect("refused");
     assert!(matches!(err, DaemonError::NotSocket { .. }), "{err}");
@@ -278,7 +278,7 @@ async fn a_file_that_is_not_a_socket_is_never_removed() {
 
 /// Fills the pool with `n` blobs of `mib` MiB so that verifying takes a while.
 fn fill_pool(dir: &Path, n: usize, mib: usize) {
-    let pool = crate::pool::Pool::open(dir, None).unwrap();
+    let pool = Pool::open(dir, None).unwrap();
     for i in 0..n {
         let mut data = vec![0u8; mib << 20];
         data[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -337,7 +337,7 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
         raw // keep the socket open until the test ends
     });
     let deadline = Instant::now() + Duration::from_secs(10);
-    while daemon.shared.tasks.len() < 2 * super::connection::OUTBOX {
+    while daemon.shared.tasks.len() < 2 * connection::OUTBOX {
         assert!(
             Instant::now() < deadline,
             "requests never piled up: {}",
@@ -364,7 +364,7 @@ async fn stopping_gives_up_on_requests_after_the_drain_bound() {
 async fn status_reports_the_pool_per_tier() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path());
-    let pool = crate::pool::Pool::open(&config.pool_dir, None).unwrap();
+    let pool = Pool::open(&config.pool_dir, None).unwrap();
     pool.put_stream(None, &b"small"[..]).unwrap();
     pool.put_stream(None, &vec![7u8; 200_000][..]).unwrap();
     drop(pool);
@@ -509,7 +509,7 @@ async fn a_commit_with_a_new_lfs_pointer_is_picked_up_by_the_watcher() {
     assert_eq!((scan.in_repo, scan.in_pool, scan.absent), (2, 0, 0));
     // An object in the pool but gone from .git/lfs/objects counts as in the
     // pool; the removal alone (a change in lfs/objects) triggers the rescan.
-    let oid = crate::pool::Oid::of(b"reads two");
+    let oid = Oid::of(b"reads two");
     daemon.shared.care.pool().put(&oid, b"reads two").unwrap();
     let hex = oid.to_hex();
     std::fs::remove_file(
@@ -664,19 +664,14 @@ fn removed(report: &GcReport) -> Vec<String> {
 }
 
 /// Puts `bytes` in the pool; returns its oid.
-fn pooled(daemon: &TestDaemon, bytes: &[u8]) -> crate::pool::Oid {
-    let oid = crate::pool::Oid::of(bytes);
+fn pooled(daemon: &TestDaemon, bytes: &[u8]) -> Oid {
+    let oid = Oid::of(bytes);
     daemon.shared.care.pool().put(&oid, bytes).unwrap();
     oid
 }
 
 /// A foreign object recorded for `repo` at `path`, hashed to `content`.
-fn foreign(
-    daemon: &TestDaemon,
-    repo: &Path,
-    path: &str,
-    content: &crate::pool::Oid,
-) -> crate::pool::Oid {
+fn foreign(daemon: &TestDaemon, repo: &Path, path: &str, content: &Oid) -> Oid {
     use crate::registry::{provisional_oid, Entry, ForeignObject};
     let url = format!("https://h/{path}");
     let object = ForeignObject {
@@ -728,7 +723,7 @@ async fn gc_keeps_what_any_ref_index_stash_or_foreign_path_needs_and_removes_the
     git(&a, &["add", "staged.bam"]);
     let hashed = pooled(&daemon, b"hashed behind a provisional pointer");
     let provisional = foreign(&daemon, &a, "p.bam", &hashed);
-    let pointer = crate::lfs::Pointer {
+    let pointer = Pointer {
         oid: provisional,
         size: 9,
     };
@@ -872,13 +867,13 @@ async fn an_entry_unreferenced_for_less_than_the_grace_stays_and_one_past_it_goe
 /// Overwrites the large pool file of `oid` in place with other bytes of its
 /// length, as a write through a repo's hard link would (its modification
 /// time moves on, as a write's would a moment after the put).
-fn corrupt_large(daemon: &TestDaemon, oid: &crate::pool::Oid) {
+fn corrupt_large(daemon: &TestDaemon, oid: &Oid) {
     let blob = daemon.shared.care.pool().get(oid).unwrap().unwrap();
     let path = blob.path().expect("a large entry").to_path_buf();
     let len = blob.len() as usize;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let file = std::fs::File::options().write(true).open(&path).unwrap();
-    std::io::Write::write_all(&mut &file, &vec![0xa5; len]).unwrap();
+    Write::write_all(&mut &file, &vec![0xa5; len]).unwrap();
     file.set_modified(std::time::SystemTime::now() + Duration::from_secs(2))
         .unwrap();
 }
@@ -1014,7 +1009,7 @@ async fn a_request_over_the_entry_limit_or_naming_a_file_to_read_is_refused() {
 
 /// A repo of `n` small LFS files (and `one.bam`) whose object remote is the
 /// folder `store`, recorded in `.gitattributes`; returns the oids.
-fn small_objects_repo(parent: &Path, store: &Path, n: usize) -> (PathBuf, Vec<crate::pool::Oid>) {
+fn small_objects_repo(parent: &Path, store: &Path, n: usize) -> (PathBuf, Vec<Oid>) {
     let repo = lfs_repo(parent, "small");
     std::fs::create_dir_all(store).unwrap();
     let mut attributes = std::fs::read_to_string(repo.join(".gitattributes")).unwrap();
@@ -1023,10 +1018,10 @@ fn small_objects_repo(parent: &Path, store: &Path, n: usize) -> (PathBuf, Vec<cr
         store.display()
     ));
     std::fs::write(repo.join(".gitattributes"), attributes).unwrap();
-    let mut oids = vec![crate::pool::Oid::of(b"reads one")];
+    let mut oids = vec![Oid::of(b"reads one")];
     for i in 0..n {
         let bytes = format!("small object {i}\n").repeat(100).into_bytes();
-        oids.push(crate::pool::Oid::of(&bytes));
+        oids.push(Oid::of(&bytes));
         std::fs::write(repo.join(format!("f{i:03}.bam")), bytes).unwrap();
     }
     git(&repo, &["add", "."]);
@@ -1080,7 +1075,7 @@ async fn a_push_of_forty_small_objects_takes_them_into_the_pool_in_one_transacti
             "{oid} not in the pool"
         );
         let sent = std::fs::read(remote.path_of(oid)).unwrap();
-        assert_eq!(crate::pool::Oid::of(&sent), *oid);
+        assert_eq!(Oid::of(&sent), *oid);
     }
 }
 
@@ -1116,7 +1111,7 @@ async fn hydrating_forty_small_objects_from_the_object_remote_writes_the_pool_in
             "{oid} not in the pool"
         );
         let placed = std::fs::read(crate::lfs::hydrate::object_path(&objects, oid)).unwrap();
-        assert_eq!(crate::pool::Oid::of(&placed), *oid);
+        assert_eq!(Oid::of(&placed), *oid);
     }
 }
 

@@ -216,7 +216,7 @@ impl DirRemote {
     pub fn read_whole(&self, oid: &Oid, size: u64) -> Result<Vec<u8>, DirError> {
         let mut file = self.open_object(oid, size)?;
         let mut bytes = Vec::with_capacity(size as usize);
-        std::io::Read::read_to_end(&mut file, &mut bytes)
+        Read::read_to_end(&mut file, &mut bytes)
             .map_err(IoError::at("read", &self.path_of(oid)))?;
         Ok(bytes)
     }

@@ -83,5 +83,5 @@ pub enum ForgetError {
     Roots(#[from] RootsError),
     /// Reading or changing the team's list of nodes.
     #[error("team forget: {0}")]
-    Nodes(#[from] crate::registry::RegistryError),
+    Nodes(#[from] RegistryError),
 }

@@ -99,7 +99,7 @@ impl Transfers {
     /// when the registry cannot be read (logged: status still answers).
     pub async fn unfinished_commons_uploads(&self) -> Vec<drsd_proto::CommonsUploadLine> {
         let registry = self.registry.clone();
-        let read = crate::blocking(move || registry.fence_journal().fence_unfinished());
+        let read = blocking(move || registry.fence_journal().fence_unfinished());
         // Status answers at once, even when a team's database hangs.
         let wait = crate::ops::workers::STATUS_WAIT;
         let Ok(read) = tokio::time::timeout(wait, read).await else {

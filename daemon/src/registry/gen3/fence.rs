@@ -278,7 +278,7 @@ impl FenceUploads for SqliteRegistry {
     }
 }
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<FenceUpload> {
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FenceUpload> {
     let step: String = r.get(2)?;
     let step = FenceStep::parse(&step).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(

@@ -197,7 +197,7 @@ impl PgRegistry {
     fn tx<T>(
         &self,
         op: &'static str,
-        mut f: impl FnMut(&mut Transaction) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut Transaction<'_>) -> Result<T, postgres::Error>,
     ) -> Result<T, RegistryError> {
         Ok(self.server.with(op, |conn| {
             let mut tx = conn.client.transaction()?;

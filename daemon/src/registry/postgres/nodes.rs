@@ -21,8 +21,7 @@ impl NodeName {
     /// This host and user; named `named` when given, else `user@host`.
     pub fn here(named: Option<&str>) -> NodeName {
         let host = hostname().unwrap_or_else(|| "localhost".into());
-        // SAFETY: getuid cannot fail and touches no memory of ours.
-        let uid = unsafe { libc::getuid() };
+        let uid = rustix::process::getuid().as_raw();
         let user = std::env::var("USER")
             .ok()
             .filter(|u| !u.is_empty())
@@ -35,16 +34,9 @@ impl NodeName {
 }
 
 fn hostname() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is ours and its length is given.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8(buf[..end].to_vec())
-        .ok()
-        .filter(|h| !h.is_empty())
+    let name = rustix::system::uname();
+    let name = name.nodename().to_str().ok()?;
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// A node as `drsctl status` lists it.

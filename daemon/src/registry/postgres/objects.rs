@@ -31,7 +31,7 @@ const UPSERT_OBJECT: &str = "
 
 /// Upserts `o` under `url`, its shared form (`secrets.rs`).
 fn upsert_object(
-    tx: &mut Transaction,
+    tx: &mut Transaction<'_>,
     o: &ForeignObject,
     url: &str,
 ) -> Result<i64, postgres::Error> {

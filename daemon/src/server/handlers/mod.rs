@@ -68,7 +68,7 @@ pub(crate) async fn handle(
             force,
             grace_secs,
         }) => {
-            let grace = grace_secs.unwrap_or(drsd_proto::GC_GRACE_SECS);
+            let grace = grace_secs.unwrap_or(GC_GRACE_SECS);
             let sweep = crate::ops::gc::Sweep {
                 dry_run,
                 force,

@@ -400,7 +400,7 @@ mod tests {
         }
     }
 
-    fn key_in(dir: &std::path::Path, api_key: &str) -> Gen3Key {
+    fn key_in(dir: &Path, api_key: &str) -> Gen3Key {
         let path = dir.join("credentials.json");
         let text = serde_json::json!({"api_key": api_key, "key_id": "k1"});
         std::fs::write(&path, text.to_string()).unwrap();
