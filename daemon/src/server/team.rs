@@ -44,6 +44,9 @@ pub(super) struct Team {
     lease: Duration,
     /// `team_min_grace_secs`: the least grace of a gc here.
     min_grace: Duration,
+    /// `team_trust_members`: whether another member's hash is taken for a
+    /// source that gives no checksum of its content.
+    trust_members: bool,
 }
 
 /// The team the settings name, connected; `None` without `team_db`, or
@@ -67,17 +70,25 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
             let min_grace = settings
                 .secs(Key::TeamMinGraceSecs)
                 .unwrap_or(DEFAULT_MIN_GRACE);
+            let trust_members = settings.flag(Key::TeamTrustMembers).unwrap_or(true);
             log::info!(
                 "team mode: node {} on {} (large tier: {large:?})",
                 node.name,
                 server.shown()
             );
+            if !trust_members {
+                log::info!(
+                    "team_trust_members = false: an object whose source gives no checksum of \
+                     its content is fetched and hashed here, never promoted on another node's hash"
+                );
+            }
             Ok(Some(Team {
                 server,
                 large,
                 node,
                 lease,
                 min_grace,
+                trust_members,
             }))
         }
         Err(source @ PoolError::TrustedFile { .. }) => Err(DaemonError::TeamTrust {
@@ -99,6 +110,12 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
 }
 
 impl Team {
+    /// `team_trust_members`: false makes this node fetch and hash itself
+    /// what the source gives no content checksum for (README "For a lab").
+    pub(super) fn trusts_members(&self) -> bool {
+        self.trust_members
+    }
+
     /// The team's pool: postgres kv, the large tier per `team_large`.
     pub(super) fn open_pool(&self, config: &Config) -> Result<Pool, PoolError> {
         let kv = Arc::new(PgKvEngine::new(self.server.clone()));

@@ -242,6 +242,23 @@ impl RegistryEngine for PgRegistry {
     fn forget_team_node(&self, name: &str) -> Result<bool, RegistryError> {
         nodes::forget(&self.server, name)
     }
+
+    fn hashed_here(
+        &self,
+        provisional: &crate::pool::Oid,
+        size: u64,
+    ) -> Result<Option<crate::pool::Oid>, RegistryError> {
+        self.urls.own_hash(provisional, size)
+    }
+
+    fn record_hashed_here(
+        &self,
+        provisional: &crate::pool::Oid,
+        size: u64,
+        content: &crate::pool::Oid,
+    ) -> Result<(), RegistryError> {
+        self.urls.keep_hash(provisional, size, content)
+    }
 }
 
 /// The thread that renews this node's leases and `last_seen`.
