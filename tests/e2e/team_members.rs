@@ -576,3 +576,78 @@ fn a_node_that_takes_no_members_word_hashes_an_mtime_etag_object_itself_not_prom
     lab.a.drsctl_ok(&ra, &["promote", "n.bin"]);
     assert_eq!(staged(&ra, "n.bin"), ours);
 }
+
+/// Attack 6 during a download: A's daemon is writing a prefetch in its
+/// `partial-NODE` folder when B renames the folder away and leaves a link
+/// in its place, to a folder of A's holding files of A's under the very
+/// names the download uses. The download goes on through the folder it
+/// checked: nothing lands in A's folder, nothing of A's is removed from it
+/// or taken into the pool, and the object reaches the pool whole.
+#[test]
+fn a_partial_folder_swapped_for_a_link_mid_download_redirects_no_write_and_no_delete() {
+    let signals = tempfile::tempdir().unwrap();
+    let held = signals.path().display().to_string();
+    let mut lab = Lab::new(&[
+        ("DRSD_FAILPOINT_PAUSE", "download-writing"),
+        ("DRSD_FAILPOINT_DIR", &held),
+    ]);
+    let size = 4 << 20;
+    let data = body(size);
+    let oid = sha256_hex(&data);
+    let liar = Liar::start(data.clone(), "swap-etag", LM);
+    lab.a.start();
+    let ra = lab.a.repo("ra");
+    lab.a
+        .drsctl_ok(&ra, &["add-url", &liar.url("pub/s.bin"), "s.bin"]);
+    // A's worker has written the first bytes in its folder, and is held.
+    let reached = signals.path().join("download-writing.reached");
+    wait_up_to(
+        Duration::from_secs(30),
+        "the download's first write",
+        || reached.exists(),
+    );
+    let partial = lab.large.join("partial-root@a");
+    let names: Vec<String> = std::fs::read_dir(&partial)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".part")), "{names:?}");
+    // A folder of A's, with files of A's named as the download's are.
+    let precious = lab.a.dir.join("Downloads");
+    std::fs::create_dir_all(&precious).unwrap();
+    let hers = |n: &str| format!("A's own {n}").into_bytes();
+    for n in &names {
+        std::fs::write(precious.join(n), hers(n)).unwrap();
+    }
+    lab.bob_sh(&format!(
+        "mv {p} {moved} && ln -s {precious} {p}",
+        p = partial.display(),
+        moved = lab.large.join("moved-away").display(),
+        precious = precious.display()
+    ));
+    std::fs::write(signals.path().join("download-writing.go"), b"").unwrap();
+    let mut want = names.clone();
+    want.sort();
+    let untouched = || {
+        let mut left: Vec<String> = std::fs::read_dir(&precious)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, want, "files were added to or removed from A's folder");
+        for n in &names {
+            assert_eq!(std::fs::read(precious.join(n)).unwrap(), hers(n), "{n}");
+        }
+    };
+    let ours = pointer_text(&oid, size as u64);
+    wait_up_to(Duration::from_secs(60), "the prefetch's promotion", || {
+        untouched();
+        staged(&ra, "s.bin") == ours
+    });
+    untouched();
+    assert_eq!(
+        std::fs::read(lab.entry(&oid)).unwrap(),
+        data,
+        "the pool's entry is the object"
+    );
+}

@@ -33,7 +33,7 @@ pub use files::Placed;
 pub use local::LocalEngine;
 pub(crate) use local::{start_writeback, WRITEBACK_EVERY};
 pub use mem::MemEngine;
-pub use node_dir::NodeDirError;
+pub use node_dir::{NodeDirError, NodeFile};
 pub use own::{OwnFile, OwnPoolReader};
 pub(crate) use pg::create_tables as pg_create_tables;
 pub(crate) use pg::create_tables;

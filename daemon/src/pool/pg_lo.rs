@@ -24,6 +24,7 @@ use postgres::{IsolationLevel, Transaction};
 
 use super::backend::{Backend, Blob, Staged, TierStats};
 use super::error::{IoContext, PoolError, Result};
+use super::node_dir::NodeFile;
 use super::pg::{create_tables, is_missing_table, PgConn, PgServer};
 
 const DDL: &str = "\
@@ -320,6 +321,17 @@ impl Backend for PgLoEngine {
             self.put_from(key, &mut file, path)?
         };
         fs::remove_file(path).at("remove", path)?;
+        Ok(stored)
+    }
+
+    /// As [`adopt`](Self::adopt), from a file of this node's folder.
+    fn adopt_at(&self, key: &[u8], file: &NodeFile, mut opened: File) -> Result<bool> {
+        let stored = if self.has(key)? {
+            false
+        } else {
+            self.put_from(key, &mut opened, &file.shown)?
+        };
+        file.remove().at("remove", &file.shown)?;
         Ok(stored)
     }
 
