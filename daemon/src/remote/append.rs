@@ -173,6 +173,7 @@ fn open_direct(_: &File) -> Option<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// Odd-sized pieces across batches, a resume offset, and a tail that is
     /// not a whole block land byte for byte, on the direct path where the
@@ -271,8 +272,8 @@ mod tests {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let path = dir.path().join("x.part");
         std::fs::write(&path, [5u8; 1000]).unwrap();
-        let direct = open_direct(&path).expect("/var/tmp (ext4 here) takes O_DIRECT");
         let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let direct = open_direct(&file).expect("/var/tmp (ext4 here) takes O_DIRECT");
         file.seek(SeekFrom::Start(1000)).unwrap();
         let mut out = Appender {
             file,

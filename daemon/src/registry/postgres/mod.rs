@@ -31,6 +31,7 @@
 mod fence;
 mod nodes;
 mod objects;
+mod old_rows;
 mod queue;
 mod records;
 mod rows;
@@ -184,13 +185,21 @@ impl PgRegistry {
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         nodes::beat(&server, &node, lease_ms)?;
         let heartbeat = Heartbeat::start(server.clone(), node.clone(), lease, lease_ms);
-        Ok(PgRegistry {
+        let registry = PgRegistry {
             server,
             node,
             lease_ms,
             heartbeat,
             urls,
-        })
+        };
+        // Before anything is served; a failure (a member holding a lock)
+        // does not stop the node: the next start tries again.
+        if let Err(e) = registry.redact_old_rows() {
+            log::warn!(
+                "redacting the URLs older nodes wrote whole: {e}; tried again at the next start"
+            );
+        }
+        Ok(registry)
     }
 
     /// The server as errors name it (never the password).
