@@ -25,16 +25,8 @@ use postgres::{IsolationLevel, Transaction};
 use super::backend::{Backend, Blob, Staged, TierStats};
 use super::error::{IoContext, PoolError, Result};
 use super::node_dir::NodeFile;
-use super::pg::{create_tables, is_missing_table, PgConn, PgServer};
-
-const DDL: &str = "\
-    CREATE TABLE IF NOT EXISTS drsd_large \
-      (key bytea PRIMARY KEY, lo oid NOT NULL UNIQUE, len bigint NOT NULL);\
-    CREATE TABLE IF NOT EXISTS drsd_large_stage \
-      (lo oid PRIMARY KEY, touched timestamptz NOT NULL DEFAULT now());\
-    CREATE TABLE IF NOT EXISTS drsd_large_quarantine \
-      (key bytea NOT NULL, lo oid NOT NULL, len bigint NOT NULL, \
-       at timestamptz NOT NULL DEFAULT now());";
+use crate::pg::schema::LARGE as DDL;
+use crate::pg::{create_tables, is_missing_table, PgConn, PgServer};
 
 /// A stage row untouched this long belongs to a writer that died: each
 /// write renews it, so only a source silent for this long loses its stage.

@@ -17,7 +17,8 @@ use std::time::Duration;
 use super::DaemonError;
 use crate::config::Config;
 use crate::ops::gc::{GcError, GcTeam};
-use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
+use crate::pg::PgServer;
+use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, Pool, PoolError};
 use crate::registry::postgres::{NodeName, PrivateUrls, DEFAULT_LEASE};
 use crate::registry::{PgRegistry, Registry, RegistryError};
 use crate::settings::Key;
@@ -59,7 +60,13 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
     let required = settings.flag(Key::TeamRequired).unwrap_or(true);
     let shown = PgServer::redacted(&url);
     let ca_file = settings.path(Key::CaFile).map(PathBuf::from);
-    match crate::blocking(move || PgServer::open_trusting(&url, ca_file.as_deref())).await {
+    // The schema brought to this drsd's version first thing (`pg::schema`).
+    let open = move || {
+        let server = PgServer::open_trusting(&url, ca_file.as_deref())?;
+        server.migrate()?;
+        Ok::<_, PoolError>(server)
+    };
+    match crate::blocking(open).await {
         Ok(server) => {
             let large = match settings.text(Key::TeamLarge) {
                 None | Some(PG_LO) => Large::PgLo,

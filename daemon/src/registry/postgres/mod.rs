@@ -4,8 +4,8 @@
 //! in one database, so an object added on one node is downloaded once and
 //! its content oid, once learnt, serves every node.
 //!
-//! Owns its tables (`drsd_reg_*`, created at open under the pool engines'
-//! advisory lock), the node's row in `drsd_team_nodes`, and the lease of
+//! Owns its tables (`drsd_reg_*`, `pg::schema`'s, made at open when
+//! missing), the node's row in `drsd_team_nodes`, and the lease of
 //! the jobs this node claimed. Connections, URL handling and the retry of a
 //! call whose pooled connection the server closed are [`PgServer`]'s.
 //!
@@ -46,116 +46,13 @@ use postgres::Transaction;
 
 use super::engine::RegistryEngine;
 use super::RegistryError;
-use crate::pool::PgServer;
+use crate::pg::PgServer;
 
 pub use nodes::{NodeName, TeamNode};
 pub use secrets::PrivateUrls;
 
 /// The lease of a claimed job when the settings name none.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-
-/// The tables, created once per database. Times the daemon gives (next
-/// tries, records) are seconds since the epoch by the node's clock, as in
-/// SQLite; leases and `last_seen` are the server's `timestamptz`.
-const DDL: &str = "
-    CREATE TABLE IF NOT EXISTS drsd_reg_objects (
-        id bigserial PRIMARY KEY,
-        url text NOT NULL,
-        bucket text,
-        key text,
-        version_id text,
-        etag text NOT NULL,
-        size bigint NOT NULL,
-        provisional_oid text NOT NULL,
-        content_oid text,
-        drs_id text,
-        last_modified text,
-        recorded_at bigint NOT NULL,
-        updated_at bigint NOT NULL,
-        md5 text,
-        content_read boolean NOT NULL DEFAULT false,
-        UNIQUE (url, etag, size)
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_objects_provisional ON drsd_reg_objects (provisional_oid);
-    CREATE INDEX IF NOT EXISTS drsd_reg_objects_content ON drsd_reg_objects (content_oid);
-    CREATE TABLE IF NOT EXISTS drsd_reg_repo_refs (
-        node text NOT NULL,
-        repo text NOT NULL,
-        path text NOT NULL,
-        oid text NOT NULL,
-        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
-        added_at bigint NOT NULL,
-        PRIMARY KEY (node, repo, path)
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_repo_refs_object ON drsd_reg_repo_refs (object_id);
-    CREATE TABLE IF NOT EXISTS drsd_reg_jobs (
-        object_id bigint PRIMARY KEY REFERENCES drsd_reg_objects (id),
-        state text NOT NULL,
-        attempts integer NOT NULL DEFAULT 0,
-        next_at bigint NOT NULL DEFAULT 0,
-        error text,
-        updated_at bigint NOT NULL,
-        claimed_by text,
-        lease_until timestamptz
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_jobs_due ON drsd_reg_jobs (state, next_at);
-    CREATE TABLE IF NOT EXISTS drsd_reg_uploads (
-        node text NOT NULL,
-        endpoint text NOT NULL,
-        bucket text NOT NULL,
-        key text NOT NULL,
-        upload_id text NOT NULL,
-        started bigint NOT NULL,
-        PRIMARY KEY (node, endpoint, bucket, upload_id)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_sent (
-        endpoint text NOT NULL,
-        bucket text NOT NULL,
-        key text NOT NULL,
-        oid text NOT NULL,
-        size bigint NOT NULL,
-        etag text NOT NULL,
-        at bigint NOT NULL,
-        PRIMARY KEY (endpoint, bucket, key)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_indexd (
-        indexd text NOT NULL,
-        oid text NOT NULL,
-        did text,
-        updated_at bigint NOT NULL,
-        PRIMARY KEY (indexd, oid)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_fence_uploads (
-        commons text NOT NULL,
-        oid text NOT NULL,
-        did text,
-        step text NOT NULL,
-        upload_id text,
-        updated_at bigint NOT NULL,
-        PRIMARY KEY (commons, oid)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_fence_upload_parts (
-        commons text NOT NULL,
-        oid text NOT NULL,
-        upload_id text NOT NULL,
-        key text NOT NULL,
-        number integer NOT NULL,
-        etag text NOT NULL,
-        PRIMARY KEY (commons, oid, upload_id, number)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_url_holders (
-        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
-        node text NOT NULL,
-        PRIMARY KEY (object_id, node)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_team_nodes (
-        name text PRIMARY KEY,
-        host text NOT NULL,
-        username text NOT NULL,
-        started timestamptz NOT NULL DEFAULT now(),
-        last_seen timestamptz NOT NULL DEFAULT now()
-    );
-";
 
 /// The registry's engine on a PostgreSQL database shared by a team.
 pub struct PgRegistry {
@@ -180,7 +77,7 @@ impl PgRegistry {
         urls: PrivateUrls,
     ) -> Result<PgRegistry, RegistryError> {
         server.with("create the registry's tables", |conn| {
-            crate::pool::pg_create_tables(conn, DDL)
+            crate::pg::create_tables(conn, crate::pg::schema::REGISTRY)
         })?;
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         nodes::beat(&server, &node, lease_ms)?;
