@@ -23,7 +23,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsd::pool::{Backend, LocalEngine, Oid, PgKvEngine, PgLoEngine, PgServer, Pool, SqliteEngine};
+use drsd::pg::PgServer;
+use drsd::pool::{Backend, LocalEngine, Oid, PgKvEngine, PgLoEngine, Pool, SqliteEngine};
 use rand::{Rng, SeedableRng};
 
 #[path = "pool/team_gc.rs"]

@@ -41,6 +41,7 @@ pub mod lfs;
 pub(crate) mod lock;
 pub mod logging;
 pub mod ops;
+pub mod pg;
 pub mod pool;
 pub mod private;
 pub mod registry;

@@ -502,3 +502,146 @@ fn a_content_oid_another_member_writes_on_my_row_never_promotes_my_pointer_to_hi
         "B's bytes were linked into A's repo"
     );
 }
+
+/// Attack 3 where the source proves nothing: nginx's ETag is its file's
+/// mtime and size, so A's pointer says no more than the size. B plants
+/// bytes of his own, of that size, and writes their oid on A's row. A
+/// node set with `team_trust_members = false` takes no member's hash for
+/// such a source: it fetches and hashes the object itself and promotes to
+/// what it hashed, never to B's bytes.
+#[test]
+fn a_node_that_takes_no_members_word_hashes_an_mtime_etag_object_itself_not_promoting_to_his_bytes()
+{
+    let mut lab = Lab::new(&[("DRSD_TEAM_TRUST_MEMBERS", "false")]);
+    let size = 1 << 20;
+    let data = body(size);
+    let oid = sha256_hex(&data);
+    // As nginx makes it: hex mtime, hex size.
+    let etag = format!("{:x}-{:x}", 1_700_000_000u64, size);
+    let liar = Liar::start(data.clone(), &etag, LM);
+    lab.a.start();
+    let ra = lab.a.repo("ra");
+    lab.a.drsctl_ok(
+        &ra,
+        &["add-url", "--no-fetch", &liar.url("pub/n.bin"), "n.bin"],
+    );
+    assert_eq!(bytes_served(&liar, size as u64), 0, "--no-fetch read it");
+    // B's bytes, of the same size, in the pool as a good entry of their oid.
+    let his: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
+    let his_oid = sha256_hex(&his);
+    let entry = lab.entry(&his_oid);
+    let source = lab.b.dir.join("his.bin");
+    std::fs::write(&source, &his).unwrap();
+    give(&source, lab.bob.0, lab.bob.1);
+    lab.bob_sh(&format!(
+        "mkdir -p {dir} && cp {src} {entry} && chmod 0440 {entry}",
+        dir = entry.parent().unwrap().display(),
+        src = source.display(),
+        entry = entry.display()
+    ));
+    // B's word on A's row, as his daemon would write it had it hashed his.
+    let mut pg = postgres::Client::connect(&lab.db.url, postgres::NoTls).unwrap();
+    let changed = pg
+        .execute(
+            "UPDATE drsd_reg_objects SET content_oid = $1, content_read = true WHERE etag = $2",
+            &[&his_oid, &etag],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "A's row");
+    // A's daemon finds it hashed elsewhere (it looks every 2 s), fetches
+    // it itself and promotes to its own hash.
+    let ours = pointer_text(&oid, size as u64);
+    let his_pointer = pointer_text(&his_oid, size as u64);
+    wait_up_to(Duration::from_secs(30), "A's own hash promoted", || {
+        let now = staged(&ra, "n.bin");
+        assert_ne!(now, his_pointer, "A's pointer was promoted to B's bytes");
+        now == ours
+    });
+    assert!(
+        bytes_served(&liar, size as u64) >= size as u64,
+        "A read the source itself"
+    );
+    assert!(lfs_object(&ra, &oid).is_file(), "A's repo holds the bytes");
+    assert!(
+        !lfs_object(&ra, &his_oid).exists(),
+        "B's bytes were linked into A's repo"
+    );
+    // Asked, A takes its own hash still.
+    lab.a.drsctl_ok(&ra, &["promote", "n.bin"]);
+    assert_eq!(staged(&ra, "n.bin"), ours);
+}
+
+/// Attack 6 during a download: A's daemon is writing a prefetch in its
+/// `partial-NODE` folder when B renames the folder away and leaves a link
+/// in its place, to a folder of A's holding files of A's under the very
+/// names the download uses. The download goes on through the folder it
+/// checked: nothing lands in A's folder, nothing of A's is removed from it
+/// or taken into the pool, and the object reaches the pool whole.
+#[test]
+fn a_partial_folder_swapped_for_a_link_mid_download_redirects_no_write_and_no_delete() {
+    let signals = tempfile::tempdir().unwrap();
+    let held = signals.path().display().to_string();
+    let mut lab = Lab::new(&[
+        ("DRSD_FAILPOINT_PAUSE", "download-writing"),
+        ("DRSD_FAILPOINT_DIR", &held),
+    ]);
+    let size = 4 << 20;
+    let data = body(size);
+    let oid = sha256_hex(&data);
+    let liar = Liar::start(data.clone(), "swap-etag", LM);
+    lab.a.start();
+    let ra = lab.a.repo("ra");
+    lab.a
+        .drsctl_ok(&ra, &["add-url", &liar.url("pub/s.bin"), "s.bin"]);
+    // A's worker has written the first bytes in its folder, and is held.
+    let reached = signals.path().join("download-writing.reached");
+    wait_up_to(
+        Duration::from_secs(30),
+        "the download's first write",
+        || reached.exists(),
+    );
+    let partial = lab.large.join("partial-root@a");
+    let names: Vec<String> = std::fs::read_dir(&partial)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".part")), "{names:?}");
+    // A folder of A's, with files of A's named as the download's are.
+    let precious = lab.a.dir.join("Downloads");
+    std::fs::create_dir_all(&precious).unwrap();
+    let hers = |n: &str| format!("A's own {n}").into_bytes();
+    for n in &names {
+        std::fs::write(precious.join(n), hers(n)).unwrap();
+    }
+    lab.bob_sh(&format!(
+        "mv {p} {moved} && ln -s {precious} {p}",
+        p = partial.display(),
+        moved = lab.large.join("moved-away").display(),
+        precious = precious.display()
+    ));
+    std::fs::write(signals.path().join("download-writing.go"), b"").unwrap();
+    let mut want = names.clone();
+    want.sort();
+    let untouched = || {
+        let mut left: Vec<String> = std::fs::read_dir(&precious)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, want, "files were added to or removed from A's folder");
+        for n in &names {
+            assert_eq!(std::fs::read(precious.join(n)).unwrap(), hers(n), "{n}");
+        }
+    };
+    let ours = pointer_text(&oid, size as u64);
+    wait_up_to(Duration::from_secs(60), "the prefetch's promotion", || {
+        untouched();
+        staged(&ra, "s.bin") == ours
+    });
+    untouched();
+    assert_eq!(
+        std::fs::read(lab.entry(&oid)).unwrap(),
+        data,
+        "the pool's entry is the object"
+    );
+}

@@ -414,3 +414,94 @@ fn a_partial_folder_another_member_made_or_linked_is_refused_naming_its_owner() 
         "gc does not say why it left the folder: {said}"
     );
 }
+
+/// Item 4 for rows written before redaction existed: an older drsd put
+/// URLs whole in the team's database (user-info, a signature), and a job
+/// error quoting one. At the node's next start they are redacted: its own
+/// row's URL kept whole in its private store (its object still fetches), a
+/// row no node points at redacted too; nothing a member can dump holds a
+/// secret.
+#[test]
+fn urls_an_older_node_wrote_whole_are_redacted_at_start_and_its_own_kept_private() {
+    let db = TeamDb::create();
+    let (top, large) = world();
+    let bytes = body(300 << 10);
+    let liar = Liar::start(bytes.clone(), "old-etag", LM);
+    let plain = liar.url("d/old.bin");
+    let url = format!(
+        "{}?versionId=7&X-Amz-Credential=AKIAOLDCRED%2F20261207&X-Amz-Signature=0ldf00d5",
+        plain.replacen("http://", "http://alice:0LDPASS@", 1)
+    );
+    let orphan = "https://bob:B0BPASS@store.example/x.bin?token=B0BT0KEN";
+    let secrets = ["0LDPASS", "AKIAOLDCRED", "0ldf00d5", "B0BPASS", "B0BT0KEN"];
+    let mut a = Node::new(top.path(), "alice@a", &db, &large, &[]);
+    a.start();
+    let ra = a.repo("ra");
+    a.drsctl_ok(&ra, &["add-url", "--no-fetch", &url, "old.bin"]);
+    a.kill9();
+    // What an older drsd left: A's row whole, no holders, no private copy;
+    // an orphan row whole, and its job's error quoting it.
+    let mut pg = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let changed = pg
+        .execute(
+            "UPDATE drsd_reg_objects SET url = $1 WHERE url LIKE '%d/old.bin%'",
+            &[&url],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    pg.batch_execute("DELETE FROM drsd_reg_url_holders")
+        .unwrap();
+    let row = pg
+        .query_one(
+            "INSERT INTO drsd_reg_objects (url, etag, size, provisional_oid, recorded_at, updated_at)
+             VALUES ($1, 'e1', 5, $2, 0, 0) RETURNING id",
+            &[&orphan, &"ab".repeat(32)],
+        )
+        .unwrap();
+    let id: i64 = row.get(0);
+    pg.execute(
+        "INSERT INTO drsd_reg_jobs (object_id, state, error, updated_at)
+         VALUES ($1, 'failed', $2, 0)",
+        &[&id, &format!("GET {orphan}: 403 Forbidden")],
+    )
+    .unwrap();
+    let state = a.dir.join("state");
+    for file in [
+        "team-urls.sqlite",
+        "team-urls.sqlite-wal",
+        "team-urls.sqlite-shm",
+    ] {
+        let _ = std::fs::remove_file(state.join(file));
+    }
+    a.start();
+    let dump = run(Command::new("pg_dump").args(["--data-only", "--no-owner", &db.url]));
+    let dump = text(&dump);
+    assert!(
+        dump.contains("d/old.bin") && dump.contains("x.bin"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("versionId=7"),
+        "what tells objects apart went: {dump}"
+    );
+    for secret in secrets {
+        assert!(
+            !dump.contains(secret),
+            "{secret} is in the team's database: {dump}"
+        );
+    }
+    // A's own URL, whole, in A's private store; bob's in no store of A's.
+    let private: Vec<u8> = ["team-urls.sqlite", "team-urls.sqlite-wal"]
+        .iter()
+        .flat_map(|f| std::fs::read(state.join(f)).unwrap_or_default())
+        .collect();
+    let kept = String::from_utf8_lossy(&private);
+    assert!(kept.contains("0ldf00d5") && kept.contains("0LDPASS"));
+    assert!(!kept.contains("B0BPASS"), "another's URL kept as A's");
+    // A's object still fetches: A holds its URL, so A takes its job.
+    a.drsctl_ok(&ra, &["fetch", "old.bin"]);
+    let promoted = pointer_text(&sha256_hex(&bytes), bytes.len() as u64);
+    wait_up_to(Duration::from_secs(60), "A's promotion", || {
+        staged(&ra, "old.bin") == promoted
+    });
+}

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use drsd::ops::gc::{collect, GcTeam};
-use drsd::pool::{LocalEngine, Oid, PgKvEngine, PgPins, PgServer, Pool};
+use drsd::pg::PgServer;
+use drsd::pool::{LocalEngine, Oid, PgKvEngine, PgPins, Pool};
 
 const THRESHOLD: u64 = 1024;
 const REPOS: usize = 10;

@@ -10,6 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::error::{IoContext, Result};
+use super::node_dir::NodeFile;
 
 /// What every engine of either tier implements. Keys and values are opaque
 /// bytes: an engine never interprets a key (the pool uses sha256 digests).
@@ -102,6 +103,15 @@ pub trait Backend: Send + Sync + 'static {
         let value = std::fs::read(path).at("read", path)?;
         let stored = self.put(key, &value)?;
         std::fs::remove_file(path).at("remove", path)?;
+        Ok(stored)
+    }
+    /// [`adopt`](Self::adopt) of a file in this node's folder, `opened`
+    /// from it, reached through the folder's checked descriptor only.
+    fn adopt_at(&self, key: &[u8], file: &NodeFile, mut opened: File) -> Result<bool> {
+        let mut value = Vec::new();
+        opened.read_to_end(&mut value).at("read", &file.shown)?;
+        let stored = self.put(key, &value)?;
+        file.remove().at("remove", &file.shown)?;
         Ok(stored)
     }
     /// Gives the space of deleted entries back to the file system where the

@@ -18,7 +18,7 @@ pub enum PoolError {
         source: rusqlite::Error,
     },
     /// The server as `shown` names it: never the password.
-    #[error("postgres {op} on {server}: {}", pg_detail(source))]
+    #[error("postgres {op} on {server}: {}", crate::pg::pg_detail(source))]
     Postgres {
         op: &'static str,
         server: String,
@@ -26,7 +26,7 @@ pub enum PoolError {
         source: postgres::Error,
     },
     #[error(transparent)]
-    ConnInfo(#[from] super::pg_conninfo::ConnInfoError),
+    ConnInfo(#[from] crate::pg::ConnInfoError),
     #[error("the stage of {what} was removed before its commit (its writer was silent past the lease); nothing stored")]
     StageLost { what: String },
     #[error("reading the source stream after {at} bytes: {source}")]
@@ -105,16 +105,6 @@ impl PoolError {
     /// Whether this is a team database out of reach (down, restarting, cut
     /// off) past what its calls wait: a later call may succeed.
     pub fn unreachable(&self) -> bool {
-        matches!(self, PoolError::Postgres { source, .. } if super::pg::is_gone(source))
-    }
-}
-
-/// A PostgreSQL error with what the server or the socket said: the
-/// client's own text is only "db error" or "error connecting to server".
-pub(crate) fn pg_detail(e: &postgres::Error) -> String {
-    match (e.as_db_error(), std::error::Error::source(e)) {
-        (Some(db), _) => format!("{e}: {}: {}", db.severity(), db.message()),
-        (None, Some(cause)) => format!("{e}: {cause}"),
-        (None, None) => e.to_string(),
+        matches!(self, PoolError::Postgres { source, .. } if crate::pg::is_gone(source))
     }
 }

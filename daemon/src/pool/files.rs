@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::error::{IoContext, PoolError, Result};
 use super::store::{check, identity, Checked, Put, Tier};
 use super::verified::{copy_hashed, sealed, CopyFailed};
-use super::{Blob, Oid, Pool};
+use super::{Blob, NodeFile, Oid, Pool};
 
 /// How an entry reached its destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -133,23 +133,40 @@ impl Pool {
             return Ok(put);
         }
         let hashed = identity(&file.metadata().at("stat", path)?);
-        if let Some(dir) = self.partial_dir() {
-            let link = tempfile::Builder::new()
-                .prefix("adopt-")
-                .make_in(dir, |p| fs::hard_link(path, p));
-            if let Ok(link) = link {
-                let same = fs::symlink_metadata(link.path()).is_ok_and(|m| identity(&m) == hashed);
-                if same && sealed(&file).at("stat", path)? {
-                    // The engine renames the link into place; keep() stops
-                    // the temp guard from deleting the adopted name after.
-                    put.stored = self.large_engine().adopt(oid.as_bytes(), link.path())?;
-                    let _ = link.into_temp_path().keep();
-                    return Ok(put);
-                }
+        if let Some(link) = self.link_in_node_dir(path) {
+            // The link opened through the folder's checked descriptor: the
+            // very file hashed, or it is not taken.
+            let opened = link.open_read().ok();
+            let same = opened
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .is_some_and(|m| identity(&m) == hashed);
+            if let (true, Some(opened)) = (same && sealed(&file).at("stat", path)?, opened) {
+                // The engine renames the link into place.
+                put.stored = self
+                    .large_engine()
+                    .adopt_at(oid.as_bytes(), &link, opened)?;
+                return Ok(put);
             }
+            let _ = link.remove();
         }
         file.rewind().at("read", path)?;
         self.put_stream(Some(&oid), file)
+    }
+}
+
+impl Pool {
+    /// A hard link to `path` made in this node's folder (checked now, and
+    /// reached through that check's descriptor only); `None` when there is
+    /// no such folder or the link cannot be made there (another file
+    /// system): the caller copies instead.
+    fn link_in_node_dir(&self, path: &Path) -> Option<NodeFile> {
+        let dir = self.partial_dir()?;
+        let checked = super::node_dir::check(dir).ok()?;
+        let name = super::node_dir::unique_name("adopt-");
+        let link = NodeFile::new(std::sync::Arc::new(checked), dir, name);
+        link.link_from(path).ok()?;
+        Some(link)
     }
 }
 

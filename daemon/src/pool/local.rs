@@ -15,6 +15,7 @@ use tempfile::NamedTempFile;
 
 use super::backend::{Backend, Blob, Staged};
 use super::error::{IoContext, PoolError, Result};
+use super::node_dir::NodeFile;
 
 /// The large-tier engine: one read-only file per blob at
 /// `{hex[0:2]}/{hex[2:4]}/{hex}`, written in the engine's own `stage/` folder
@@ -235,6 +236,44 @@ fn remove_quietly(path: &Path) -> std::io::Result<()> {
 
 /// fsync, read-only, rename into `{hex[0:2]}/{hex[2:4]}/{hex}`, fsync the folder.
 fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Result<()> {
+    commit_from(engine, file, Source::Path(path), key)
+}
+
+/// Where a file to commit is named: a path of the daemon's own, or a name
+/// in this node's checked folder ([`NodeFile`]: never its path again).
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Path(&'a Path),
+    At(&'a NodeFile),
+}
+
+impl Source<'_> {
+    fn shown(&self) -> &Path {
+        match self {
+            Source::Path(path) => path,
+            Source::At(file) => &file.shown,
+        }
+    }
+
+    /// Renamed to `dest` (a path in the pool's own folder).
+    fn rename_to(&self, dest: &Path) -> std::io::Result<()> {
+        match self {
+            Source::Path(path) => fs::rename(path, dest),
+            Source::At(file) => file.rename_to_path(dest),
+        }
+    }
+
+    /// Renamed to `name` in the open folder `dir`.
+    fn rename_into(&self, dir: &File, name: &std::ffi::OsStr) -> std::io::Result<()> {
+        match self {
+            Source::Path(path) => rename_into(path, dir, name),
+            Source::At(file) => file.rename_into(dir, name),
+        }
+    }
+}
+
+fn commit_from(engine: &LocalEngine, file: &File, source: Source<'_>, key: &[u8]) -> Result<()> {
+    let path = source.shown();
     let dest = engine.path_for(key)?;
     file.sync_all().at("fsync", path)?;
     // Read-only, and for the user alone (a hard link into a repo's
@@ -254,7 +293,7 @@ fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Re
     let Some(gid) = engine.group else {
         // The same key means the same bytes: a concurrent commit that got
         // there first is as good as ours.
-        fs::rename(path, &dest).at("commit (rename) into", &dest)?;
+        source.rename_to(&dest).at("commit (rename) into", &dest)?;
         return fsync_dir(dir);
     };
     // A shared folder: into the shard folder only once it is found to be
@@ -262,7 +301,9 @@ fn commit_file(engine: &LocalEngine, file: &File, path: &Path, key: &[u8]) -> Re
     // for another, or a link, after the check is never written into).
     let shard = group_shard(&engine.root, key, gid)?;
     let name = dest.file_name().expect("blob paths have a file name");
-    rename_into(path, &shard, name).at("commit (rename) into", &dest)?;
+    source
+        .rename_into(&shard, name)
+        .at("commit (rename) into", &dest)?;
     shard.sync_all().at("fsync folder", dir)
 }
 
@@ -512,6 +553,14 @@ impl Backend for LocalEngine {
     fn adopt(&self, key: &[u8], path: &Path) -> Result<bool> {
         let file = File::open(path).at("open", path)?;
         commit_file(self, &file, path, key)?;
+        Ok(true)
+    }
+
+    /// As [`adopt`](Self::adopt): the file opened through this node's
+    /// folder's descriptor is the one renamed into place, by its name in
+    /// that very folder.
+    fn adopt_at(&self, key: &[u8], file: &NodeFile, opened: File) -> Result<bool> {
+        commit_from(self, &opened, Source::At(file), key)?;
         Ok(true)
     }
 

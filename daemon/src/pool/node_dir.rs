@@ -14,6 +14,9 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// Why a node's folder is not used.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +24,111 @@ use std::path::{Path, PathBuf};
 pub struct NodeDirError {
     pub path: PathBuf,
     pub why: String,
+}
+
+/// A file in this node's folder, reached through the folder's checked
+/// descriptor and its name in it, never through the folder's path again:
+/// a folder renamed away and swapped for a link after the check is never
+/// written into, read from or removed from through the link.
+#[derive(Debug, Clone)]
+pub struct NodeFile {
+    /// The folder, as [`check`] opened it.
+    pub dir: Arc<File>,
+    /// The file's name in it (one component).
+    pub name: String,
+    /// The folder's path joined with the name: for messages only.
+    pub shown: PathBuf,
+}
+
+impl NodeFile {
+    /// `name` in the checked folder `dir` (found at `path`).
+    pub fn new(dir: Arc<File>, path: &Path, name: String) -> NodeFile {
+        let shown = path.join(&name);
+        NodeFile { dir, name, shown }
+    }
+
+    /// The file `name` beside this one, in the same folder.
+    pub fn sibling(&self, name: String) -> NodeFile {
+        let shown = self.shown.with_file_name(&name);
+        NodeFile {
+            dir: self.dir.clone(),
+            name,
+            shown,
+        }
+    }
+
+    /// Opens it read-only, never following a link.
+    pub fn open_read(&self) -> std::io::Result<File> {
+        self.open(OFlags::RDONLY, Mode::empty())
+    }
+
+    /// Opens it for reading and writing, created (mode `mode`) when missing,
+    /// never following a link.
+    pub fn open_rw(&self, mode: u32) -> std::io::Result<File> {
+        self.open(
+            OFlags::RDWR | OFlags::CREATE,
+            Mode::from_bits_truncate(mode),
+        )
+    }
+
+    /// Creates it, exclusively (mode `mode`), for writing.
+    pub fn create_new(&self, mode: u32) -> std::io::Result<File> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
+        self.open(flags, Mode::from_bits_truncate(mode))
+    }
+
+    fn open(&self, flags: OFlags, mode: Mode) -> std::io::Result<File> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&*self.dir, self.name.as_str(), flags, mode)?;
+        Ok(File::from(fd))
+    }
+
+    /// Removes it; a missing file is no error.
+    pub fn remove(&self) -> std::io::Result<()> {
+        match rustix::fs::unlinkat(&*self.dir, self.name.as_str(), AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Renames it to `to`, in the same folder, over what `to` names.
+    pub fn rename_to(&self, to: &NodeFile) -> std::io::Result<()> {
+        rustix::fs::renameat(&*self.dir, self.name.as_str(), &*to.dir, to.name.as_str())?;
+        Ok(())
+    }
+
+    /// Renames it to `name` in the open folder `into` (another folder of
+    /// the same file system).
+    pub fn rename_into(&self, into: &File, name: &std::ffi::OsStr) -> std::io::Result<()> {
+        rustix::fs::renameat(&*self.dir, self.name.as_str(), into, name)?;
+        Ok(())
+    }
+
+    /// Renames it to the path `to` (a folder of the pool's own).
+    pub fn rename_to_path(&self, to: &Path) -> std::io::Result<()> {
+        rustix::fs::renameat(&*self.dir, self.name.as_str(), rustix::fs::CWD, to)?;
+        Ok(())
+    }
+
+    /// Hard-links the file at `from` (a path outside this folder) here.
+    pub fn link_from(&self, from: &Path) -> std::io::Result<()> {
+        let (cwd, dir) = (rustix::fs::CWD, &*self.dir);
+        rustix::fs::linkat(cwd, from, dir, self.name.as_str(), AtFlags::empty())?;
+        Ok(())
+    }
+}
+
+/// A file name starting with `prefix` that no other of this process's
+/// names uses: for a file created exclusively in this node's folder (a name
+/// someone planted then fails the create rather than being followed).
+pub fn unique_name(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{:x}-{nanos:x}-{n:x}", std::process::id())
 }
 
 /// `path` as this node's own folder: created 0700 when missing, else

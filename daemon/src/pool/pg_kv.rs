@@ -9,21 +9,8 @@ use std::sync::Arc;
 
 use super::backend::{Backend, Blob, MemStage, Staged, TierStats};
 use super::error::Result;
-use super::pg::{create_tables, is_missing_table, PgConn, PgServer};
-
-/// `toast_tuple_target = 8160` (the most PostgreSQL allows): a row is
-/// toasted only past 8160 bytes, not past the default 2 KiB, so a value of
-/// a few KiB (most kv entries) stays in its row, written once, instead of
-/// being compressed (in vain: pool content is mostly compressed already)
-/// and cut into TOAST chunks, each with its own index entry. The `ALTER`
-/// brings a table made before to the same setting (a catalog change, no
-/// rewrite; rows already toasted stay so).
-const DDL: &str = "\
-    CREATE TABLE IF NOT EXISTS drsd_kv (key bytea PRIMARY KEY, value bytea NOT NULL) \
-      WITH (toast_tuple_target = 8160);\
-    ALTER TABLE drsd_kv SET (toast_tuple_target = 8160);\
-    CREATE TABLE IF NOT EXISTS drsd_kv_quarantine \
-      (key bytea NOT NULL, value bytea NOT NULL, at timestamptz NOT NULL DEFAULT now());";
+use crate::pg::schema::KV as DDL;
+use crate::pg::{create_tables, is_missing_table, PgConn, PgServer};
 
 const PUT: &str = "INSERT INTO drsd_kv (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
 /// A whole batch in one statement (one round trip, one transaction); the

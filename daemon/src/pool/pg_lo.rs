@@ -24,16 +24,9 @@ use postgres::{IsolationLevel, Transaction};
 
 use super::backend::{Backend, Blob, Staged, TierStats};
 use super::error::{IoContext, PoolError, Result};
-use super::pg::{create_tables, is_missing_table, PgConn, PgServer};
-
-const DDL: &str = "\
-    CREATE TABLE IF NOT EXISTS drsd_large \
-      (key bytea PRIMARY KEY, lo oid NOT NULL UNIQUE, len bigint NOT NULL);\
-    CREATE TABLE IF NOT EXISTS drsd_large_stage \
-      (lo oid PRIMARY KEY, touched timestamptz NOT NULL DEFAULT now());\
-    CREATE TABLE IF NOT EXISTS drsd_large_quarantine \
-      (key bytea NOT NULL, lo oid NOT NULL, len bigint NOT NULL, \
-       at timestamptz NOT NULL DEFAULT now());";
+use super::node_dir::NodeFile;
+use crate::pg::schema::LARGE as DDL;
+use crate::pg::{create_tables, is_missing_table, PgConn, PgServer};
 
 /// A stage row untouched this long belongs to a writer that died: each
 /// write renews it, so only a source silent for this long loses its stage.
@@ -320,6 +313,17 @@ impl Backend for PgLoEngine {
             self.put_from(key, &mut file, path)?
         };
         fs::remove_file(path).at("remove", path)?;
+        Ok(stored)
+    }
+
+    /// As [`adopt`](Self::adopt), from a file of this node's folder.
+    fn adopt_at(&self, key: &[u8], file: &NodeFile, mut opened: File) -> Result<bool> {
+        let stored = if self.has(key)? {
+            false
+        } else {
+            self.put_from(key, &mut opened, &file.shown)?
+        };
+        file.remove().at("remove", &file.shown)?;
         Ok(stored)
     }
 

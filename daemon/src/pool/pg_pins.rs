@@ -28,14 +28,10 @@ use std::time::Duration;
 use postgres::Transaction;
 
 use super::error::{PoolError, Result};
-use super::pg::{create_tables, PgServer};
 use super::pins::PinTable;
 use super::Oid;
-
-const DDL: &str = "\
-    CREATE TABLE IF NOT EXISTS drsd_pins (key bytea NOT NULL, holder text NOT NULL, \
-      n integer NOT NULL, until timestamptz NOT NULL, PRIMARY KEY (key, holder));\
-    CREATE INDEX IF NOT EXISTS drsd_pins_holder ON drsd_pins (holder);";
+use crate::pg::schema::PINS as DDL;
+use crate::pg::{create_tables, PgServer};
 
 /// The advisory locks' first key, so the pins' locks (the second key is a
 /// pool key's first four bytes) meet no other lock of the database.
@@ -250,7 +246,7 @@ impl PinTable for PgPins {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::TestDb;
+    use crate::pg::TestDb;
 
     fn sweep(pins: &PgPins, oid: Oid) -> bool {
         pins.unless_pinned(oid, &mut || Ok(())).unwrap()

@@ -13,12 +13,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::error::Result;
-use super::pg::{create_tables, PgServer};
 use super::seen::{sightings, GcRecords};
 use super::Oid;
-
-const DDL: &str = "CREATE TABLE IF NOT EXISTS drsd_gc_seen \
-    (key bytea PRIMARY KEY, at bigint NOT NULL);";
+use crate::pg::schema::GC_SEEN as DDL;
+use crate::pg::{create_tables, PgServer};
 
 /// Rows sent per statement when the record is written: one statement per
 /// chunk, all in one transaction.
@@ -107,7 +105,7 @@ impl GcRecords for PgGcRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::TestDb;
+    use crate::pg::TestDb;
 
     fn key(name: &str) -> Vec<u8> {
         Oid::of(name.as_bytes()).as_bytes().to_vec()

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use super::backend::{Backend, Blob, Staged, TierStats};
 use super::error::{IoContext, PoolError, Result};
 use super::local::LocalEngine;
+use super::node_dir::NodeFile;
 use super::pins::{MemPins, Pin, PinTable};
 use super::sqlite::SqliteEngine;
 use super::verified::{copy_hashed, hash_blob, sealed, CopyFailed, Stamp, Verified};
@@ -236,14 +237,17 @@ impl Pool {
         self.partial.as_deref()
     }
 
-    /// Takes the finished file at `path` as the entry `oid`, moving it (no
-    /// copy) when it goes to the large tier. The caller hashed exactly these
-    /// `len` bytes as they were written; the file is gone afterwards.
-    pub(crate) fn adopt_verified(&self, path: &Path, oid: &Oid, len: u64) -> Result<Put> {
+    /// Takes the finished file `file` of this node's folder as the entry
+    /// `oid`, moving it (no copy) when it goes to the large tier. The caller
+    /// hashed exactly these `len` bytes as they were written; the file is
+    /// gone afterwards. It is reached through the folder's checked
+    /// descriptor alone: a folder swapped for a link meanwhile gives
+    /// nothing in, and loses nothing.
+    pub(crate) fn adopt_verified(&self, file: &NodeFile, oid: &Oid, len: u64) -> Result<Put> {
         let _pin = self.pin(oid)?;
         let tier = self.tier_for(len);
         if tier == Tier::Large && self.holds_good(oid)? {
-            std::fs::remove_file(path).at("remove", path)?;
+            file.remove().at("remove", &file.shown)?;
             return Ok(Put {
                 oid: *oid,
                 len,
@@ -251,8 +255,9 @@ impl Pool {
                 stored: false,
             });
         }
-        let written = identity(&std::fs::symlink_metadata(path).at("stat", path)?);
-        let stored = self.engine(tier).adopt(oid.as_bytes(), path)?;
+        let opened = file.open_read().at("open", &file.shown)?;
+        let written = identity(&opened.metadata().at("stat", &file.shown)?);
+        let stored = self.engine(tier).adopt_at(oid.as_bytes(), file, opened)?;
         if stored && tier == Tier::Large {
             self.remember(oid, Some(written));
         }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 
-use super::pg::TestDb;
 use super::*;
+use crate::pg::TestDb;
 
 /// Small enough that large-regime tests stay fast.
 const T: u64 = 4096;

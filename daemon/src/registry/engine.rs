@@ -96,6 +96,20 @@ pub trait RegistryEngine:
     fn forget_team_node(&self, _name: &str) -> Result<bool> {
         Ok(false)
     }
+
+    /// The content oid this node's own fetch hashed the object of
+    /// `provisional` oid and `size` to, when a shared engine's content oids
+    /// may be another node's word; `None` too on one machine, where every
+    /// content oid is this daemon's own.
+    fn hashed_here(&self, _provisional: &Oid, _size: u64) -> Result<Option<Oid>> {
+        Ok(None)
+    }
+
+    /// Records that this node's own fetch hashed that object to `content`
+    /// (kept private to the node); nothing on one machine.
+    fn record_hashed_here(&self, _provisional: &Oid, _size: u64, _content: &Oid) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Which team a shared engine serves, as `status` shows it.

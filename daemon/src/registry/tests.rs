@@ -27,7 +27,7 @@ struct Fixture {
     gc_records: Box<dyn Fn() -> Box<dyn GcRecords>>,
     dir: tempfile::TempDir,
     /// The database of a PostgreSQL fixture, dropped after the registry.
-    _db: Option<crate::pool::TestDb>,
+    _db: Option<crate::pg::TestDb>,
 }
 
 impl Fixture {
@@ -62,7 +62,7 @@ fn sqlite() -> Fixture {
 /// node; a restart opens it again as the same node. Pins in memory and
 /// gc's records in SQLite until their PostgreSQL tables join this fixture.
 fn postgres() -> Fixture {
-    let db = crate::pool::TestDb::create();
+    let db = crate::pg::TestDb::create();
     let dir = tempfile::tempdir().unwrap();
     let url = db.url.clone();
     let journals = dir.path().to_path_buf();
@@ -94,7 +94,7 @@ pub(super) fn pg_registry(
     lease: std::time::Duration,
     journals: &Path,
 ) -> Registry {
-    let server = crate::pool::PgServer::open(url).unwrap();
+    let server = crate::pg::PgServer::open(url).unwrap();
     let name = postgres::NodeName {
         name: node.into(),
         host: "test-host".into(),
@@ -114,8 +114,8 @@ pub(super) fn pg_registry(
 /// them is SQLite's, which the cases run here do not touch.
 fn team_pool_tables() -> Fixture {
     let mut f = sqlite();
-    let db = crate::pool::TestDb::create();
-    let server = crate::pool::PgServer::open(&db.url).unwrap();
+    let db = crate::pg::TestDb::create();
+    let server = crate::pg::PgServer::open(&db.url).unwrap();
     f.pins = Arc::new(crate::pool::PgPins::new(server.clone(), "test-node").unwrap());
     // The closure owns the database: it is dropped with the fixture.
     f.gc_records = Box::new(move || {

@@ -7,7 +7,6 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
-use std::path::Path;
 
 use aligned_vec::{AVec, ConstAlign};
 
@@ -40,12 +39,12 @@ struct Direct {
 }
 
 impl Appender {
-    /// Appends to `file` (at `path`) from `start`, which must be a whole
-    /// number of blocks for the direct path to be taken, and only when
-    /// `direct` allows it.
-    pub fn new(file: File, path: &Path, start: u64, direct: bool) -> Appender {
+    /// Appends to `file` from `start`, which must be a whole number of
+    /// blocks for the direct path to be taken, and only when `direct`
+    /// allows it.
+    pub fn new(file: File, start: u64, direct: bool) -> Appender {
         let direct = (direct && start % BLOCK as u64 == 0)
-            .then(|| open_direct(path))
+            .then(|| open_direct(&file))
             .flatten()
             .map(|file| Direct {
                 file,
@@ -154,23 +153,27 @@ fn write_at(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
 }
 
 #[cfg(target_os = "linux")]
-fn open_direct(path: &Path) -> Option<File> {
+fn open_direct(file: &File) -> Option<File> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    // The very file open already, through its descriptor: never its path
+    // again (its folder may have been swapped for a link since).
     std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_DIRECT)
-        .open(path)
+        .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .ok()
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_direct(_: &Path) -> Option<File> {
+fn open_direct(_: &File) -> Option<File> {
     None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// Odd-sized pieces across batches, a resume offset, and a tail that is
     /// not a whole block land byte for byte, on the direct path where the
@@ -189,7 +192,7 @@ mod tests {
                 .write(true)
                 .open(&path)
                 .unwrap();
-            let mut out = Appender::new(file, &path, prefix.len() as u64, true);
+            let mut out = Appender::new(file, prefix.len() as u64, true);
             let data: Vec<u8> = (0..(BATCH * 2 + 12_345))
                 .map(|i| (i * 7 % 251) as u8)
                 .collect();
@@ -249,7 +252,7 @@ mod tests {
         let cached_after = |name: &str, direct: bool| {
             let path = dir.path().join(name);
             let file = File::create(&path).unwrap();
-            let mut out = Appender::new(file, &path, 0, direct);
+            let mut out = Appender::new(file, 0, direct);
             for piece in data.chunks(1 << 20) {
                 out.append(piece).unwrap();
             }
@@ -269,8 +272,8 @@ mod tests {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let path = dir.path().join("x.part");
         std::fs::write(&path, [5u8; 1000]).unwrap();
-        let direct = open_direct(&path).expect("/var/tmp (ext4 here) takes O_DIRECT");
         let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let direct = open_direct(&file).expect("/var/tmp (ext4 here) takes O_DIRECT");
         file.seek(SeekFrom::Start(1000)).unwrap();
         let mut out = Appender {
             file,

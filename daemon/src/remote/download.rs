@@ -11,7 +11,8 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -29,7 +30,7 @@ use tokio::sync::Semaphore;
 use super::answer::{self, Asked, Fits, Unfit};
 use super::append::Appender;
 use super::partial::{Partial, Record};
-use crate::pool::{Oid, Pool, PoolError, Put, Tier};
+use crate::pool::{NodeFile, Oid, Pool, PoolError, Put, Tier};
 use crate::stores::{HttpClient, ObjectMeta, RemoteError, S3Client};
 
 /// Where the bytes come from. Every range is asked `If-Match` the ETag, when
@@ -237,10 +238,10 @@ pub async fn fetch_into_pool(
     if pool.tier_for(req.size) == Tier::Kv {
         return fetch_small(pool, &req, &object, progress).await;
     }
-    let path = partial_path(&pool, &req)?;
+    let at = partial_path(&pool, &req)?;
     // Only a version pinned by an ETag may resume: without one, bytes of
     // an earlier try may be of another version.
-    let (mut partial, file, start) = open_partial(&path, &req, &object, req.etag.is_some())?;
+    let (mut partial, file, start) = open_partial(&at, &req, &object, req.etag.is_some())?;
     let mut run = attempt(
         &req,
         &object,
@@ -254,7 +255,7 @@ pub async fn fetch_into_pool(
     .await?;
     if matches!(run.0, Err(FetchError::NoRanges { .. })) {
         log::info!("{object}: the server ignores Range; fetching it whole from byte 0");
-        let (fresh, file, _) = open_partial(&path, &req, &object, false)?;
+        let (fresh, file, _) = open_partial(&at, &req, &object, false)?;
         partial = fresh;
         run = attempt(&req, &object, &partial, file, 0, Cut::Whole, opts, progress).await?;
     }
@@ -267,12 +268,12 @@ pub async fn fetch_into_pool(
         // resume; anything else makes them worthless.
         Err(FetchError::Remote(_) | FetchError::Short { .. }) => partial
             .checkpoint(done.len)
-            .map_err(io("record the checked bytes of", &path))?,
+            .map_err(io("record the checked bytes of", &at.shown))?,
         Err(_) => partial.discard(),
     }
     checked?;
     let oid = done.sha256;
-    let adopt = path.clone();
+    let adopt = at.clone();
     let put = crate::blocking(move || pool.adopt_verified(&adopt, &oid, done.len)).await?;
     partial.adopted();
     Ok(Fetched {
@@ -308,12 +309,13 @@ pub async fn fetch_into_file(
         .tempfile_in(dir)
         .map_err(io("create a temp file in", dir))?;
     let file_path = made.into_temp_path();
+    let at = in_folder(dir, &file_path)?;
     // A byte written is a byte read next (git's copy): not around the cache.
     let opts = FetchOptions {
         read_soon: true,
         ..opts
     };
-    let (partial, file, _) = open_partial(&file_path, &req, &object, false)?;
+    let (partial, file, _) = open_partial(&at, &req, &object, false)?;
     let run = async {
         let run = attempt(
             &req,
@@ -329,7 +331,7 @@ pub async fn fetch_into_file(
         if !matches!(run.0, Err(FetchError::NoRanges { .. })) {
             return Ok(run);
         }
-        let (_, file, _) = open_partial(&file_path, &req, &object, false)?;
+        let (_, file, _) = open_partial(&at, &req, &object, false)?;
         attempt(&req, &object, &partial, file, 0, Cut::Whole, opts, progress).await
     }
     .await;
@@ -340,6 +342,21 @@ pub async fn fetch_into_file(
     debug_assert_eq!(done.sha256, want, "verify checked it");
     progress(done.len);
     Ok(file_path)
+}
+
+/// The file at `path`, just made in `dir`, reached through `dir` opened
+/// now (a download around the pool goes to a folder of the caller's).
+fn in_folder(dir: &Path, path: &Path) -> Result<NodeFile, FetchError> {
+    let folder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(io("open the folder", dir))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(NodeFile::new(Arc::new(folder), dir, name))
 }
 
 /// How a download is asked for.
@@ -528,21 +545,22 @@ async fn stream_in_order(
     tokio::try_join!(produce, consume).map(|_| ())
 }
 
-/// `partial/<sha256 of what identifies this version>.part`.
-fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<PathBuf, FetchError> {
+/// `partial/<sha256 of what identifies this version>.part`, in the folder
+/// checked now and reached through that check's descriptor from here on.
+fn partial_path(pool: &Pool, req: &Fetch<'_>) -> Result<NodeFile, FetchError> {
     let dir = pool.partial_dir().ok_or(FetchError::NoPartialDir)?;
     // Checked again at each download: in a lab's shared folder another
     // member may have swapped it for a link since the daemon started.
-    crate::pool::node_dir::check(dir)?;
+    let checked = crate::pool::node_dir::check(dir)?;
     let name = super::partials::name(&req.origin.describe(), req.etag, req.size);
-    Ok(dir.join(name))
+    Ok(NodeFile::new(Arc::new(checked), dir, name))
 }
 
 /// Opens the partial file for this version (see `partial.rs`) and decides
 /// where to resume: after the checked bytes of an earlier try, when
 /// `resumable`, else at 0.
 fn open_partial(
-    path: &Path,
+    at: &NodeFile,
     req: &Fetch<'_>,
     object: &str,
     resumable: bool,
@@ -554,8 +572,8 @@ fn open_partial(
         last_modified: req.last_modified.map(str::to_string),
         checked: 0,
     };
-    Partial::open(path.to_path_buf(), version, resumable, RESUME_ALIGN)
-        .map_err(io("open the partial download", path))
+    Partial::open(at.clone(), version, resumable, RESUME_ALIGN)
+        .map_err(io("open the partial download", &at.shown))
 }
 
 /// One range request (or, with [`Cut::Whole`], a GET of the whole object),
@@ -738,7 +756,7 @@ fn write_and_hash(
     (want_md5, part_sizes): (bool, Vec<u64>),
     mut rx: Receiver<Bytes>,
 ) -> Result<Done, FetchError> {
-    let path = &partial.path.clone();
+    let path = &partial.file.shown.clone();
     let sha = Hasher::spawn::<Sha256>("drsd-sha256");
     let md5 = want_md5.then(|| Hasher::spawn::<Md5>("drsd-md5"));
     let parts: Vec<Hasher> = part_sizes
@@ -762,11 +780,15 @@ fn write_and_hash(
         left -= buf.len() as u64;
         feed(Bytes::from(buf));
     }
-    let mut out = Appender::new(file, path, start, direct);
+    let mut out = Appender::new(file, start, direct);
     let mut checkpoint = start + CHECKPOINT_EVERY;
+    let mut first = true;
     while let Some(chunk) = rx.blocking_recv() {
         out.append(&chunk).map_err(io("write", path))?;
         feed(chunk);
+        if std::mem::take(&mut first) {
+            crate::failpoint::pause("download-writing");
+        }
         if out.len() >= checkpoint {
             let synced = out.sync().map_err(io("write and fsync", path))?;
             partial

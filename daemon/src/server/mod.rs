@@ -107,7 +107,7 @@ impl Daemon {
             repo_locks.clone(),
             config.upload,
         );
-        let foreign = Arc::new(ForeignObjects::new(
+        let foreign = ForeignObjects::new(
             registry.clone(),
             remote.clone(),
             pool.clone(),
@@ -115,7 +115,11 @@ impl Daemon {
             Arc::clone(&jobs_wake),
             config.prefetch.max_size,
             config.prefetch.retry,
-        ));
+        );
+        let foreign = Arc::new(match team.as_ref().is_some_and(|t| !t.trusts_members()) {
+            true => foreign.refusing_members_word(config.prefetch.part_size),
+            false => foreign,
+        });
         let registrar = Registrar::new(repos.clone(), foreign.clone(), remote.clone());
         let migration = Migration::new(
             team.as_ref()

@@ -17,7 +17,8 @@ use std::time::Duration;
 use super::DaemonError;
 use crate::config::Config;
 use crate::ops::gc::{GcError, GcTeam};
-use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, PgServer, Pool, PoolError};
+use crate::pg::PgServer;
+use crate::pool::{LocalEngine, PgKvEngine, PgLoEngine, PgPins, Pool, PoolError};
 use crate::registry::postgres::{NodeName, PrivateUrls, DEFAULT_LEASE};
 use crate::registry::{PgRegistry, Registry, RegistryError, SqliteRegistry};
 use crate::settings::Key;
@@ -44,6 +45,9 @@ pub(super) struct Team {
     lease: Duration,
     /// `team_min_grace_secs`: the least grace of a gc here.
     min_grace: Duration,
+    /// `team_trust_members`: whether another member's hash is taken for a
+    /// source that gives no checksum of its content.
+    trust_members: bool,
 }
 
 /// The team the settings name, connected; `None` without `team_db`, or
@@ -56,7 +60,13 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
     let required = settings.flag(Key::TeamRequired).unwrap_or(true);
     let shown = PgServer::redacted(&url);
     let ca_file = settings.path(Key::CaFile).map(PathBuf::from);
-    match crate::blocking(move || PgServer::open_trusting(&url, ca_file.as_deref())).await {
+    // The schema brought to this drsd's version first thing (`pg::schema`).
+    let open = move || {
+        let server = PgServer::open_trusting(&url, ca_file.as_deref())?;
+        server.migrate()?;
+        Ok::<_, PoolError>(server)
+    };
+    match crate::blocking(open).await {
         Ok(server) => {
             let large = match settings.text(Key::TeamLarge) {
                 None | Some(PG_LO) => Large::PgLo,
@@ -67,17 +77,25 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
             let min_grace = settings
                 .secs(Key::TeamMinGraceSecs)
                 .unwrap_or(DEFAULT_MIN_GRACE);
+            let trust_members = settings.flag(Key::TeamTrustMembers).unwrap_or(true);
             log::info!(
                 "team mode: node {} on {} (large tier: {large:?})",
                 node.name,
                 server.shown()
             );
+            if !trust_members {
+                log::info!(
+                    "team_trust_members = false: an object whose source gives no checksum of \
+                     its content is fetched and hashed here, never promoted on another node's hash"
+                );
+            }
             Ok(Some(Team {
                 server,
                 large,
                 node,
                 lease,
                 min_grace,
+                trust_members,
             }))
         }
         Err(source @ PoolError::TrustedFile { .. }) => Err(DaemonError::TeamTrust {
@@ -99,6 +117,12 @@ pub(super) async fn connect(config: &Config) -> Result<Option<Team>, DaemonError
 }
 
 impl Team {
+    /// `team_trust_members`: false makes this node fetch and hash itself
+    /// what the source gives no content checksum for (README "For a lab").
+    pub(super) fn trusts_members(&self) -> bool {
+        self.trust_members
+    }
+
     /// The team's pool: postgres kv, the large tier per `team_large`.
     pub(super) fn open_pool(&self, config: &Config) -> Result<Pool, PoolError> {
         let kv = Arc::new(PgKvEngine::new(self.server.clone()));

@@ -41,3 +41,8 @@ pub const TEAM_LEASE_ENV: &str = "DRSD_TEAM_LEASE_SECS";
 /// The `team_min_grace_secs` setting: the least grace a gc on a lab's
 /// shared pool gives an entry, whatever `--grace` asks.
 pub const TEAM_MIN_GRACE_ENV: &str = "DRSD_TEAM_MIN_GRACE_SECS";
+/// The `team_trust_members` setting: whether a content oid another member's
+/// daemon recorded is taken for a source that gives nothing derived from
+/// content (true, the default), or this node fetches and hashes the object
+/// itself (false).
+pub const TEAM_TRUST_MEMBERS_ENV: &str = "DRSD_TEAM_TRUST_MEMBERS";

@@ -6,7 +6,8 @@
 use super::env::{
     CA_FILE_ENV, DRS_SERVERS_ENV, DRS_TOKEN_FILE_ENV, DRS_WAIT_ENV, GEN3_CREDENTIALS_ENV,
     METADATA_TIMEOUT_ENV, PARTIAL_MAX_ENV, STATE_DIR_ENV, TEAM_DB_ENV, TEAM_LARGE_ENV,
-    TEAM_LEASE_ENV, TEAM_MIN_GRACE_ENV, TEAM_NODE_ENV, TEAM_REQUIRED_ENV, TRUST_CLAIMS_ENV,
+    TEAM_LEASE_ENV, TEAM_MIN_GRACE_ENV, TEAM_NODE_ENV, TEAM_REQUIRED_ENV, TEAM_TRUST_MEMBERS_ENV,
+    TRUST_CLAIMS_ENV,
 };
 
 /// A setting.
@@ -45,6 +46,7 @@ pub enum Key {
     TeamNode,
     TeamLeaseSecs,
     TeamMinGraceSecs,
+    TeamTrustMembers,
 }
 
 /// What values a setting takes.
@@ -402,6 +404,15 @@ pub static SPECS: &[Spec] = &[
             Kind::Secs,
         ),
         "3600",
+    ),
+    default(
+        top(
+            Key::TeamTrustMembers,
+            "team_trust_members",
+            &[TEAM_TRUST_MEMBERS_ENV],
+            Kind::Bool,
+        ),
+        "true: another member's hash of an object whose source gives no content checksum is taken",
     ),
 ];
 

@@ -289,7 +289,7 @@ impl Settings {
 fn shown(spec: &Spec, value: &Value) -> String {
     match (spec.secret, spec.kind, value) {
         (true, _, _) => SECRET_SHOWN.to_string(),
-        (false, Kind::PgUrl, Value::Text(url)) => crate::pool::PgServer::redacted(url),
+        (false, Kind::PgUrl, Value::Text(url)) => crate::pg::PgServer::redacted(url),
         _ => value.to_string(),
     }
 }

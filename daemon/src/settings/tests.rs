@@ -54,6 +54,7 @@ team_required = false
 team_node = "alice@login1"
 team_lease_secs = 20
 team_min_grace_secs = 7200
+team_trust_members = false
 
 [s3]
 endpoint = "http://127.0.0.1:7480"
@@ -111,6 +112,7 @@ fn every_key_of_the_file_is_read_with_its_kind() {
         s.secs(Key::TeamMinGraceSecs),
         Some(Duration::from_secs(7200))
     );
+    assert_eq!(s.flag(Key::TeamTrustMembers), Some(false));
     assert_eq!(
         s.path(Key::S3CredentialsFile),
         Some(Path::new("/home/u/.aws/lab"))

@@ -14,7 +14,10 @@
 //!   and by `drsctl promote`;
 //! - [`standing`]: where each provisional pointer's object stands;
 //! - [`fetch`]: `drsctl fetch`, the prefetch of named objects queued
-//!   (after `add-url --no-fetch`, or a failure fixed).
+//!   (after `add-url --no-fetch`, or a failure fixed);
+//! - [`own_fetch`]: in a team that does not take members' word
+//!   (`team_trust_members = false`), objects whose source gives no checksum
+//!   of its content fetched and hashed here before a pointer is promoted.
 //!
 //! The prefetch queue itself is the registry's; the workers that drain it
 //! are `server::workers`, which come back here to promote.
@@ -23,6 +26,7 @@ mod drs;
 mod error;
 mod expected;
 pub mod fetch;
+mod own_fetch;
 pub mod plan;
 pub mod promotion;
 mod read_small;
@@ -65,6 +69,9 @@ pub struct ForeignObjects {
     retry: Duration,
     /// Hashed objects waiting for their repo's next promotion batch.
     pending: promotion::PendingPromotions,
+    /// With `team_trust_members = false`: the objects this node hashes
+    /// itself rather than take another member's word for them.
+    own: Option<Arc<own_fetch::OwnFetches>>,
 }
 
 /// An add-url request, its repo located.
@@ -132,7 +139,23 @@ impl ForeignObjects {
             max_size,
             retry,
             pending: Default::default(),
+            own: None,
         }
+    }
+
+    /// In a team, with `team_trust_members = false`: a content oid another
+    /// node recorded is not taken for an object whose source gives no
+    /// checksum of its content; this node fetches (parts of `part_size`)
+    /// and hashes it itself first (`own_fetch`).
+    pub(crate) fn refusing_members_word(mut self, part_size: Option<u64>) -> ForeignObjects {
+        self.own = Some(Arc::new(own_fetch::OwnFetches::new(
+            self.pool.clone(),
+            self.remote.clone(),
+            self.registry.clone(),
+            part_size,
+            self.retry,
+        )));
+        self
     }
 
     /// `drsctl add-url`: per URL one HEAD; then, unless `no_fetch`, one GET

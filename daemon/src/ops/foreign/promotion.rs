@@ -91,11 +91,23 @@ struct RepoAt<'a> {
     common: &'a Path,
 }
 
-/// What a promotion did: git's account, and how many paths the registry
-/// learnt a content oid for.
+/// What a promotion did: git's account, how many paths the registry
+/// learnt a content oid for, and the entries left as they were because
+/// this node must hash their object itself first ([`vouched`]).
+#[derive(Default)]
 struct Done {
     promoted: Promoted,
     recorded: usize,
+    unvouched: Vec<Entry>,
+}
+
+/// Whether a content oid another node recorded is taken where the source
+/// gives nothing to check it against (`team_trust_members`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MembersWord {
+    Taken,
+    /// Only this node's own hash of the object promotes its pointers.
+    Refused,
 }
 
 /// What `drsctl promote` asks: the wire's request, taken as it is.
@@ -122,11 +134,25 @@ fn promote_to_content(
     at: RepoAt<'_>,
     targets: Vec<(Entry, Oid)>,
     trigger: Trigger,
+    word: MembersWord,
 ) -> Result<Done, ForeignError> {
     let lfs = at.common.join("lfs");
     let mut here: HashMap<Oid, bool> = HashMap::new();
     let mut ready = Vec::with_capacity(targets.len());
-    for (entry, to) in targets {
+    let mut unvouched = Vec::new();
+    for (entry, said) in targets {
+        let Some(to) = vouched(registry, &entry, said, word)? else {
+            unvouched.push(entry);
+            continue;
+        };
+        if to != said {
+            log::warn!(
+                "{}: {}: the team's registry says its object is {said}, this node's own fetch \
+                 hashed it to {to}: {to} is taken",
+                at.top.display(),
+                entry.path
+            );
+        }
         if let Some(why) = disagrees(pool, &entry, &to)? {
             log::warn!(
                 "{}: {} not promoted to {to}: {why}",
@@ -172,7 +198,58 @@ fn promote_to_content(
     Ok(Done {
         promoted,
         recorded: changed.len(),
+        unvouched,
     })
+}
+
+/// The content oid `entry`'s pointer may be promoted to, `said` being the
+/// registry's: `said` when members' word is taken, or when the source's
+/// ETag is a checksum of the content ([`disagrees`] then checks the bytes
+/// against it); else the oid this node's own fetch of the object gave,
+/// and `None` when it has not fetched it yet.
+fn vouched(
+    registry: &Registry,
+    entry: &Entry,
+    said: Oid,
+    word: MembersWord,
+) -> Result<Option<Oid>, ForeignError> {
+    if word == MembersWord::Taken || content_md5(entry).is_some() {
+        return Ok(Some(said));
+    }
+    let object = &entry.object;
+    Ok(registry.hashed_here(&object.provisional_oid, object.size)?)
+}
+
+/// The oid `entry`'s pointer holds when it is promoted already, `said`
+/// being the registry's content oid: `said`, or, on a node that takes no
+/// member's word, the oid its own fetch gave (which may differ from a
+/// member's lie); `None` while it is still to be promoted.
+fn settled(
+    registry: &Registry,
+    entry: &Entry,
+    said: Oid,
+    word: MembersWord,
+) -> Result<Option<Oid>, ForeignError> {
+    if entry.oid == said {
+        return Ok(Some(said));
+    }
+    if word == MembersWord::Taken {
+        return Ok(None);
+    }
+    let object = &entry.object;
+    let own = registry.hashed_here(&object.provisional_oid, object.size)?;
+    Ok(own.filter(|own| *own == entry.oid))
+}
+
+/// The MD5 of the content `entry`'s pointer names, when its provisional oid
+/// is the sha256 of an ETag that is the MD5 of the content (a single-part
+/// S3 upload). The ETag's text, the registry's, is only believed when it
+/// gives the pointer's very oid (no one can make another ETag give it).
+fn content_md5(entry: &Entry) -> Option<&str> {
+    let etag = entry.object.etag.trim_matches('"');
+    let content_etag = crate::stores::is_content_etag(etag) && !etag.contains('-');
+    // A content ETag's provisional oid is its sha256 alone, whatever the URL.
+    (content_etag && crate::registry::provisional_oid("", etag) == entry.oid).then_some(etag)
 }
 
 /// Whether git-lfs can have pool object `oid` (of `size` bytes) in the
@@ -198,11 +275,10 @@ fn reachable(pool: &Pool, lfs: &Path, oid: &Oid, size: u64) -> Result<bool, Pool
 /// write it). What the repo's own pointer says is this user's: its size,
 /// and its provisional oid, which is `sha256` of the source's ETag when
 /// that ETag is an MD5 of the content (a single-part S3 upload): then the
-/// bytes' MD5 must give that very oid. The ETag's claimed text is only
-/// believed when it gives the pointer's oid (no one can make another ETag
-/// give it). An ETag that derives from no content (nginx's mtime-size, a
-/// multipart upload's) can prove nothing: README "For a lab" says what the
-/// lab then trusts.
+/// bytes' MD5 must give that very oid ([`content_md5`]). An ETag that
+/// derives from no content (nginx's mtime-size, a multipart upload's) can
+/// prove nothing: README "For a lab" says what the lab then trusts, and
+/// [`vouched`] what a node that trusts no member's word takes.
 fn disagrees(pool: &Pool, entry: &Entry, to: &Oid) -> Result<Option<String>, PoolError> {
     let size = entry.object.size;
     match pool.size(to)? {
@@ -214,12 +290,9 @@ fn disagrees(pool: &Pool, entry: &Entry, to: &Oid) -> Result<Option<String>, Poo
         None => return Ok(None), // nothing to compare: not hydrated either
         Some(_) => {}
     }
-    let etag = entry.object.etag.trim_matches('"');
-    let content_etag = crate::stores::is_content_etag(etag) && !etag.contains('-');
-    // A content ETag's provisional oid is its sha256 alone, whatever the URL.
-    if !content_etag || crate::registry::provisional_oid("", etag) != entry.oid {
+    let Some(etag) = content_md5(entry) else {
         return Ok(None);
-    }
+    };
     let Some(blob) = pool.get_verified(to)? else {
         return Ok(None);
     };
@@ -284,6 +357,7 @@ impl ForeignObjects {
         let (pool, registry) = (self.pool.clone(), self.registry.clone());
         let top = repo.to_path_buf();
         let objects = batch.len();
+        let word = self.members_word();
         let outcome = crate::blocking(move || {
             let common = Repo::locate(&top)?.common_dir;
             // A provisional oid names one ETag (scoped by the URL unless the
@@ -305,7 +379,7 @@ impl ForeignObjects {
                 top: &top,
                 common: &common,
             };
-            promote_to_content(&pool, &registry, at, targets, Trigger::Hashed)
+            promote_to_content(&pool, &registry, at, targets, Trigger::Hashed, word)
         })
         .await;
         let shown = repo.display();
@@ -328,40 +402,69 @@ impl ForeignObjects {
     pub async fn catch_up(&self, repo: &Path) {
         let (pool, registry) = (self.pool.clone(), self.registry.clone());
         let top = repo.to_path_buf();
+        let word = self.members_word();
         let _writing = self.repo_locks.lock(repo).await;
         let outcome = crate::blocking(move || {
             let common = Repo::locate(&top)?.common_dir;
             let objects = common.join("lfs").join("objects");
-            let targets: Vec<(Entry, Oid)> = registry
-                .for_repo(&top)?
-                .into_iter()
-                .filter_map(|e| Some((e.object.content_oid?, e)))
-                .filter(|(oid, e)| {
-                    e.is_provisional()
-                        || (linked_into_repo(&pool, e.object.size)
-                            && !object_path(&objects, oid).is_file())
-                })
-                .map(|(oid, e)| (e, oid))
-                .collect();
+            let mut targets: Vec<(Entry, Oid)> = Vec::new();
+            for e in registry.for_repo(&top)? {
+                let Some(said) = e.object.content_oid else {
+                    continue;
+                };
+                let due = match settled(&registry, &e, said, word)? {
+                    None => true,
+                    Some(oid) => {
+                        linked_into_repo(&pool, e.object.size)
+                            && !object_path(&objects, &oid).is_file()
+                    }
+                };
+                if due {
+                    targets.push((e, said));
+                }
+            }
             if targets.is_empty() {
-                return Ok((0, 0));
+                return Ok((0, Done::default()));
             }
             let objects = distinct_objects(&targets);
             let at = RepoAt {
                 top: &top,
                 common: &common,
             };
-            let done = promote_to_content(&pool, &registry, at, targets, Trigger::Hashed)?;
-            Ok::<_, ForeignError>((objects, done.recorded))
+            let done = promote_to_content(&pool, &registry, at, targets, Trigger::Hashed, word)?;
+            Ok::<_, ForeignError>((objects, done))
         })
         .await;
         let shown = repo.display();
         match outcome {
-            Ok((0, _)) => {}
-            Ok((n, p)) => log::info!(
-                "{shown}: caught up with {n} hashed object(s), {p} staged pointer(s) promoted"
-            ),
+            Ok((n, done)) => {
+                // Objects this node is still to fetch itself are not news.
+                if n > 0 && (done.recorded > 0 || done.unvouched.is_empty()) {
+                    log::info!(
+                        "{shown}: caught up with {n} hashed object(s), {} staged pointer(s) promoted",
+                        done.recorded
+                    );
+                }
+                self.fetch_here(done.unvouched);
+            }
             Err(e) => log::warn!("{shown}: catching up with hashed objects: {e}"),
+        }
+    }
+
+    /// Whether another member's hash is taken here (`team_trust_members`).
+    fn members_word(&self) -> MembersWord {
+        match self.own {
+            Some(_) => MembersWord::Refused,
+            None => MembersWord::Taken,
+        }
+    }
+
+    /// Starts this node's own fetch of the entries' objects (those
+    /// [`vouched`] left waiting for it); the promotion follows at the next
+    /// catch-up, once their hash is this node's.
+    fn fetch_here(&self, unvouched: Vec<Entry>) {
+        if let (Some(own), false) = (&self.own, unvouched.is_empty()) {
+            own.start(unvouched);
         }
     }
 
@@ -400,8 +503,10 @@ impl ForeignObjects {
         // a time, and what they promoted first is then found done, not changed.
         let _writing = self.repo_locks.lock(&top).await;
         let (pool, registry) = (self.pool.clone(), self.registry.clone());
-        let (outcome, retried) =
-            crate::blocking(move || promote_named(&pool, &registry, top, request)).await?;
+        let word = self.members_word();
+        let (outcome, retried, unvouched) =
+            crate::blocking(move || promote_named(&pool, &registry, top, request, word)).await?;
+        self.fetch_here(unvouched);
         if retried > 0 {
             log::info!("{retried} failed prefetch job(s) queued again");
             self.wake_workers();
@@ -419,13 +524,15 @@ fn distinct_objects(targets: &[(Entry, Oid)]) -> usize {
 }
 
 /// The blocking part of [`ForeignObjects::promote_asked`]; returns the
-/// outcome and how many failed jobs were queued again.
+/// outcome, how many failed jobs were queued again, and the entries whose
+/// object this node must hash itself first ([`vouched`]).
 fn promote_named(
     pool: &Pool,
     registry: &Registry,
     top: PathBuf,
     request: PromoteRequest,
-) -> Result<(PromoteOutcome, usize), ForeignError> {
+    word: MembersWord,
+) -> Result<(PromoteOutcome, usize, Vec<Entry>), ForeignError> {
     let entries = provisional_entries(registry, &top, &request.cwd, &request.paths, request.all)?;
     let retried = match request.retry {
         true => retry_failed(registry, &entries)?,
@@ -449,10 +556,10 @@ fn promote_named(
         top: &top,
         common: &common,
     };
-    let done = promote_to_content(pool, registry, at, targets, Trigger::Asked)?;
+    let done = promote_to_content(pool, registry, at, targets, Trigger::Asked, word)?;
     outcome.rewritten = done.promoted.rewritten;
     outcome.changed = done.promoted.changed;
-    Ok((outcome, retried))
+    Ok((outcome, retried, done.unvouched))
 }
 
 /// Queues again the failed jobs of the entries' unhashed objects.

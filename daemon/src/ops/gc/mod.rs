@@ -45,7 +45,8 @@ use super::pool::PoolCare;
 use super::repos::{state_file, RepoBook};
 use crate::blocking;
 use crate::lfs::stored_pointers;
-use crate::pool::{GcRecords, Oid, PgGcRecords, PgServer, Pool, PoolError, SeenLog, SweepReport};
+use crate::pg::PgServer;
+use crate::pool::{GcRecords, Oid, PgGcRecords, Pool, PoolError, SeenLog, SweepReport};
 use crate::registry::Registry;
 use drsd_proto::{GcEntry, GcReport, PartialsRemoved};
 

@@ -8,13 +8,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::roots::{Forgotten, PublishedRepo, RootsError, TeamRoots};
-use crate::pool::{create_tables, Oid, PgServer, PoolError};
-
-const DDL: &str = "\
-    CREATE TABLE IF NOT EXISTS team_roots (node text NOT NULL, repo text NOT NULL, \
-      oid bytea NOT NULL, PRIMARY KEY (node, repo, oid));\
-    CREATE TABLE IF NOT EXISTS team_root_sets (node text NOT NULL, repo text NOT NULL, \
-      roots bigint NOT NULL, published timestamptz NOT NULL, PRIMARY KEY (node, repo));";
+use crate::pg::schema::ROOTS as DDL;
+use crate::pg::{create_tables, PgServer};
+use crate::pool::{Oid, PoolError};
 
 /// Oids sent per statement.
 const CHUNK: usize = 20_000;

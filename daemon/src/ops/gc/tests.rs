@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::pool::{
-    Backend, Blob, LocalEngine, MemEngine, PgKvEngine, PgPins, PoolError, Staged, TestDb,
-};
+use crate::pg::TestDb;
+use crate::pool::{Backend, Blob, LocalEngine, MemEngine, PgKvEngine, PgPins, PoolError, Staged};
 
 /// Below it, kv rows; from it, large files.
 const THRESHOLD: u64 = 1024;

@@ -4,8 +4,8 @@
 //! in one database, so an object added on one node is downloaded once and
 //! its content oid, once learnt, serves every node.
 //!
-//! Owns its tables (`drsd_reg_*`, created at open under the pool engines'
-//! advisory lock), the node's row in `drsd_team_nodes`, and the lease of
+//! Owns its tables (`drsd_reg_*`, `pg::schema`'s, made at open when
+//! missing), the node's row in `drsd_team_nodes`, and the lease of
 //! the jobs this node claimed. Connections, URL handling and the retry of a
 //! call whose pooled connection the server closed are [`PgServer`]'s.
 //!
@@ -24,7 +24,8 @@
 //!   the content's did, without a location, is found in the commons itself
 //!   and uploaded into (`ops/transfer/gen3/own_did.rs`). Tables
 //!   `drsd_reg_fence_uploads` and `drsd_reg_fence_upload_parts`, which
-//!   earlier versions made, are left as they are and no longer read.
+//!   earlier versions made, are dropped by the schema's second migration
+//!   (`pg/schema.rs`).
 //!
 //! **Leases.** A claim marks the job `running` with `claimed_by` = this
 //! node and `lease_until` = the server's clock + the lease. One thread per
@@ -38,6 +39,7 @@
 
 mod nodes;
 mod objects;
+mod old_rows;
 mod queue;
 mod records;
 mod rows;
@@ -52,98 +54,13 @@ use postgres::Transaction;
 
 use super::engine::RegistryEngine;
 use super::RegistryError;
-use crate::pool::PgServer;
+use crate::pg::PgServer;
 
 pub use nodes::{NodeName, TeamNode};
 pub use secrets::PrivateUrls;
 
 /// The lease of a claimed job when the settings name none.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-
-/// The tables, created once per database. Times the daemon gives (next
-/// tries, records) are seconds since the epoch by the node's clock, as in
-/// SQLite; leases and `last_seen` are the server's `timestamptz`.
-const DDL: &str = "
-    CREATE TABLE IF NOT EXISTS drsd_reg_objects (
-        id bigserial PRIMARY KEY,
-        url text NOT NULL,
-        bucket text,
-        key text,
-        version_id text,
-        etag text NOT NULL,
-        size bigint NOT NULL,
-        provisional_oid text NOT NULL,
-        content_oid text,
-        drs_id text,
-        last_modified text,
-        recorded_at bigint NOT NULL,
-        updated_at bigint NOT NULL,
-        md5 text,
-        content_read boolean NOT NULL DEFAULT false,
-        UNIQUE (url, etag, size)
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_objects_provisional ON drsd_reg_objects (provisional_oid);
-    CREATE INDEX IF NOT EXISTS drsd_reg_objects_content ON drsd_reg_objects (content_oid);
-    CREATE TABLE IF NOT EXISTS drsd_reg_repo_refs (
-        node text NOT NULL,
-        repo text NOT NULL,
-        path text NOT NULL,
-        oid text NOT NULL,
-        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
-        added_at bigint NOT NULL,
-        PRIMARY KEY (node, repo, path)
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_repo_refs_object ON drsd_reg_repo_refs (object_id);
-    CREATE TABLE IF NOT EXISTS drsd_reg_jobs (
-        object_id bigint PRIMARY KEY REFERENCES drsd_reg_objects (id),
-        state text NOT NULL,
-        attempts integer NOT NULL DEFAULT 0,
-        next_at bigint NOT NULL DEFAULT 0,
-        error text,
-        updated_at bigint NOT NULL,
-        claimed_by text,
-        lease_until timestamptz
-    );
-    CREATE INDEX IF NOT EXISTS drsd_reg_jobs_due ON drsd_reg_jobs (state, next_at);
-    CREATE TABLE IF NOT EXISTS drsd_reg_uploads (
-        node text NOT NULL,
-        endpoint text NOT NULL,
-        bucket text NOT NULL,
-        key text NOT NULL,
-        upload_id text NOT NULL,
-        started bigint NOT NULL,
-        PRIMARY KEY (node, endpoint, bucket, upload_id)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_sent (
-        endpoint text NOT NULL,
-        bucket text NOT NULL,
-        key text NOT NULL,
-        oid text NOT NULL,
-        size bigint NOT NULL,
-        etag text NOT NULL,
-        at bigint NOT NULL,
-        PRIMARY KEY (endpoint, bucket, key)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_indexd (
-        indexd text NOT NULL,
-        oid text NOT NULL,
-        did text,
-        updated_at bigint NOT NULL,
-        PRIMARY KEY (indexd, oid)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_reg_url_holders (
-        object_id bigint NOT NULL REFERENCES drsd_reg_objects (id),
-        node text NOT NULL,
-        PRIMARY KEY (object_id, node)
-    );
-    CREATE TABLE IF NOT EXISTS drsd_team_nodes (
-        name text PRIMARY KEY,
-        host text NOT NULL,
-        username text NOT NULL,
-        started timestamptz NOT NULL DEFAULT now(),
-        last_seen timestamptz NOT NULL DEFAULT now()
-    );
-";
 
 /// The registry's engine on a PostgreSQL database shared by a team.
 pub struct PgRegistry {
@@ -168,18 +85,26 @@ impl PgRegistry {
         urls: PrivateUrls,
     ) -> Result<PgRegistry, RegistryError> {
         server.with("create the registry's tables", |conn| {
-            crate::pool::pg_create_tables(conn, DDL)
+            crate::pg::create_tables(conn, crate::pg::schema::REGISTRY)
         })?;
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
         nodes::beat(&server, &node, lease_ms)?;
         let heartbeat = Heartbeat::start(server.clone(), node.clone(), lease, lease_ms);
-        Ok(PgRegistry {
+        let registry = PgRegistry {
             server,
             node,
             lease_ms,
             heartbeat,
             urls,
-        })
+        };
+        // Before anything is served; a failure (a member holding a lock)
+        // does not stop the node: the next start tries again.
+        if let Err(e) = registry.redact_old_rows() {
+            log::warn!(
+                "redacting the URLs older nodes wrote whole: {e}; tried again at the next start"
+            );
+        }
+        Ok(registry)
     }
 
     /// The server as errors name it (never the password).
@@ -230,6 +155,23 @@ impl RegistryEngine for PgRegistry {
 
     fn forget_team_node(&self, name: &str) -> Result<bool, RegistryError> {
         nodes::forget(&self.server, name)
+    }
+
+    fn hashed_here(
+        &self,
+        provisional: &crate::pool::Oid,
+        size: u64,
+    ) -> Result<Option<crate::pool::Oid>, RegistryError> {
+        self.urls.own_hash(provisional, size)
+    }
+
+    fn record_hashed_here(
+        &self,
+        provisional: &crate::pool::Oid,
+        size: u64,
+        content: &crate::pool::Oid,
+    ) -> Result<(), RegistryError> {
+        self.urls.keep_hash(provisional, size, content)
     }
 }
 

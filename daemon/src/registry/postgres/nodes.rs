@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::pool::PgServer;
+use crate::pg::PgServer;
 use crate::registry::RegistryError;
 
 /// Who this daemon is in the team: `user@host` unless the `team_node`

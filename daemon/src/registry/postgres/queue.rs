@@ -262,6 +262,10 @@ impl JobQueue for PgRegistry {
         md5: Option<&str>,
         note: Option<&str>,
     ) -> Result<Vec<std::path::PathBuf>, RegistryError> {
+        // This node's own evidence first: the shared row is anyone's to write.
+        let object = &job.object;
+        self.urls
+            .keep_hash(&object.provisional_oid, object.size, content_oid)?;
         self.tx("finish a job", |tx| {
             tx.execute(
                 "UPDATE drsd_reg_objects SET content_oid = $2, md5 = COALESCE($3, md5),

@@ -10,12 +10,19 @@
 //! Only a node holding a URL whole can fetch its object: the object's row
 //! gets a row per such node in `drsd_reg_url_holders`, and a claim takes
 //! the job of an object with holders only on one of them (`queue.rs`).
+//!
+//! The same private file holds what this node hashed itself (by the
+//! object's provisional oid and size): a content oid in the team's
+//! database is another member's word, which a node with
+//! `team_trust_members = false` does not take where the source gives no
+//! checksum of its own (`ops::foreign::promotion`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::pool::Oid;
 use crate::registry::RegistryError;
 use crate::IoError;
 
@@ -24,7 +31,19 @@ pub(super) fn shared(url: &str) -> String {
     crate::stores::redacted(url)
 }
 
-/// This node's URLs whole, by their shared form.
+/// The private store's tables: the URLs whole, by their shared form, and
+/// the content oid this node's own fetches gave each object.
+const TABLES: &str = "
+    CREATE TABLE IF NOT EXISTS urls (shared TEXT PRIMARY KEY, url TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS hashed_here (
+        provisional TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        PRIMARY KEY (provisional, size)
+    );";
+
+/// This node's URLs whole, by their shared form, and the objects it hashed
+/// itself.
 pub struct PrivateUrls {
     path: PathBuf,
     conn: Mutex<Connection>,
@@ -38,11 +57,8 @@ impl PrivateUrls {
         }
         crate::private::sqlite(path).map_err(IoError::at("make private", path))?;
         let conn = Connection::open(path).map_err(sql(path, "open"))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE IF NOT EXISTS urls (shared TEXT PRIMARY KEY, url TEXT NOT NULL);",
-        )
-        .map_err(sql(path, "create its table"))?;
+        conn.execute_batch(&format!("PRAGMA journal_mode = WAL; {TABLES}"))
+            .map_err(sql(path, "create its tables"))?;
         Ok(PrivateUrls {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -53,8 +69,7 @@ impl PrivateUrls {
     #[cfg(test)]
     pub fn in_memory() -> PrivateUrls {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE urls (shared TEXT PRIMARY KEY, url TEXT NOT NULL);")
-            .unwrap();
+        conn.execute_batch(TABLES).unwrap();
         PrivateUrls {
             path: PathBuf::from(":memory:"),
             conn: Mutex::new(conn),
@@ -92,6 +107,46 @@ impl PrivateUrls {
             .optional()
             .map_err(sql(&self.path, "read a URL"))?;
         Ok(kept.unwrap_or(shown))
+    }
+}
+
+impl PrivateUrls {
+    /// Records that this node's own fetch hashed the object of
+    /// `provisional` oid and `size` to `content`.
+    pub(super) fn keep_hash(
+        &self,
+        provisional: &Oid,
+        size: u64,
+        content: &Oid,
+    ) -> Result<(), RegistryError> {
+        crate::lock::lock(&self.conn)
+            .execute(
+                "INSERT INTO hashed_here (provisional, size, content) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (provisional, size) DO UPDATE SET content = excluded.content",
+                rusqlite::params![provisional.to_hex(), size as i64, content.to_hex()],
+            )
+            .map_err(sql(&self.path, "keep a hash"))?;
+        Ok(())
+    }
+
+    /// The content oid this node's own fetch hashed the object of
+    /// `provisional` oid and `size` to, if it fetched it.
+    pub(super) fn own_hash(
+        &self,
+        provisional: &Oid,
+        size: u64,
+    ) -> Result<Option<Oid>, RegistryError> {
+        let hex: Option<String> = crate::lock::lock(&self.conn)
+            .query_row(
+                "SELECT content FROM hashed_here WHERE provisional = ?1 AND size = ?2",
+                rusqlite::params![provisional.to_hex(), size as i64],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql(&self.path, "read a hash"))?;
+        // Written by this node alone (0600): a row that does not parse is
+        // a damaged file, taken as no record (the object is fetched again).
+        Ok(hex.and_then(|h| h.parse::<Oid>().ok()))
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::pool::TestDb;
+use crate::pg::TestDb;
 use crate::registry::tests::{entry, object, pg_registry};
 use crate::registry::{ForeignObject, JobState, Registry};
 

@@ -630,8 +630,7 @@ mod tests {
 #[cfg(test)]
 mod against_a_server {
     use super::tests_env::FakeEnv;
-    use crate::pool::pg::TestDb;
-    use crate::pool::PgServer;
+    use crate::pg::{PgServer, TestDb};
 
     const ROLE: &str = "drsd_password_test";
 

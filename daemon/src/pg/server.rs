@@ -1,7 +1,8 @@
-//! What the PostgreSQL engines ([`super::PgKvEngine`], [`super::PgLoEngine`])
-//! share: the server's connection URL read by libpq's conventions, TLS
-//! through rustls, and a small pool of connections so parallel calls do not
-//! queue on one.
+//! [`PgServer`]: what every PostgreSQL engine of a team (the pool's, the
+//! registry's, gc's) shares: the server's connection URL read by libpq's
+//! conventions (`conninfo.rs`), TLS through rustls (`tls.rs`), the schema's
+//! migrations run (`schema.rs`), and a small pool of connections so
+//! parallel calls do not queue on one.
 //!
 //! The client is the synchronous `postgres` crate: each connection runs
 //! its own small runtime, so an engine must be called off the daemon's async
@@ -17,9 +18,12 @@ use postgres::error::SqlState;
 use postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::error::{PoolError, Result};
-use super::pg_conninfo::{ConnInfo, Environment, ProcessEnv};
+use super::conninfo::{ConnInfo, Environment, ProcessEnv};
+use super::tls::tls;
 use crate::lock::lock;
+use crate::pool::PoolError;
+
+type Result<T, E = PoolError> = std::result::Result<T, E>;
 
 /// Connections one engine opens at most; a caller past it waits for one.
 const MAX_CONNECTIONS: usize = 16;
@@ -150,6 +154,13 @@ impl PgServer {
         Ok(server)
     }
 
+    /// Brings the database's schema to this drsd's version (`schema.rs`):
+    /// what a daemon joining the team does first, before any engine uses a
+    /// table. Once per database: a node that finds it done changes nothing.
+    pub fn migrate(&self) -> Result<i32> {
+        self.with("migrate the schema", super::schema::migrate)
+    }
+
     /// `url` as `drsctl config` shows it: host, port, database and user,
     /// and whether a password is in it, never the password itself.
     pub fn redacted(url: &str) -> String {
@@ -276,7 +287,7 @@ impl PgServer {
         log::warn!(
             "{}: the server went away ({}); reconnecting for up to {}s",
             self.shown,
-            super::error::pg_detail(e),
+            pg_detail(e),
             self.patience.as_secs()
         );
         self.outage.on.store(true, Ordering::SeqCst);
@@ -395,15 +406,6 @@ pub(crate) fn is_missing_table(e: &postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNDEFINED_TABLE)
 }
 
-/// Creates the engine's tables once per database, under an advisory lock
-/// (two engines creating them at once would otherwise clash in the catalog).
-pub(crate) fn create_tables(conn: &mut PgConn, ddl: &str) -> Result<(), postgres::Error> {
-    let mut tx = conn.client.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock(7120943)", &[])?;
-    tx.batch_execute(ddl)?;
-    tx.commit()
-}
-
 /// Sets [`LOCK_TIMEOUT`] and [`STATEMENT_TIMEOUT`] on every session, at
 /// its start (the startup packet's options: no statement of ours runs
 /// before them). Options the connection string gives come after, so a lab
@@ -440,56 +442,13 @@ fn shown(config: &postgres::Config) -> String {
     )
 }
 
-/// TLS as the rest of drsd does it: rustls with the web's roots and the
-/// extra roots of each of `roots` (what it is, and its path); the
-/// certificate is always checked (`sslmode=prefer`, the default, falls back
-/// to plain only when the server offers no TLS at all; `sslmode=disable`
-/// never tries it). A file of roots decides which server is the lab's
-/// database: it is read as every such file is (`trusted_file`: no other
-/// user could have written it), and one that cannot be read, or holds no
-/// certificate, is an error naming it, never a warning the daemon goes on
-/// past.
-fn tls(roots: &[(&'static str, &Path)]) -> Result<MakeRustlsConnect> {
-    let mut store = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    for (what, path) in roots {
-        for cert in read_roots(what, path)? {
-            store
-                .add(cert)
-                .map_err(|e| untrusted(what, path, format!("a certificate is refused: {e}")))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(store)
-        .with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
-}
-
-/// The certificates of the PEM file `path`, opened through `trusted_file`.
-fn read_roots(
-    what: &'static str,
-    path: &Path,
-) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
-    use rustls::pki_types::pem::PemObject;
-    let pem = crate::trusted_file::read(path).map_err(|e| untrusted(what, path, e.to_string()))?;
-    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| untrusted(what, path, format!("not PEM certificates: {e:?}")))?;
-    if certs.is_empty() {
-        return Err(untrusted(what, path, "it holds no certificate".into()));
-    }
-    Ok(certs)
-}
-
-fn untrusted(what: &'static str, path: &Path, why: String) -> PoolError {
-    PoolError::TrustedFile {
-        what,
-        path: path.to_path_buf(),
-        why,
+/// A PostgreSQL error with what the server or the socket said: the
+/// client's own text is only "db error" or "error connecting to server".
+pub(crate) fn pg_detail(e: &postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(db), _) => format!("{e}: {}: {}", db.severity(), db.message()),
+        (None, Some(cause)) => format!("{e}: {cause}"),
+        (None, None) => e.to_string(),
     }
 }
 
@@ -547,6 +506,7 @@ impl Drop for TestDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pg::tls::read_roots;
 
     /// `url` with a port nobody listens on: every connection refused.
     fn moved(url: &str) -> postgres::Config {
