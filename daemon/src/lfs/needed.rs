@@ -155,9 +155,11 @@ fn config(repo: &Path, key: &str) -> Result<Option<String>, ScanError> {
     }
 }
 
-/// Branches, tags (peeled to what they name) and remote refs.
+/// Branches, tags (peeled to what they name) and remote refs. A field
+/// may be empty (a lightweight tag peels to nothing): fields are split on
+/// tabs, never trimmed.
 fn refs(repo: &Path) -> Result<Vec<Ref>, ScanError> {
-    let format = "--format=%(refname) %(objectname) %(*objectname) %(committerdate:unix) %(*committerdate:unix)";
+    let format = "--format=%(refname)%09%(objectname)%09%(*objectname)%09%(committerdate:unix)%09%(*committerdate:unix)";
     let args = [
         "for-each-ref",
         format,
@@ -167,8 +169,8 @@ fn refs(repo: &Path) -> Result<Vec<Ref>, ScanError> {
     ];
     let out = run(repo, &args)?;
     let mut refs = Vec::new();
-    for line in lines(&out) {
-        let f: Vec<&str> = line.split(' ').collect();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
         let [name, id, peeled, date, peeled_date] = f[..] else {
             continue;
         };
@@ -176,6 +178,7 @@ fn refs(repo: &Path) -> Result<Vec<Ref>, ScanError> {
         let date = if date.is_empty() { peeled_date } else { date };
         refs.push(Ref {
             id: id.to_string(),
+            // A ref with no date (a tag of a tree) counts as recent.
             date: date.parse().unwrap_or(u64::MAX),
             remote: name.starts_with("refs/remotes/"),
         });
@@ -322,4 +325,121 @@ fn index_blobs(repo: &Path) -> Result<BTreeSet<String>, ScanError> {
         }
     }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lfs::Pointer;
+    use std::path::PathBuf;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes a pointer to `content` at `name` and returns its oid.
+    fn write(top: &Path, name: &str, content: &str) -> Oid {
+        let pointer = Pointer {
+            oid: Oid::of(content.as_bytes()),
+            size: content.len() as u64,
+        };
+        std::fs::write(top.join(name), pointer.to_text()).unwrap();
+        pointer.oid
+    }
+
+    fn commit(top: &Path, name: &str, content: &str) -> Oid {
+        let oid = write(top, name, content);
+        git(top, &["add", name]);
+        git(top, &["commit", "-qm", content]);
+        oid
+    }
+
+    /// A repo whose `f` had versions one, two (both pushed to `origin`)
+    /// and three (committed, not pushed).
+    fn repo() -> (tempfile::TempDir, PathBuf, [Oid; 3]) {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().join("repo");
+        std::fs::create_dir(&top).unwrap();
+        git(&top, &["init", "-q", "-b", "main"]);
+        let bare = tmp.path().join("bare.git");
+        git(
+            tmp.path(),
+            &["init", "-q", "--bare", bare.to_str().unwrap()],
+        );
+        git(&top, &["remote", "add", "origin", bare.to_str().unwrap()]);
+        let one = commit(&top, "f", "one");
+        let two = commit(&top, "f", "two");
+        git(&top, &["push", "-q", "origin", "main"]);
+        (tmp, top, [one, two, Oid::of(b"none")])
+    }
+
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn with_git_lfs_defaults_only_an_old_commit_s_object_is_unneeded() {
+        let (_tmp, top, [one, two, _]) = repo();
+        let needed = needed_pointers(&top, &Recent::read(&top).unwrap(), now()).unwrap();
+        assert!(needed.contains(&two));
+        assert!(!needed.contains(&one));
+    }
+
+    #[test]
+    fn unpushed_commits_the_index_a_stash_and_tags_are_needed() {
+        let (_tmp, top, [one, _, _]) = repo();
+        let unpushed_old = commit(&top, "f", "three");
+        commit(&top, "f", "four");
+        let staged = write(&top, "g", "staged");
+        git(&top, &["add", "g"]);
+        let stashed = write(&top, "g", "stashed");
+        git(&top, &["stash", "-q"]);
+        git(&top, &["tag", "v1", "HEAD~3"]);
+        let needed = needed_pointers(&top, &Recent::default(), now()).unwrap();
+        assert!(
+            needed.contains(&unpushed_old),
+            "an unpushed commit's object"
+        );
+        assert!(needed.contains(&staged), "the stash's index");
+        assert!(needed.contains(&stashed), "the stash's work tree");
+        assert!(needed.contains(&one), "a tag's tip");
+    }
+
+    #[test]
+    fn recent_commits_days_keep_the_versions_a_recent_change_replaced() {
+        let (_tmp, top, [one, _, _]) = repo();
+        git(&top, &["config", "lfs.fetchrecentcommitsdays", "1"]);
+        let recent = Recent::read(&top).unwrap();
+        assert_eq!((recent.commits_days, recent.refs_days), (1, 7));
+        let needed = needed_pointers(&top, &recent, now()).unwrap();
+        assert!(needed.contains(&one));
+    }
+
+    #[test]
+    fn every_branch_tip_is_needed_however_old() {
+        let (_tmp, top, [one, _, _]) = repo();
+        git(&top, &["branch", "old", "HEAD~1"]);
+        let later = now() + 100 * DAY;
+        let needed = needed_pointers(&top, &Recent::default(), later).unwrap();
+        assert!(needed.contains(&one));
+    }
+
+    #[test]
+    fn without_the_remote_s_refs_everything_is_unpushed_and_needed() {
+        let (_tmp, top, [one, _, _]) = repo();
+        git(&top, &["config", "lfs.pruneremotetocheck", "elsewhere"]);
+        let needed = needed_pointers(&top, &Recent::read(&top).unwrap(), now()).unwrap();
+        assert!(needed.contains(&one));
+    }
 }
