@@ -65,6 +65,8 @@ pub struct ForeignObjects {
     retry: Duration,
     /// Hashed objects waiting for their repo's next promotion batch.
     pending: promotion::PendingPromotions,
+    /// Repos whose index is refreshed a second after their last promotion.
+    refresh: Arc<promotion::IndexRefresh>,
 }
 
 /// An add-url request, its repo located.
@@ -132,6 +134,7 @@ impl ForeignObjects {
             max_size,
             retry,
             pending: Default::default(),
+            refresh: Default::default(),
         }
     }
 
@@ -173,6 +176,11 @@ impl ForeignObjects {
         let added = self
             .record_and_stage(staged, resolved, failed_reads, &mut refused)
             .await?;
+        if !added.is_empty() {
+            // Staged in the second its pointers were written: refreshed
+            // a second later, as after a promotion.
+            self.refresh_index_soon(&top);
+        }
         refused.sort_by_key(|f| f.line);
         Ok(AddOutcome { added, refused })
     }

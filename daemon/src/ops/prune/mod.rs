@@ -418,9 +418,14 @@ fn plan(
             set.extend(hashed.get(&oid).copied());
             set.insert(oid);
         }
+        // A foreign object's pointer written but not staged yet is in no
+        // tree or index: its file in the work tree is what needs it. One
+        // removed since (`git rm`) needs nothing.
         for entry in registry.for_repo(repo)? {
-            set.extend(entry.object.content_oid);
-            set.insert(entry.oid);
+            if std::fs::symlink_metadata(repo.join(&entry.path)).is_ok() {
+                set.extend(entry.object.content_oid);
+                set.insert(entry.oid);
+            }
         }
         Ok(set)
     };
