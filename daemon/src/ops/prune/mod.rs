@@ -91,8 +91,11 @@ struct Candidate {
     size: u64,
     /// (target, copy) for each target repo's copy that may go.
     copies: Vec<(usize, RepoCopy)>,
-    /// The pool's entry may go: no repo needs it (its bytes, when held).
-    pool: Option<u64>,
+    /// The pool's entry may go: no repo needs it. Swept even when the
+    /// pool held none at the listing (a proof may read it back in).
+    sweep: bool,
+    /// The pool's entry's bytes, when it held one at the listing.
+    pooled: Option<u64>,
     /// The places to prove it in (indices), and why some cannot be.
     places: BTreeSet<usize>,
     unplaced: Vec<String>,
@@ -219,7 +222,7 @@ impl Prune {
             freed: false,
             kept: None,
             repo_copies: c.copies.len() as u32,
-            pool: c.pool.is_some(),
+            pool: c.sweep && c.pooled.is_some(),
         };
         let mut why: Vec<String> = c.unplaced.clone();
         if (c.places.len() as u64) < u64::from(copies) {
@@ -281,7 +284,7 @@ impl Prune {
         let mut bytes = 0;
         if dry_run {
             for c in &freed {
-                bytes += c.pool.unwrap_or(0);
+                bytes += c.pooled.filter(|_| c.sweep).unwrap_or(0);
                 bytes += c
                     .copies
                     .iter()
@@ -316,11 +319,7 @@ impl Prune {
             .await?;
         }
         crate::failpoint::hit("prune-after-repo-copies");
-        let pooled: Vec<Oid> = freed
-            .iter()
-            .filter(|c| c.pool.is_some())
-            .map(|c| c.oid)
-            .collect();
+        let pooled: Vec<Oid> = freed.iter().filter(|c| c.sweep).map(|c| c.oid).collect();
         let pool = self.pool.clone();
         let swept = blocking(move || pool.sweep_chosen(&pooled, true)).await?;
         let kv = swept
@@ -473,9 +472,10 @@ fn plan(
     let mut out = Vec::with_capacity(candidates.len());
     for (oid, mut c) in candidates {
         if !shared_pool && !everyone.contains(&oid) {
-            c.pool = pool.size(&oid)?.or(Some(0));
+            c.sweep = true;
+            c.pooled = pool.size(&oid)?;
         }
-        if c.copies.is_empty() && c.pool.is_none() {
+        if c.copies.is_empty() && !c.sweep {
             continue; // only the pool holds it, and another repo needs it
         }
         out.push(c);
@@ -503,7 +503,8 @@ fn candidate(all: &mut BTreeMap<Oid, Candidate>, oid: Oid, size: u64) -> &mut Ca
         oid,
         size,
         copies: Vec::new(),
-        pool: None,
+        sweep: false,
+        pooled: None,
         places: BTreeSet::new(),
         unplaced: Vec::new(),
     })
