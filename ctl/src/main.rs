@@ -189,6 +189,28 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = cmd::gc::parse_grace)]
         grace: u64,
     },
+    /// Free disk: remove this machine's copies (the repos' .git/lfs/objects
+    /// and the pool's entries) of the objects nothing here needs, each only
+    /// once it is proven present in N places other than this machine (the
+    /// object remote: its bytes hashed, or a content-derived ETag checked)
+    ///
+    /// Needed, never pruned: what is checked out, staged or stashed, what an
+    /// unpushed commit names, every branch and tag tip, and what git-lfs
+    /// calls recent (lfs.fetchrecentrefsdays, lfs.fetchrecentcommitsdays,
+    /// lfs.pruneoffsetdays, as `git lfs prune` reads them). A freed object
+    /// comes back on checkout or `git lfs pull`
+    Prune {
+        /// The repos to free [default: every registered repo]
+        #[arg(value_name = "REPO")]
+        repos: Vec<PathBuf>,
+        /// List what would be freed and where its copies were proven; free nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// The places other than this machine each object must be proven in
+        #[arg(long, value_name = "N", default_value_t = drsd_proto::PRUNE_COPIES,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        copies: u32,
+    },
     /// A lab's team mode: the nodes sharing one pool
     #[command(subcommand)]
     Team(TeamCommand),
@@ -356,6 +378,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 force,
                 grace,
             } => cmd::gc::run(&socket, dry_run, force, grace, &out).await,
+            Command::Prune {
+                repos,
+                dry_run,
+                copies,
+            } => {
+                let args = cmd::prune::Args {
+                    repos,
+                    dry_run,
+                    copies,
+                };
+                cmd::prune::run(&socket, args, &out).await
+            }
             Command::Fetch { paths, all } => cmd::fetch::run(&socket, paths, all, &out).await,
             Command::Team(TeamCommand::Forget { node }) => {
                 cmd::team::forget(&socket, node, &out).await

@@ -130,6 +130,22 @@ impl Client {
         }
     }
 
+    /// Frees the copies here of objects proven elsewhere; `on_progress`
+    /// gets a line per object as it is decided.
+    pub async fn prune(
+        &mut self,
+        request: PruneRequest,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<PruneReport, IpcError> {
+        let reply = self
+            .call_with_progress(Request::Prune(request), on_progress)
+            .await?;
+        match reply {
+            Reply::Pruned(report) => Ok(report),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Removes what node `node` published as its repos' roots.
     pub async fn team_forget(&mut self, node: String) -> Result<TeamForgetReport, IpcError> {
         let reply = self

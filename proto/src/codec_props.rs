@@ -136,6 +136,7 @@ fn stage() -> impl Strategy<Value = Stage> {
         Just(Stage::Verify),
         Just(Stage::Hydrate),
         Just(Stage::Gc),
+        Just(Stage::Prune),
     ]
 }
 
@@ -259,6 +260,20 @@ fn request() -> impl Strategy<Value = Request> {
         text().prop_map(|node| Request::TeamForget(TeamForgetRequest { node })),
         Just(Request::TeamJoin(TeamJoinRequest {})),
         Just(Request::TeamLeave(TeamLeaveRequest {})),
+        (
+            path(),
+            proptest::collection::vec(path(), 0..3),
+            any::<bool>(),
+            opt(any::<u32>())
+        )
+            .prop_map(
+                |(cwd, repos, dry_run, copies)| Request::Prune(PruneRequest {
+                    cwd,
+                    repos,
+                    dry_run,
+                    copies,
+                })
+            ),
     ]
 }
 
@@ -608,8 +623,49 @@ fn reply() -> impl Strategy<Value = Reply> {
             true => Reply::TeamJoined(report),
             false => Reply::TeamLeft(report),
         }),
+        prune_report().prop_map(Reply::Pruned),
         Just(Reply::Done),
     ]
+}
+
+fn prune_report() -> impl Strategy<Value = PruneReport> {
+    let proven = (any::<u32>(), text()).prop_map(|(place, how)| ProvenCopy { place, how });
+    let object = (
+        oid(),
+        any::<u64>(),
+        proptest::collection::vec(proven, 0..3),
+        any::<[bool; 2]>(),
+        opt(text()),
+        any::<u32>(),
+    )
+        .prop_map(|(oid, size, proven, b, kept, repo_copies)| PrunedObject {
+            oid,
+            size,
+            proven,
+            freed: b[0],
+            kept,
+            repo_copies,
+            pool: b[1],
+        });
+    (
+        any::<bool>(),
+        any::<u32>(),
+        proptest::collection::vec(path(), 0..3),
+        proptest::collection::vec(text(), 0..3),
+        proptest::collection::vec(object, 0..3),
+        any::<[u64; 4]>(),
+    )
+        .prop_map(|(dry_run, copies, repos, places, objects, n)| PruneReport {
+            dry_run,
+            copies,
+            repos,
+            places,
+            objects,
+            needed: n[0],
+            freed: n[1],
+            bytes: n[2],
+            proofs: n[3],
+        })
 }
 
 fn migrate_report() -> impl Strategy<Value = TeamMigrateReport> {

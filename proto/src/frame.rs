@@ -47,6 +47,8 @@ pub enum Stage {
     Verify,
     Hydrate,
     Gc,
+    /// prune: proving objects' copies elsewhere, freeing them here.
+    Prune,
 }
 
 impl std::fmt::Display for Stage {
@@ -58,6 +60,7 @@ impl std::fmt::Display for Stage {
             Stage::Verify => "verify",
             Stage::Hydrate => "hydrate",
             Stage::Gc => "gc",
+            Stage::Prune => "prune",
         })
     }
 }

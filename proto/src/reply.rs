@@ -33,6 +33,7 @@ pub enum Reply {
     TeamForgot(TeamForgetReport),
     TeamJoined(TeamMigrateReport),
     TeamLeft(TeamMigrateReport),
+    Pruned(PruneReport),
     Done,
 }
 
@@ -427,6 +428,87 @@ pub struct GcEntry {
     pub key: String,
     pub tier: Tier,
     pub bytes: u64,
+}
+
+/// What a prune freed, or would free in a dry run: each object nothing
+/// here needs, with where its copies were proven and whether its copies
+/// here went.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    pub dry_run: bool,
+    /// The places other than this machine asked for.
+    pub copies: u32,
+    /// The repos whose copies were considered.
+    pub repos: Vec<PathBuf>,
+    /// Where copies were looked for (an object remote's URL); objects name
+    /// them by index, so a long list stays short on the wire.
+    pub places: Vec<String>,
+    /// Objects that nothing here needs, freed (or not: `kept` says why).
+    pub objects: Vec<PrunedObject>,
+    /// Objects kept because a repo needs them (checked out, staged,
+    /// stashed, unpushed, a branch or tag tip, recent).
+    pub needed: u64,
+    /// Objects freed (or, in a dry run, that would be).
+    pub freed: u64,
+    /// The bytes given back to the file system (or that would be).
+    pub bytes: u64,
+    /// Requests made to the places to prove the copies.
+    #[serde(default)]
+    pub proofs: u64,
+}
+
+impl PruneReport {
+    /// `object`'s line, as drsctl prints it: freed (or would be) and where
+    /// its copies were proven, or kept and why. `places` are the report's.
+    pub fn line(object: &PrunedObject, places: &[String], dry_run: bool) -> String {
+        let proven: Vec<String> = object
+            .proven
+            .iter()
+            .map(|p| {
+                let place = places.get(p.place as usize).map_or("?", String::as_str);
+                match p.how.as_str() {
+                    "proven" => place.to_string(),
+                    how => format!("{place} ({how})"),
+                }
+            })
+            .collect();
+        let at = match proven.is_empty() {
+            true => String::new(),
+            false => format!(": proven in {}", proven.join(", ")),
+        };
+        match (&object.kept, dry_run) {
+            (Some(why), _) => format!("kept {} ({} bytes){at}; {why}", object.oid, object.size),
+            (None, true) => format!("would free {} ({} bytes){at}", object.oid, object.size),
+            (None, false) => format!("freed {} ({} bytes){at}", object.oid, object.size),
+        }
+    }
+}
+
+/// One object a prune looked at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrunedObject {
+    pub oid: Oid,
+    pub size: u64,
+    /// The places (indices into [`PruneReport::places`]) shown to hold it.
+    pub proven: Vec<ProvenCopy>,
+    /// Its copies here went (in a dry run: would go).
+    pub freed: bool,
+    /// Why it was kept (not proven in enough places; a place's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+    /// Repo copies (`.git/lfs/objects`) freed or to free.
+    pub repo_copies: u32,
+    /// The pool's entry freed or to free.
+    pub pool: bool,
+}
+
+/// A place shown to hold an object, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProvenCopy {
+    pub place: u32,
+    /// `proven`: its bytes shown (hashed here, or a content-derived ETag
+    /// checked); `trusted`: taken at the store's word (`trust_claims`).
+    pub how: String,
 }
 
 /// The handshake's answer.

@@ -71,6 +71,8 @@ pub enum Request {
     TeamJoin(TeamJoinRequest),
     /// Copy back what this node's repos need (`drsctl team leave`).
     TeamLeave(TeamLeaveRequest),
+    /// Free the copies here of objects proven elsewhere (`drsctl prune`).
+    Prune(PruneRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +99,27 @@ pub struct GcRequest {
     pub force: bool,
     #[serde(default)]
     pub grace_secs: Option<u64>,
+}
+
+/// How many places other than this machine must be shown to hold an
+/// object before `prune` frees its copies here, unless told otherwise.
+pub const PRUNE_COPIES: u32 = 1;
+
+/// Free the copies on this machine (the repos' `.git/lfs/objects` and the
+/// pool) of the objects nothing here needs, each only once it is proven
+/// present in at least `copies` places other than this machine (with
+/// `dry_run`, only list them). `repos` are the repos to free (relative to
+/// `cwd`); none: every registered repo.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneRequest {
+    pub cwd: PathBuf,
+    #[serde(default)]
+    pub repos: Vec<PathBuf>,
+    #[serde(default)]
+    pub dry_run: bool,
+    /// `None`: [`PRUNE_COPIES`].
+    #[serde(default)]
+    pub copies: Option<u32>,
 }
 
 /// Set `path`'s repo up for drsd (git-lfs keys naming `agent`, hooks,
@@ -279,6 +302,7 @@ impl Request {
             Request::TeamForget(_) => "team_forget",
             Request::TeamJoin(_) => "team_join",
             Request::TeamLeave(_) => "team_leave",
+            Request::Prune(_) => "prune",
         }
     }
 
@@ -299,6 +323,7 @@ impl Request {
             Request::AddUrl(add) => (add.entries.len(), "add_url entries"),
             Request::Promote(promote) => (promote.paths.len(), "promote paths"),
             Request::Fetch(fetch) => (fetch.paths.len(), "fetch paths"),
+            Request::Prune(prune) => (prune.repos.len(), "prune repos"),
             _ => return Ok(()),
         };
         if items > MAX_REQUEST_ENTRIES {

@@ -25,6 +25,7 @@ mod lfs_transfer;
 mod lying_server;
 mod multipart;
 mod pool_crash;
+mod prune;
 mod push_integrity;
 mod quickstart;
 mod recovery;

@@ -9,6 +9,7 @@ pub mod init;
 pub mod manifest;
 pub mod pool;
 pub mod promote;
+pub mod prune;
 pub mod repos;
 pub mod shutdown;
 pub mod status;

@@ -3,6 +3,7 @@
 
 pub mod checkout;
 pub mod hydrate;
+pub mod needed;
 pub use drsd_proto::pointer;
 #[cfg(test)]
 mod pointer_props;

@@ -393,7 +393,7 @@ fn object_exists(repo: &Path, sha: &str) -> Result<bool, ScanError> {
 
 /// Of `ids`, the blobs small enough to be pointers, through one
 /// `git cat-file --batch-check`.
-fn small_blob_ids<'a>(
+pub(crate) fn small_blob_ids<'a>(
     repo: &Path,
     ids: impl Iterator<Item = &'a String>,
 ) -> Result<Vec<String>, ScanError> {

@@ -394,6 +394,44 @@ pub(crate) fn stage(top: &Path, paths: &[&str], convert: Convert) -> Result<(), 
     update().map(|_| ())
 }
 
+/// Refreshes the stat data of the index's entries, as `git status` would
+/// on its first run, with git-lfs's clean filter off: a staged pointer
+/// whose file holds that pointer is found unchanged by its bytes alone
+/// (what the filter would answer, at a git-lfs start per file), and any
+/// other file is left as it was, for the next `git status` to look at.
+/// Run a second after a promotion rewrote files: entries staged in the
+/// same second as their files were written are "racily clean", and git
+/// re-reads each of them, through git-lfs, until the index is written
+/// again (11 s at 100,000 pointers). Waits a little for another git
+/// holding the index.
+pub(crate) fn refresh_index(top: &Path) -> Result<(), TrackError> {
+    let args = [
+        "-c",
+        "filter.lfs.process=",
+        "-c",
+        "filter.lfs.clean=",
+        "-c",
+        "filter.lfs.required=false",
+        "update-index",
+        "-q",
+        "--refresh",
+    ];
+    let refresh = || {
+        let mut cmd = crate::git::git(top);
+        cmd.args(args);
+        run_fed(top, &mut cmd, Vec::new(), "git update-index --refresh")
+    };
+    for _ in 0..50 {
+        match refresh() {
+            Err(TrackError::Git { why, .. }) if why.contains("index.lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            done => return done.map(|_| ()),
+        }
+    }
+    refresh().map(|_| ())
+}
+
 /// The empty tree's id in the repo's object format (SHA-1 or SHA-256).
 fn empty_tree(top: &Path) -> Result<&'static str, TrackError> {
     let out = run_with_bytes(

@@ -14,6 +14,7 @@
 //! - [`workers`]: the background prefetch workers.
 //! - [`gc`]: the pool's garbage collection and the partial downloads' caps.
 //! - [`pool`]: the pool's figures and its verification.
+//! - [`prune`]: freeing this machine's copies of objects proven elsewhere.
 //! - [`team`]: joining a lab's team and leaving it (copying pool and
 //!   registry between this machine's own stores and the team's).
 //! - [`uploads`]: multipart uploads a killed daemon left behind.
@@ -21,6 +22,7 @@
 pub mod foreign;
 pub mod gc;
 pub mod pool;
+pub mod prune;
 pub mod repos;
 pub mod team;
 pub mod transfer;

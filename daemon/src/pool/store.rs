@@ -559,6 +559,24 @@ impl Pool {
         self.sweep_or_list(Some(listed), live, delete)
     }
 
+    /// Deletes (or, without `delete`, sizes) the entries `oids` that the
+    /// caller chose (`drsctl prune`: objects proven elsewhere) the way a
+    /// sweep deletes: in batches under the pins' lock, so an entry a put
+    /// pinned first stays (counted in `pinned`). A kill between two
+    /// batches leaves the rest as they were.
+    pub fn sweep_chosen(&self, oids: &[Oid], delete: bool) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        if delete {
+            oids.iter().for_each(|oid| self.verified.forget(oid));
+        }
+        for (tier, engine) in self.tiers() {
+            for batch in oids.chunks(SWEEP_BATCH) {
+                self.sweep_batch(engine, tier, batch, delete, &mut report)?;
+            }
+        }
+        Ok(report)
+    }
+
     fn sweep_or_list(
         &self,
         listed: Option<&HashSet<Vec<u8>>>,

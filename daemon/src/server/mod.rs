@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::ops::foreign::ForeignObjects;
 use crate::ops::gc::Gc;
 use crate::ops::pool::PoolCare;
+use crate::ops::prune::Prune;
 use crate::ops::repos::{state_file, Registrar, RepoBook, RepoLocks};
 use crate::ops::team::Migration;
 use crate::ops::transfer::Transfers;
@@ -69,6 +70,8 @@ pub(crate) struct Shared {
     registrar: Registrar,
     /// Joining a team and leaving it.
     migration: Migration,
+    /// Freeing this machine's copies of objects proven elsewhere.
+    prune: Prune,
 }
 
 /// A daemon that holds its socket and is ready to serve.
@@ -129,6 +132,15 @@ impl Daemon {
             &own_registry_path(&config),
         );
         let care = Arc::new(PoolCare::new(pool.clone()));
+        let prune = Prune::new(
+            pool.clone(),
+            remote.clone(),
+            registry.clone(),
+            repos.clone(),
+            repo_locks.clone(),
+            care.clone(),
+            team.is_some(),
+        );
         let stop = CancellationToken::new();
         let workers = Arc::new(Workers::new(
             registry.clone(),
@@ -168,6 +180,7 @@ impl Daemon {
             foreign,
             registrar,
             migration,
+            prune,
         });
         log::info!(
             "drsd {} listening on {}",

@@ -7,6 +7,7 @@
 use crate::io_error::out_of_space;
 use crate::ops::foreign::ForeignError;
 use crate::ops::gc::{ForgetError, GcError};
+use crate::ops::prune::PruneError;
 use crate::ops::repos::RepoError;
 use crate::ops::team::MigrateError;
 use crate::ops::transfer::TransferError;
@@ -119,6 +120,21 @@ impl From<GcError> for WireError {
             GcError::Pool(_) | GcError::Registry(_) => wire_error(ErrorCode::Internal, &e),
             GcError::Partials(_) => WireError::new(ErrorCode::Internal, e.to_string()),
             GcError::Roots(_) => wire_error(ErrorCode::Internal, &e),
+        }
+    }
+}
+
+impl From<PruneError> for WireError {
+    fn from(e: PruneError) -> WireError {
+        match &e {
+            PruneError::NoRepos | PruneError::NotInRepo(_) | PruneError::Settings { .. } => {
+                WireError::new(ErrorCode::InvalidArgument, e.to_string())
+            }
+            PruneError::Unreadable { .. } => WireError::new(ErrorCode::NotFound, e.to_string()),
+            PruneError::Registry(_)
+            | PruneError::Pool(_)
+            | PruneError::Io(_)
+            | PruneError::Unsafe(_) => wire_error(ErrorCode::Internal, &e),
         }
     }
 }

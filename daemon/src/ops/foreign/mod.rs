@@ -72,6 +72,8 @@ pub struct ForeignObjects {
     /// With `team_trust_members = false`: the objects this node hashes
     /// itself rather than take another member's word for them.
     own: Option<Arc<own_fetch::OwnFetches>>,
+    /// Repos whose index is refreshed a second after their last promotion.
+    refresh: Arc<promotion::IndexRefresh>,
 }
 
 /// An add-url request, its repo located.
@@ -140,6 +142,7 @@ impl ForeignObjects {
             retry,
             pending: Default::default(),
             own: None,
+            refresh: Default::default(),
         }
     }
 
@@ -196,6 +199,11 @@ impl ForeignObjects {
         let added = self
             .record_and_stage(staged, resolved, failed_reads, &mut refused)
             .await?;
+        if !added.is_empty() {
+            // Staged in the second its pointers were written: refreshed
+            // a second later, as after a promotion.
+            self.refresh_index_soon(&top);
+        }
         refused.sort_by_key(|f| f.line);
         Ok(AddOutcome { added, refused })
     }

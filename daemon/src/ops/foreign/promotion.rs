@@ -124,6 +124,22 @@ pub struct PromoteOutcome {
     pub changed: Vec<String>,
 }
 
+/// Repos waiting for their index refresh after a promotion.
+#[derive(Default)]
+pub(super) struct IndexRefresh(std::sync::Mutex<HashSet<PathBuf>>);
+
+impl IndexRefresh {
+    /// Whether `repo` was not waiting already (the caller starts the wait).
+    fn ask(&self, repo: &Path) -> bool {
+        crate::lock::lock(&self.0).insert(repo.to_path_buf())
+    }
+
+    /// The wait is over: a promotion from now on asks again.
+    fn taken(&self, repo: &Path) {
+        crate::lock::lock(&self.0).remove(repo);
+    }
+}
+
 /// Hydrates each target's content oid into the repo and rewrites the
 /// provisional pointers among them to it, in one pass of git for all; the
 /// paths rewritten are recorded with their new oid and the mirror written.
@@ -384,10 +400,13 @@ impl ForeignObjects {
         .await;
         let shown = repo.display();
         match outcome {
-            Ok(done) if done.recorded > 0 => log::info!(
-                "{shown}: {} staged pointer(s) promoted, for {objects} hashed object(s)",
-                done.recorded
-            ),
+            Ok(done) if done.recorded > 0 => {
+                log::info!(
+                    "{shown}: {} staged pointer(s) promoted, for {objects} hashed object(s)",
+                    done.recorded
+                );
+                self.refresh_index_soon(repo);
+            }
             Ok(_) => {}
             Err(e) => log::warn!("{shown}: after hashing {objects} object(s): {e}"),
         }
@@ -491,6 +510,36 @@ impl ForeignObjects {
     /// containing `cwd` whose object was hashed become content pointers;
     /// those whose object is not hashed yet are reported waiting. With
     /// `retry`, their jobs that failed for good are queued again first.
+    /// Refreshes `repo`'s index a second after now (see
+    /// [`crate::lfs::track::refresh_index`]), under the repo's lock, so the
+    /// first `git status` after a promotion is as fast as the second. One
+    /// wait per repo at a time: promotions meanwhile ride on it, and one
+    /// after it started asks again.
+    pub(super) fn refresh_index_soon(&self, repo: &Path) {
+        if !self.refresh.ask(repo) {
+            return;
+        }
+        let (refresh, locks, top) = (
+            self.refresh.clone(),
+            self.repo_locks.clone(),
+            repo.to_path_buf(),
+        );
+        tokio::spawn(async move {
+            // Past the second the promoted files were written in: git's
+            // racy check compares whole seconds.
+            tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+            refresh.taken(&top);
+            let _writing = locks.lock(&top).await;
+            let at = top.clone();
+            if let Err(e) = crate::blocking(move || crate::lfs::track::refresh_index(&at)).await {
+                log::warn!(
+                    "{}: refreshing the index after a promotion: {e}",
+                    top.display()
+                );
+            }
+        });
+    }
+
     pub async fn promote_asked(
         &self,
         request: PromoteRequest,
@@ -510,6 +559,9 @@ impl ForeignObjects {
         if retried > 0 {
             log::info!("{retried} failed prefetch job(s) queued again");
             self.wake_workers();
+        }
+        if !outcome.rewritten.is_empty() {
+            self.refresh_index_soon(&outcome.repo);
         }
         Ok(outcome)
     }

@@ -9,6 +9,7 @@ mod hydrate;
 mod init;
 mod promote;
 mod provisional;
+mod prune;
 mod push;
 mod repos;
 mod shutdown;
@@ -91,6 +92,7 @@ pub(crate) async fn handle(
         Request::TeamForget(request) => team::forget(&shared, request).await,
         Request::TeamJoin(request) => team_join::handle(&shared, request).await,
         Request::TeamLeave(request) => team_leave::handle(&shared, request).await,
+        Request::Prune(request) => prune::handle(&shared, request, &progress).await,
         Request::Hello(_) => Err(WireError::new(
             ErrorCode::BadRequest,
             "hello was already said",
