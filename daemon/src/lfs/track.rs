@@ -361,37 +361,14 @@ pub(crate) fn stage(top: &Path, paths: &[&str], convert: Convert) -> Result<(), 
     // with it switched off stores the same blob; it also keeps git from
     // starting `git-lfs filter-process` (tens of ms) to re-check index
     // entries staged in the same second ("racily clean" ones).
-    let args = [
-        "-c",
-        "filter.lfs.process=",
-        "-c",
-        "filter.lfs.clean=",
-        "-c",
-        "filter.lfs.required=false",
-        "update-index",
-        "--add",
-        "-z",
-        "--stdin",
-    ];
-    // Another git in the repo (the user's, or one left running by a killed
-    // daemon) may hold the index for a moment: wait for it, a little.
     let update = || {
-        let mut cmd = crate::git::git(top);
-        cmd.args(args);
+        let mut cmd = index_update(top, &["--add", "-z", "--stdin"]);
         if let Some(tree) = &attr_source {
             cmd.env("GIT_ATTR_SOURCE", tree);
         }
         run_fed(top, &mut cmd, nul_separated(paths), "git update-index")
     };
-    for _ in 0..50 {
-        match update() {
-            Err(TrackError::Git { why, .. }) if why.contains("index.lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            done => return done.map(|_| ()),
-        }
-    }
-    update().map(|_| ())
+    waiting_for_the_index(update)
 }
 
 /// Refreshes the stat data of the index's entries, as `git status` would
@@ -402,10 +379,18 @@ pub(crate) fn stage(top: &Path, paths: &[&str], convert: Convert) -> Result<(), 
 /// Run a second after a promotion rewrote files: entries staged in the
 /// same second as their files were written are "racily clean", and git
 /// re-reads each of them, through git-lfs, until the index is written
-/// again (11 s at 100,000 pointers). Waits a little for another git
-/// holding the index.
+/// again (11 s at 100,000 pointers).
 pub(crate) fn refresh_index(top: &Path) -> Result<(), TrackError> {
-    let args = [
+    waiting_for_the_index(|| {
+        let mut cmd = index_update(top, &["-q", "--refresh"]);
+        run_fed(top, &mut cmd, Vec::new(), "git update-index --refresh")
+    })
+}
+
+/// `git update-index ARGS` in `top` with git-lfs's filter switched off.
+fn index_update(top: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = crate::git::git(top);
+    cmd.args([
         "-c",
         "filter.lfs.process=",
         "-c",
@@ -413,23 +398,24 @@ pub(crate) fn refresh_index(top: &Path) -> Result<(), TrackError> {
         "-c",
         "filter.lfs.required=false",
         "update-index",
-        "-q",
-        "--refresh",
-    ];
-    let refresh = || {
-        let mut cmd = crate::git::git(top);
-        cmd.args(args);
-        run_fed(top, &mut cmd, Vec::new(), "git update-index --refresh")
-    };
+    ]);
+    cmd.args(args);
+    cmd
+}
+
+/// `run` once it gets the index: another git in the repo (the user's, or
+/// one left running by a killed daemon) may hold it for a moment, which is
+/// waited for, a little (50 tries, 100 ms apart).
+fn waiting_for_the_index<T>(run: impl Fn() -> Result<T, TrackError>) -> Result<(), TrackError> {
     for _ in 0..50 {
-        match refresh() {
+        match run() {
             Err(TrackError::Git { why, .. }) if why.contains("index.lock") => {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             done => return done.map(|_| ()),
         }
     }
-    refresh().map(|_| ())
+    run().map(|_| ())
 }
 
 /// The empty tree's id in the repo's object format (SHA-1 or SHA-256).
