@@ -638,10 +638,12 @@ mod against_a_server {
     /// server's, not a test database's.
     const PASSWORD: &str = "drsd-test-password";
 
-    /// The role, made once by whichever test comes first (under a lock:
-    /// tests run in parallel against one server), and allowed into `db`.
+    /// The role, made once by whichever test comes first, and allowed into
+    /// `db`. Roles are the whole server's and tests run in parallel, each
+    /// in a database of its own: the lock is taken in the server's own
+    /// database, which they share (an advisory lock holds in one database).
     fn role_with_password(db: &TestDb) {
-        db.client()
+        db.admin_client()
             .batch_execute(&format!(
                 "BEGIN;
                  SELECT pg_advisory_xact_lock(31031);

@@ -489,6 +489,13 @@ impl TestDb {
     pub(crate) fn client(&self) -> Client {
         Client::connect(&self.url, postgres::NoTls).unwrap()
     }
+
+    /// A client of the tests' server's own database (`DRSD_TEST_PG_URL`),
+    /// which every test shares: where an advisory lock serialises tests
+    /// that touch what the whole server shares (roles).
+    pub(crate) fn admin_client(&self) -> Client {
+        Client::connect(&self.admin, postgres::NoTls).unwrap()
+    }
 }
 
 #[cfg(test)]
