@@ -1,7 +1,10 @@
 //! A GA4GH DRS server (1.2, with 1.3's `OPTIONS` and 1.4's bulk requests)
 //! with a Gen3 commons behind it, Indexd and Fence as they answer (read
-//! from uc-cdis/indexd 6.3 and uc-cdis/fence, and tried against a real
-//! Indexd), run in the test process so a test states the objects, the
+//! from uc-cdis/indexd 6.4.0, commit eab0270d, and uc-cdis/fence 13.3.0,
+//! commit d03fe036, and tried against a real Indexd; 6.4.0 changed from
+//! 6.3.0 only the order of an object's `supported_types` in
+//! `indexd/drs/blueprint.py`, BearerAuth first by default, which the
+//! single type answered here already follows), run in the test process so a test states the objects, the
 //! credentials and the misbehaviour (202s, expiry, an Indexd that is down)
 //! it needs, and reads back what the client asked. Real Indexd and Fence
 //! are not installable from a package registry; this stand-in is held to
